@@ -1,0 +1,177 @@
+use std::path::PathBuf;
+
+/// How a [`crate::LocalBashExecutor`] runs commands. `Default` gives the
+/// documented defaults.
+#[derive(Clone, Debug)]
+pub struct LocalConfig {
+    /// Workdir for requests without one; `None` = the process cwd at run time.
+    pub cwd: Option<PathBuf>,
+    /// Foreground timeout when a request gives none (ms). Default 120 000.
+    pub default_timeout_ms: f64,
+    /// Cap on any foreground timeout (ms); larger requests are clamped.
+    /// Default 600 000.
+    pub max_timeout_ms: f64,
+    /// Bytes kept in memory per stream; beyond that the tail is kept and the
+    /// complete stream goes to a spill file. Default 64 000.
+    pub max_output_bytes: u64,
+    /// Time between SIGTERM and SIGKILL when a command is stopped (ms).
+    /// Default 3 000.
+    pub grace_ms: f64,
+    /// How long a finished shell's output pipes may stay open before the
+    /// run returns anyway (ms): a leftover `server &` must not hang the
+    /// call. Default 250.
+    pub linger_ms: f64,
+    /// The shell, run as `<shell> -c <command>`. Default `bash` (from PATH).
+    pub shell: PathBuf,
+    /// Parent directory of the private spill directory; `None` = the
+    /// system temp dir.
+    pub spill_parent: Option<PathBuf>,
+    /// Which inherited environment variables are dropped.
+    pub scrub: ScrubPolicy,
+    /// How many finished background tasks stay readable. Default 256.
+    pub retain_finished_tasks: usize,
+    /// How many spill files are kept at most. Default 512.
+    pub retain_spill_files: usize,
+    /// How many spill bytes are kept at most (the newest file is always
+    /// kept). Default 2 GiB.
+    pub retain_spill_bytes: u64,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        LocalConfig {
+            cwd: None,
+            default_timeout_ms: 120_000.0,
+            max_timeout_ms: 600_000.0,
+            max_output_bytes: 64_000,
+            grace_ms: 3_000.0,
+            linger_ms: 250.0,
+            shell: PathBuf::from("bash"),
+            spill_parent: None,
+            scrub: ScrubPolicy::default(),
+            retain_finished_tasks: 256,
+            retain_spill_files: 512,
+            retain_spill_bytes: 2 << 30,
+        }
+    }
+}
+
+/// Which inherited environment variables never reach a command.
+#[derive(Clone, Debug)]
+pub struct ScrubPolicy {
+    /// A variable whose NAME contains one of these (case-insensitively) is
+    /// dropped. Default: KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL.
+    pub patterns: Vec<String>,
+    /// Exact names that pass even if they match a pattern.
+    pub allow: Vec<String>,
+}
+
+impl Default for ScrubPolicy {
+    fn default() -> Self {
+        ScrubPolicy {
+            patterns: ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"]
+                .map(String::from)
+                .to_vec(),
+            allow: Vec::new(),
+        }
+    }
+}
+
+/// A configuration value that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A duration is zero, negative, NaN or infinite.
+    #[error("invalid {field}: expected a positive finite number of milliseconds, got {value}")]
+    Duration {
+        /// The offending field.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// A size or count is zero.
+    #[error("invalid {field}: expected a positive number, got 0")]
+    Zero {
+        /// The offending field.
+        field: &'static str,
+    },
+    /// The default timeout exceeds the cap.
+    #[error("invalid default_timeout_ms: {default} exceeds max_timeout_ms {max}")]
+    DefaultAboveCap {
+        /// The default.
+        default: f64,
+        /// The cap.
+        max: f64,
+    },
+}
+
+/// True if and only if `ms` is a usable duration in milliseconds.
+pub(crate) fn positive_finite(ms: f64) -> bool {
+    ms.is_finite() && ms > 0.0
+}
+
+impl LocalConfig {
+    /// Checks every field; the first bad one is named in the error.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, value) in [
+            ("default_timeout_ms", self.default_timeout_ms),
+            ("max_timeout_ms", self.max_timeout_ms),
+            ("grace_ms", self.grace_ms),
+            ("linger_ms", self.linger_ms),
+        ] {
+            if !positive_finite(value) {
+                return Err(ConfigError::Duration { field, value });
+            }
+        }
+        for (field, value) in [
+            ("max_output_bytes", self.max_output_bytes),
+            ("retain_finished_tasks", self.retain_finished_tasks as u64),
+            ("retain_spill_files", self.retain_spill_files as u64),
+            ("retain_spill_bytes", self.retain_spill_bytes),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero { field });
+            }
+        }
+        if self.default_timeout_ms > self.max_timeout_ms {
+            return Err(ConfigError::DefaultAboveCap {
+                default: self.default_timeout_ms,
+                max: self.max_timeout_ms,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bad_duration_names_its_field() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            for field in ["default_timeout_ms", "max_timeout_ms", "grace_ms"] {
+                let mut config = LocalConfig::default();
+                match field {
+                    "default_timeout_ms" => config.default_timeout_ms = bad,
+                    "max_timeout_ms" => config.max_timeout_ms = bad,
+                    _ => config.grace_ms = bad,
+                }
+                let message = config.validate().unwrap_err().to_string();
+                assert!(
+                    message.starts_with(&format!("invalid {field}:")),
+                    "{message}"
+                );
+            }
+        }
+        let config = LocalConfig {
+            max_output_bytes: 0,
+            ..LocalConfig::default()
+        };
+        assert_eq!(
+            config.validate().unwrap_err().to_string(),
+            "invalid max_output_bytes: expected a positive number, got 0"
+        );
+        assert!(LocalConfig::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,114 @@
+//! The environment a command sees: the host's, scrubbed of credentials,
+//! with fixed overrides, then the caller's explicit entries.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+use crate::config::ScrubPolicy;
+
+/// Set on every command so tools print plain, non-interactive output.
+pub(crate) const OVERRIDES: [(&str, &str); 4] = [
+    ("NO_COLOR", "1"),
+    ("TERM", "dumb"),
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+];
+
+impl ScrubPolicy {
+    /// True if and only if an inherited variable of this name is dropped.
+    pub fn drops(&self, name: &str) -> bool {
+        if self.allow.iter().any(|allowed| allowed == name) {
+            return false;
+        }
+        let upper = name.to_ascii_uppercase();
+        self.patterns
+            .iter()
+            .any(|pattern| upper.contains(&pattern.to_ascii_uppercase()))
+    }
+}
+
+/// Builds the child environment: scrubbed `inherited`, then the overrides,
+/// then `explicit` (which wins, even for secret-looking names).
+pub(crate) fn child_env(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    policy: &ScrubPolicy,
+    explicit: Option<&BTreeMap<String, String>>,
+) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = inherited
+        .into_iter()
+        .filter(|(name, _)| !policy.drops(&name.to_string_lossy()))
+        .collect();
+    for (name, value) in OVERRIDES {
+        env.insert(name.into(), value.into());
+    }
+    for (name, value) in explicit.into_iter().flatten() {
+        env.insert(name.into(), value.into());
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
+    }
+
+    #[test]
+    fn secrets_are_dropped_others_pass() {
+        let env = child_env(
+            pairs(&[
+                ("API_KEY", "k"),
+                ("my_secret", "s"),
+                ("GITHUB_TOKEN", "t"),
+                ("DB_PASSWORD", "p"),
+                ("PASSWD_FILE", "p"),
+                ("AWS_CREDENTIALS", "c"),
+                ("HOME", "/root"),
+                ("TERM", "xterm"),
+            ]),
+            &ScrubPolicy::default(),
+            None,
+        );
+        let names: Vec<_> = env
+            .keys()
+            .map(|k| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["GIT_PAGER", "HOME", "NO_COLOR", "PAGER", "TERM"]);
+        assert_eq!(env[&OsString::from("TERM")], "dumb");
+    }
+
+    #[test]
+    fn explicit_entries_win_and_allow_list_passes() {
+        let explicit = BTreeMap::from([
+            ("TERM".to_owned(), "xterm-256color".to_owned()),
+            ("MY_KEY".to_owned(), "mine".to_owned()),
+        ]);
+        let policy = ScrubPolicy {
+            allow: vec!["SSH_AUTH_SOCK_KEY".into()],
+            ..ScrubPolicy::default()
+        };
+        let env = child_env(
+            pairs(&[("SSH_AUTH_SOCK_KEY", "a"), ("OTHER_KEY", "b")]),
+            &policy,
+            Some(&explicit),
+        );
+        assert_eq!(env[&OsString::from("TERM")], "xterm-256color");
+        assert_eq!(env[&OsString::from("MY_KEY")], "mine");
+        assert_eq!(env[&OsString::from("SSH_AUTH_SOCK_KEY")], "a");
+        assert!(!env.contains_key(&OsString::from("OTHER_KEY")));
+    }
+
+    #[test]
+    fn extra_patterns_are_case_insensitive() {
+        let policy = ScrubPolicy {
+            patterns: vec!["session".into()],
+            allow: vec![],
+        };
+        assert!(policy.drops("MY_SESSION_ID"));
+        assert!(!policy.drops("HOME"));
+    }
+}

@@ -1,0 +1,501 @@
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use dsh_bash::{
+    signal_name, task_channel, BashError, BashExecRequest, BashExecSpec, BashExecutor,
+    BashRunResult, BashTask, BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken,
+    SandboxMode, TaskListener, TaskState, TaskStatus,
+};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{positive_finite, ConfigError, LocalConfig};
+use crate::env::child_env;
+use crate::output::{join_delta, Stream};
+use crate::spawn::{Launch, PreExec};
+use crate::spill::{SpillDir, SpillLimits};
+use crate::supervise::{supervise, Ended, Stop, StopCause, StopOnDrop, Watch};
+use crate::sys::ExitStatus;
+use crate::tasks::{notify, Listeners, Registry, TaskEntry};
+
+/// Runs bash commands as local processes; see the crate docs for the
+/// guarantees.
+///
+/// Cheap to clone: clones share tasks, listeners and the spill directory.
+#[derive(Clone)]
+pub struct LocalBashExecutor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: LocalConfig,
+    spill: Arc<SpillDir>,
+    registry: Mutex<Registry>,
+    listeners: Mutex<Listeners>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl std::fmt::Debug for LocalBashExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalBashExecutor")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How to run a resolved spec: the argv to exec (normally
+/// `<shell> -c <command>`) and an optional restriction applied between fork
+/// and exec. Confining executors replace the argv with a wrapped one.
+#[derive(Clone)]
+pub struct Invocation {
+    /// Program and arguments; the first element is the program.
+    pub argv: Vec<OsString>,
+    /// Applied in the child before exec; see [`PreExec`] for its contract.
+    pub pre_exec: Option<PreExec>,
+}
+
+impl std::fmt::Debug for Invocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Invocation")
+            .field("argv", &self.argv)
+            .field("pre_exec", &self.pre_exec.is_some())
+            .finish()
+    }
+}
+
+/// Amends the settled state of a background task (sandbox facts) from its
+/// collected stderr, before listeners and waiters see it.
+pub type SettleStamp = Box<dyn FnOnce(&mut TaskState, &str) + Send>;
+
+fn ms(value: f64) -> Duration {
+    Duration::from_secs_f64(value / 1000.0)
+}
+
+fn status_parts(status: ExitStatus) -> (Option<i32>, Option<String>) {
+    match status {
+        ExitStatus::Exited(code) => (Some(code), None),
+        ExitStatus::Signaled(signal) => (None, Some(signal_name(signal))),
+    }
+}
+
+fn check_workdir(workdir: &Path) -> Result<(), BashError> {
+    match std::fs::metadata(workdir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(BashError::WorkdirNotDirectory {
+            path: workdir.to_owned(),
+        }),
+        Err(_) => Err(BashError::WorkdirMissing {
+            path: workdir.to_owned(),
+        }),
+    }
+}
+
+impl LocalBashExecutor {
+    /// Builds an executor; fails, naming the field, on an unusable config.
+    pub fn new(config: LocalConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let spill = SpillDir::new(
+            config.spill_parent.clone(),
+            SpillLimits {
+                max_files: config.retain_spill_files,
+                max_bytes: config.retain_spill_bytes,
+            },
+        );
+        Ok(LocalBashExecutor {
+            inner: Arc::new(Inner {
+                config,
+                spill: Arc::new(spill),
+                registry: Mutex::new(Registry::default()),
+                listeners: Mutex::new(Listeners::default()),
+                next_id: AtomicU64::new(0),
+                closed: AtomicBool::new(false),
+                shutdown: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+            }),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &LocalConfig {
+        &self.inner.config
+    }
+
+    /// The plain invocation of a spec: `<shell> -c <command>`.
+    pub fn invocation(&self, spec: &BashExecSpec) -> Invocation {
+        Invocation {
+            argv: vec![
+                self.inner.config.shell.clone().into_os_string(),
+                "-c".into(),
+                spec.command.clone().into(),
+            ],
+            pre_exec: None,
+        }
+    }
+
+    /// Runs `spec` in the foreground through `invocation` instead of the
+    /// plain shell: the mechanics confining executors build on.
+    pub async fn run_invocation(
+        &self,
+        spec: BashExecSpec,
+        invocation: Invocation,
+    ) -> Result<BashRunResult, BashError> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(BashError::ShutDown);
+        }
+        if spec
+            .cancel
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            return Err(BashError::AbortedBeforeSpawn);
+        }
+        check_workdir(&spec.workdir)?;
+        let stop = Arc::new(Stop::default());
+        let guard = StopOnDrop::new(Arc::clone(&stop));
+        let runner = Arc::clone(inner);
+        let handle = inner
+            .tracker
+            .spawn(async move { runner.foreground(spec, invocation, &stop).await });
+        let result = handle.await;
+        guard.disarm();
+        result.map_err(|err| BashError::Spawn {
+            message: "the supervising task failed".into(),
+            source: std::io::Error::other(err.to_string()),
+        })?
+    }
+
+    /// Starts `spec` in the background through `invocation`. `stamp` runs
+    /// once the task has ended and before anybody sees it settled; it may
+    /// amend the settled state (sandbox facts) using the collected stderr.
+    pub fn start_invocation(
+        &self,
+        spec: BashExecSpec,
+        invocation: Invocation,
+        stamp: Option<SettleStamp>,
+    ) -> Result<BashTask, BashError> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(BashError::ShutDown);
+        }
+        if spec
+            .cancel
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            return Err(BashError::AbortedBeforeSpawn);
+        }
+        let id = BashTaskId::new(format!(
+            "bash-{}",
+            inner.next_id.fetch_add(1, Ordering::Relaxed) + 1
+        ));
+        let (publisher, task) = task_channel(id.clone());
+        let cap = usize::try_from(inner.config.max_output_bytes).unwrap_or(usize::MAX);
+        let entry = Arc::new(TaskEntry {
+            publisher,
+            owner: spec.owner.clone(),
+            stdout: Stream::new(cap),
+            stderr: Stream::new(cap),
+            offsets: Mutex::new((0, 0)),
+            stop: Arc::new(Stop::default()),
+        });
+        inner.registry().insert(id, Arc::clone(&entry));
+        let runner = Arc::clone(inner);
+        inner
+            .tracker
+            .spawn(async move { runner.background(spec, invocation, entry, stamp).await });
+        Ok(task)
+    }
+}
+
+impl Inner {
+    fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn entry(&self, id: &BashTaskId) -> Result<Arc<TaskEntry>, BashError> {
+        self.registry()
+            .get(id)
+            .ok_or_else(|| BashError::UnknownTask { id: id.clone() })
+    }
+
+    fn launch(&self, spec: &BashExecSpec, invocation: Invocation) -> Launch {
+        let mut argv = invocation.argv.into_iter();
+        let program = argv.next().unwrap_or_default();
+        Launch {
+            program: PathBuf::from(program),
+            args: argv.collect(),
+            workdir: spec.workdir.clone(),
+            env: child_env(std::env::vars_os(), &self.config.scrub, spec.env.as_ref()),
+            piped_stdin: spec.stdin.is_some(),
+            pre_exec: invocation.pre_exec,
+        }
+    }
+
+    async fn supervise(
+        &self,
+        spec: &BashExecSpec,
+        invocation: Invocation,
+        streams: (&Arc<Stream>, &Arc<Stream>),
+        timeout: Option<Duration>,
+        stop: &Stop,
+    ) -> std::io::Result<Ended> {
+        let launch = self.launch(spec, invocation);
+        supervise(
+            launch,
+            Watch {
+                stdin: spec.stdin.clone(),
+                stdout: Arc::clone(streams.0),
+                stderr: Arc::clone(streams.1),
+                spill: &self.spill,
+                timeout,
+                cancel: spec.cancel.clone(),
+                stop,
+                shutdown: &self.shutdown,
+                grace: ms(self.config.grace_ms),
+                linger: ms(self.config.linger_ms),
+                tracker: &self.tracker,
+            },
+        )
+        .await
+    }
+
+    async fn foreground(
+        &self,
+        spec: BashExecSpec,
+        invocation: Invocation,
+        stop: &Stop,
+    ) -> Result<BashRunResult, BashError> {
+        let cap = usize::try_from(self.config.max_output_bytes).unwrap_or(usize::MAX);
+        let (stdout, stderr) = (Stream::new(cap), Stream::new(cap));
+        let timeout = Duration::from_millis(spec.timeout_ms);
+        let ended = self
+            .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), stop)
+            .await
+            .map_err(|source| BashError::Spawn {
+                message: format!(
+                    "cannot run {} in {}: {source}",
+                    self.config.shell.display(),
+                    spec.workdir.display()
+                ),
+                source,
+            })?;
+        let (exit_code, signal) = status_parts(ended.status);
+        Ok(BashRunResult {
+            exit_code,
+            signal,
+            timed_out: ended.cause == Some(StopCause::Timeout),
+            aborted: matches!(
+                ended.cause,
+                Some(StopCause::Cancelled | StopCause::Killed | StopCause::Shutdown)
+            ),
+            timeout_ms: spec.timeout_ms,
+            stdout: stdout.collected(),
+            stderr: stderr.collected(),
+            leftovers_stopped: u32::try_from(ended.leftovers).unwrap_or(u32::MAX),
+            sandbox: None,
+        })
+    }
+
+    async fn background(
+        &self,
+        spec: BashExecSpec,
+        invocation: Invocation,
+        entry: Arc<TaskEntry>,
+        stamp: Option<SettleStamp>,
+    ) {
+        let streams = (&entry.stdout, &entry.stderr);
+        let ended = match check_workdir(&spec.workdir) {
+            Ok(()) => self
+                .supervise(&spec, invocation, streams, None, &entry.stop)
+                .await
+                .map_err(|err| format!("cannot run {}: {err}", self.config.shell.display())),
+            Err(err) => Err(err.to_string()),
+        };
+        let mut state = match ended {
+            Ok(ended) => {
+                let (exit_code, signal) = status_parts(ended.status);
+                TaskState {
+                    status: if ended.cause.is_some() {
+                        TaskStatus::Killed
+                    } else {
+                        TaskStatus::Completed
+                    },
+                    exit_code,
+                    signal,
+                    sandbox: None,
+                }
+            }
+            Err(reason) => {
+                entry
+                    .stderr
+                    .push(format!("spawn failed: {reason}\n").as_bytes());
+                entry.stderr.finish();
+                TaskState {
+                    status: TaskStatus::Killed,
+                    exit_code: None,
+                    signal: None,
+                    sandbox: None,
+                }
+            }
+        };
+        if let Some(stamp) = stamp {
+            let stderr = entry.stderr.collected().text;
+            stamp(&mut state, &stderr);
+        }
+        entry.publisher.publish(state);
+        let killed_by_shutdown = entry.stop.cause() == Some(StopCause::Shutdown);
+        if !killed_by_shutdown && !self.closed.load(Ordering::Acquire) {
+            notify(&self.listeners, &entry.publisher.snapshot());
+        }
+        let id = entry.publisher.snapshot().id;
+        let evicted = self
+            .registry()
+            .settled(&id, self.config.retain_finished_tasks);
+        let paths: Vec<PathBuf> = evicted.iter().flat_map(|e| e.spill_paths()).collect();
+        if !paths.is_empty() {
+            let spill = Arc::clone(&self.spill);
+            let _ = tokio::task::spawn_blocking(move || spill.discard(&paths)).await;
+        }
+    }
+}
+
+impl BashExecutor for LocalBashExecutor {
+    fn sandbox_mode(&self) -> Option<SandboxMode> {
+        None
+    }
+
+    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+        let config = &self.inner.config;
+        let timeout = match request.timeout_ms {
+            Some(value) if !positive_finite(value) => {
+                return Err(BashError::InvalidTimeout { value })
+            }
+            Some(value) => value.min(config.max_timeout_ms),
+            None => config.default_timeout_ms.min(config.max_timeout_ms),
+        };
+        let base = match &config.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().map_err(|_| BashError::WorkdirMissing {
+                path: PathBuf::from("."),
+            })?,
+        };
+        let workdir = match request.workdir {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => base.join(dir),
+            None => base,
+        };
+        Ok(BashExecSpec {
+            command: request.command,
+            workdir,
+            // Sub-millisecond requests round up, so a positive timeout stays positive.
+            timeout_ms: timeout.ceil() as u64,
+            owner: request.owner,
+            sandbox_mode: request.sandbox_mode,
+            stdin: request.stdin,
+            env: request.env,
+            cancel: request.cancel,
+        })
+    }
+
+    fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
+        let invocation = self.invocation(&spec);
+        Box::pin(self.run_invocation(spec, invocation))
+    }
+
+    fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
+        let invocation = self.invocation(&spec);
+        let started = self.start_invocation(spec, invocation, None);
+        Box::pin(async move { started })
+    }
+
+    fn get(&self, id: &BashTaskId) -> Option<BashTask> {
+        self.inner
+            .registry()
+            .get(id)
+            .map(|e| e.publisher.snapshot())
+    }
+
+    fn owner_of(&self, id: &BashTaskId) -> Option<OwnerToken> {
+        self.inner.registry().get(id).and_then(|e| e.owner.clone())
+    }
+
+    fn list(&self) -> Vec<BashTask> {
+        self.inner
+            .registry()
+            .all()
+            .iter()
+            .map(|e| e.publisher.snapshot())
+            .collect()
+    }
+
+    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
+        let entry = self.inner.entry(id)?;
+        // Snapshot first: a settled snapshot guarantees all output is read.
+        let task = entry.publisher.snapshot();
+        let mut offsets = entry.offsets.lock().unwrap_or_else(PoisonError::into_inner);
+        let stdout = entry.stdout.read_from(offsets.0);
+        let stderr = entry.stderr.read_from(offsets.1);
+        *offsets = (stdout.next, stderr.next);
+        Ok(BashTaskRead {
+            task,
+            delta: join_delta(&stdout.text, &stderr.text),
+            lossy: stdout.lossy || stderr.lossy,
+            stdout_spill_path: stdout.spill_path,
+            stderr_spill_path: stderr.spill_path,
+        })
+    }
+
+    fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
+        Box::pin(async move {
+            let entry = self.inner.entry(id)?;
+            if entry.publisher.state().is_settled() {
+                return Ok(false);
+            }
+            let first = entry.stop.request(StopCause::Killed);
+            let settled = entry.publisher.snapshot().settled().await;
+            Ok(first && settled.status == TaskStatus::Killed)
+        })
+    }
+
+    fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
+        let key = self
+            .inner
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(listener);
+        let inner: Weak<Inner> = Arc::downgrade(&self.inner);
+        ListenerHandle::new(move || {
+            if let Some(inner) = inner.upgrade() {
+                inner
+                    .listeners
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(key);
+            }
+        })
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            inner.closed.store(true, Ordering::Release);
+            inner
+                .listeners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .close();
+            inner.shutdown.cancel();
+            inner.tracker.close();
+            inner.tracker.wait().await;
+            inner.registry().clear();
+        })
+    }
+}

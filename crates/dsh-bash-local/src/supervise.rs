@@ -1,0 +1,231 @@
+//! Supervising one command: spawn, read both streams, wait for the exit,
+//! the timeout, a cancellation or a kill, stop the whole tree, and return
+//! promptly even when a leftover holds the pipes open.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+use tokio_util::sync::CancellationToken;
+
+use crate::output::{Drain, Stream};
+use crate::spawn::{self, Launch};
+use crate::spill::SpillDir;
+use crate::sys::{self, ExitStatus};
+use crate::tree::{Stopping, Tree};
+
+/// Why we stopped a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StopCause {
+    /// Its timeout elapsed.
+    Timeout,
+    /// The caller's cancellation fired (or the caller went away).
+    Cancelled,
+    /// Somebody killed the task.
+    Killed,
+    /// The executor shut down.
+    Shutdown,
+}
+
+/// A one-shot stop request; the first cause wins.
+#[derive(Debug, Default)]
+pub(crate) struct Stop {
+    token: CancellationToken,
+    cause: OnceLock<StopCause>,
+}
+
+impl Stop {
+    /// Requests a stop; true if and only if this was the first request.
+    pub(crate) fn request(&self, cause: StopCause) -> bool {
+        let first = self.cause.set(cause).is_ok();
+        self.token.cancel();
+        first
+    }
+
+    pub(crate) fn cause(&self) -> Option<StopCause> {
+        self.cause.get().copied()
+    }
+}
+
+/// Requests `Cancelled` when dropped before being disarmed: a caller that
+/// stops awaiting a foreground run kills the command.
+pub(crate) struct StopOnDrop(Option<Arc<Stop>>);
+
+impl StopOnDrop {
+    pub(crate) fn new(stop: Arc<Stop>) -> Self {
+        StopOnDrop(Some(stop))
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(stop) = self.0.take() {
+            stop.request(StopCause::Cancelled);
+        }
+    }
+}
+
+/// What the supervisor needs from its executor.
+pub(crate) struct Watch<'a> {
+    pub(crate) stdin: Option<Vec<u8>>,
+    pub(crate) stdout: Arc<Stream>,
+    pub(crate) stderr: Arc<Stream>,
+    pub(crate) spill: &'a Arc<SpillDir>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) cancel: Option<CancellationToken>,
+    pub(crate) stop: &'a Stop,
+    pub(crate) shutdown: &'a CancellationToken,
+    pub(crate) grace: Duration,
+    pub(crate) linger: Duration,
+    pub(crate) tracker: &'a tokio_util::task::TaskTracker,
+}
+
+/// How a supervised command ended.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    pub(crate) status: ExitStatus,
+    pub(crate) cause: Option<StopCause>,
+    pub(crate) leftovers: usize,
+}
+
+async fn wait_exit(pidfd: &AsyncFd<OwnedFd>) -> io::Result<ExitStatus> {
+    loop {
+        let mut ready = pidfd.readable().await?;
+        match sys::try_reap(pidfd.get_ref().as_fd())? {
+            Some(status) => return Ok(status),
+            None => ready.clear_ready(),
+        }
+    }
+}
+
+async fn sleep_or_never(timeout: Option<Duration>) {
+    match timeout {
+        Some(timeout) => tokio::time::sleep(timeout).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn cancelled_or_never(cancel: Option<&CancellationToken>) {
+    match cancel {
+        Some(cancel) => cancel.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn feed_stdin(fd: OwnedFd, bytes: Vec<u8>) {
+    let Ok(mut sender) = pipe::Sender::from_owned_fd(fd) else {
+        return;
+    };
+    // A child that exits without reading gives EPIPE: not our failure.
+    let _ = sender.write_all(&bytes).await;
+}
+
+/// Runs `launch` to its end under `watch`. `Err` only when it could not be
+/// spawned or supervised.
+pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<Ended> {
+    let spawned = spawn::spawn(launch).await?;
+    let pid = spawned.pid;
+    let linger = CancellationToken::new();
+    let drain = |stream: &Arc<Stream>, label| Drain {
+        stream: Arc::clone(stream),
+        spill: Arc::clone(watch.spill),
+        label,
+        stop: linger.clone(),
+    };
+    let stdout = pipe::Receiver::from_owned_fd(spawned.stdout)?;
+    let stderr = pipe::Receiver::from_owned_fd(spawned.stderr)?;
+    let readers = [
+        tokio::spawn(drain(&watch.stdout, "stdout").run(stdout)),
+        tokio::spawn(drain(&watch.stderr, "stderr").run(stderr)),
+    ];
+    let writer = spawned
+        .stdin
+        .map(|fd| tokio::spawn(feed_stdin(fd, watch.stdin.unwrap_or_default())));
+    let pidfd = sys::readable_fd(spawned.pidfd)?;
+
+    let exited = tokio::select! {
+        status = wait_exit(&pidfd) => Ok(status),
+        () = sleep_or_never(watch.timeout) => Err(StopCause::Timeout),
+        () = cancelled_or_never(watch.cancel.as_ref()) => Err(StopCause::Cancelled),
+        () = watch.stop.token.cancelled() => Err(watch.stop.cause().unwrap_or(StopCause::Killed)),
+        () = watch.shutdown.cancelled() => Err(StopCause::Shutdown),
+    };
+    let ended = match exited {
+        Ok(status) => {
+            let status = status?;
+            // The shell exited on its own. Leftovers still in its process
+            // group (a `server &`) are stopped, as a terminal hang-up would;
+            // a daemon that left the group is left alone.
+            let leftovers = if sys::group_alive(pid) {
+                let stopping = Stopping::freeze(
+                    Tree {
+                        pgid: pid,
+                        from_root: false,
+                    },
+                    None,
+                )
+                .await;
+                let count = stopping.member_count();
+                let grace = watch.grace;
+                watch.tracker.spawn(async move {
+                    stopping.finish(grace).await;
+                    spawn::release(pid);
+                });
+                count
+            } else {
+                spawn::release(pid);
+                0
+            };
+            Ended {
+                status,
+                cause: None,
+                leftovers,
+            }
+        }
+        Err(cause) => {
+            watch.stop.request(cause);
+            let cause = watch.stop.cause().unwrap_or(cause);
+            let root = pidfd.get_ref().try_clone()?;
+            let stopping = Stopping::freeze(
+                Tree {
+                    pgid: pid,
+                    from_root: true,
+                },
+                Some(root),
+            )
+            .await;
+            let (status, ()) = tokio::join!(wait_exit(&pidfd), stopping.finish(watch.grace));
+            spawn::release(pid);
+            Ended {
+                status: status?,
+                cause: Some(cause),
+                leftovers: 0,
+            }
+        }
+    };
+
+    // Everything the command wrote before it ended is in the pipes; a
+    // leftover or daemon may hold them open, so EOF gets a bounded wait.
+    let [out_reader, err_reader] = readers;
+    let both = async {
+        let _ = out_reader.await;
+        let _ = err_reader.await;
+    };
+    tokio::pin!(both);
+    if tokio::time::timeout(watch.linger, &mut both).await.is_err() {
+        linger.cancel();
+        both.await;
+    }
+    if let Some(writer) = writer {
+        writer.abort();
+    }
+    Ok(ended)
+}

@@ -1,0 +1,195 @@
+//! Every raw syscall of this crate, each `unsafe` block with its SAFETY line.
+//!
+//! Process identity is held as a pidfd wherever it matters, so a signal can
+//! never reach a recycled pid.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ExitStatus {
+    /// Normal exit with this code.
+    Exited(i32),
+    /// Killed by this signal number.
+    Signaled(i32),
+}
+
+/// Runs in the child between fork and exec: async-signal-safe raw syscalls
+/// only (no allocation, no locks, no logging).
+///
+/// - `setsid`: a new session and process group (no controlling terminal);
+/// - `PR_SET_CHILD_SUBREAPER`: orphaned descendants (double forks, `setsid`
+///   escapees whose parent died) are re-parented to the shell instead of
+///   init, so the whole tree stays reachable from it. The attribute survives
+///   `execve`;
+/// - `PR_SET_PDEATHSIG(SIGKILL)`: the shell dies with the thread that spawned
+///   it (a thread that lives as long as the process, see `spawn.rs`); if the
+///   parent is already gone, exit at once.
+///
+/// # Safety
+///
+/// Must only be called in a freshly forked child before exec.
+pub(crate) unsafe fn contain_child(parent: libc::pid_t, die_with_parent: bool) -> io::Result<()> {
+    // SAFETY: setsid has no memory-safety preconditions.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if die_with_parent {
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            // The parent died between fork and prctl: nobody will supervise us.
+            // SAFETY: _exit is async-signal-safe and never returns.
+            unsafe { libc::_exit(127) };
+        }
+    }
+    Ok(())
+}
+
+/// Puts the calling (forked) child into a session of its own; for helpers
+/// that must not share the host's terminal signals.
+///
+/// # Safety
+///
+/// Must only be called in a freshly forked child before exec.
+pub(crate) unsafe fn own_session() -> io::Result<()> {
+    // SAFETY: setsid has no memory-safety preconditions.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Opens a pidfd for `pid`.
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sends `signal` to the process behind `pidfd`. A process that already
+/// exited is not an error.
+pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) {
+    // SAFETY: pidfd_send_signal with a valid fd, a null siginfo and no flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ESRCH) {
+            tracing::debug!(%err, signal, "pidfd_send_signal failed");
+        }
+    }
+}
+
+/// Sends `signal` to every process of group `pgid`. Never fails: a
+/// non-positive pgid is ignored, a vanished group and EPERM are ignored.
+pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+    if pgid <= 0 {
+        return;
+    }
+    // SAFETY: kill with a negative pid signals a process group; no memory involved.
+    unsafe { libc::kill(-pgid, signal) };
+}
+
+/// True if and only if some process still belongs to group `pgid`.
+pub(crate) fn group_alive(pgid: libc::pid_t) -> bool {
+    if pgid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(-pgid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Reaps the child behind `pidfd` if it has exited; `None` if still running.
+pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+    // SAFETY: waitid writes a siginfo_t into the buffer we own; P_PIDFD takes the fd as id.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PIDFD,
+            pidfd.as_raw_fd() as libc::id_t,
+            info.as_mut_ptr(),
+            libc::WEXITED | libc::WNOHANG,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: waitid succeeded, so the (zero-initialised) siginfo is valid.
+    let info = unsafe { info.assume_init() };
+    // SAFETY: si_pid/si_status are valid to read for SIGCHLD siginfo; si_pid 0 means "not yet".
+    let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if pid == 0 {
+        return Ok(None);
+    }
+    Ok(Some(match info.si_code {
+        libc::CLD_EXITED => ExitStatus::Exited(status),
+        _ => ExitStatus::Signaled(status),
+    }))
+}
+
+/// Raises the capacity of a pipe (best effort; heavy streams wake us less).
+pub(crate) fn grow_pipe(fd: BorrowedFd<'_>, bytes: libc::c_int) {
+    // SAFETY: fcntl F_SETPIPE_SZ on a valid fd with an integer argument.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) };
+}
+
+/// Fills `buf` with kernel randomness.
+pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: getrandom writes at most rest.len() bytes into the buffer we own.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+            continue;
+        }
+        filled += n.unsigned_abs();
+    }
+    Ok(())
+}
+
+/// Sets O_NONBLOCK on `fd` (best effort).
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) {
+    // SAFETY: fcntl F_GETFL/F_SETFL on a valid fd with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+/// Registers an owned fd (a pidfd) with the Tokio reactor for readability.
+pub(crate) fn readable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: an OwnedFd stays open and always returns the same raw fd while
+    // the AsyncFd owns it.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|err| err.into_parts().1)
+}

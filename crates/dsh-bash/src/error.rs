@@ -1,0 +1,67 @@
+use std::path::PathBuf;
+
+use crate::BashTaskId;
+
+/// Why a command could not be resolved, run, started, read or killed.
+///
+/// Outcomes of a command that ran (exit codes, timeouts, aborts, denials) are
+/// never errors; see [`crate::BashRunResult`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BashError {
+    /// The requested timeout is not a positive finite number of milliseconds.
+    #[error("invalid timeout_ms: expected a positive finite number of milliseconds, got {value}")]
+    InvalidTimeout {
+        /// The rejected value.
+        value: f64,
+    },
+    /// The workdir does not exist.
+    #[error("workdir {} does not exist", path.display())]
+    WorkdirMissing {
+        /// The workdir asked for.
+        path: PathBuf,
+    },
+    /// The workdir exists but is not a directory.
+    #[error("workdir {} is not a directory", path.display())]
+    WorkdirNotDirectory {
+        /// The workdir asked for.
+        path: PathBuf,
+    },
+    /// The process could not be spawned (missing shell, exhausted resources…).
+    #[error("spawn failed: {message}")]
+    Spawn {
+        /// What was being spawned and what went wrong, in words.
+        message: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The cancellation token had already fired; nothing ran.
+    #[error("aborted before spawn")]
+    AbortedBeforeSpawn,
+    /// No task has this id.
+    #[error("unknown bash task \"{id}\"")]
+    UnknownTask {
+        /// The id asked for.
+        id: BashTaskId,
+    },
+    /// The executor was shut down; it accepts no new commands.
+    #[error("the bash executor has been shut down and accepts no new commands")]
+    ShutDown,
+}
+
+impl BashError {
+    /// A stable machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BashError::InvalidTimeout { .. } => "INVALID_TIMEOUT",
+            BashError::WorkdirMissing { .. } | BashError::WorkdirNotDirectory { .. } => {
+                "INVALID_WORKDIR"
+            }
+            BashError::Spawn { .. } => "SPAWN_FAILED",
+            BashError::AbortedBeforeSpawn => "ABORTED",
+            BashError::UnknownTask { .. } => "UNKNOWN_TASK",
+            BashError::ShutDown => "SHUT_DOWN",
+        }
+    }
+}

@@ -1,0 +1,93 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::{
+    BashError, BashExecRequest, BashExecSpec, BashRunResult, BashTask, BashTaskId, BashTaskRead,
+    OwnerToken, SandboxMode,
+};
+
+/// A boxed, sendable future: what the trait's async methods return, so the
+/// trait stays usable as `Arc<dyn BashExecutor>`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Called exactly once when a background task settles (completed or killed).
+///
+/// A listener that panics is contained: the panic is logged and neither the
+/// task nor other listeners are affected.
+pub type TaskListener = Arc<dyn Fn(&BashTask) + Send + Sync>;
+
+/// Returned by [`BashExecutor::on_task_done`]; unregisters the listener.
+pub struct ListenerHandle {
+    unregister: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl ListenerHandle {
+    /// Wraps the executor's way of unregistering one listener.
+    pub fn new(unregister: impl FnOnce() + Send + 'static) -> Self {
+        ListenerHandle {
+            unregister: Some(Box::new(unregister)),
+        }
+    }
+
+    /// Unregisters the listener; it is not called for tasks settling later.
+    pub fn unregister(mut self) {
+        if let Some(unregister) = self.unregister.take() {
+            unregister();
+        }
+    }
+}
+
+impl std::fmt::Debug for ListenerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerHandle").finish_non_exhaustive()
+    }
+}
+
+/// Runs bash commands: the seam every backend (local, sandboxed, remote…)
+/// implements and every consumer talks to.
+pub trait BashExecutor: Send + Sync {
+    /// The default mode of a confining executor; `None` for one that never
+    /// confines.
+    fn sandbox_mode(&self) -> Option<SandboxMode>;
+
+    /// Applies defaults and caps: the request becomes a spec with every knob
+    /// explicit. Fails on an invalid timeout.
+    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError>;
+
+    /// Runs a command in the foreground until it exits, times out or is
+    /// cancelled. Non-zero exits, timeouts and aborts are results; only
+    /// "could not run" is an error.
+    fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>>;
+
+    /// Starts a background task and returns at once. No timeout applies;
+    /// cancellation of the spec's token still kills it. A spawn failure
+    /// yields a task that settles `killed` with the reason in its stderr.
+    fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>>;
+
+    /// A snapshot of one task, `None` for an unknown id.
+    fn get(&self, id: &BashTaskId) -> Option<BashTask>;
+
+    /// The owner stored at start, verbatim; `None` for unknown or ownerless
+    /// tasks.
+    fn owner_of(&self, id: &BashTaskId) -> Option<OwnerToken>;
+
+    /// Snapshots of every retained task, oldest first.
+    fn list(&self) -> Vec<BashTask>;
+
+    /// The output produced since the previous read of this task.
+    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError>;
+
+    /// Kills a task and waits until it has settled. `Ok(true)` if this call
+    /// killed it, `Ok(false)` if it had already finished (or another kill is
+    /// already under way).
+    fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>>;
+
+    /// Registers a listener called exactly once per settled task.
+    fn on_task_done(&self, listener: TaskListener) -> ListenerHandle;
+
+    /// Kills every running task and foreground run, waits until all have
+    /// ended, and refuses new commands from then on. No listener is called
+    /// for what shutdown kills or for anything later.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+}

@@ -1,0 +1,54 @@
+//! The bash execution seam: what a caller asks for, what an executor runs,
+//! what comes back, and the [`BashExecutor`] trait every backend implements.
+//!
+//! The seam splits a **request** ([`BashExecRequest`], optional knobs, as a
+//! model or plugin writes it) from a **spec** ([`BashExecSpec`], every knob
+//! resolved by [`BashExecutor::resolve`]): reading a spec, nobody guesses
+//! where the workdir or the timeout came from.
+//!
+//! Outcomes are data: a non-zero exit, a timeout, an abort, a stopped
+//! leftover or a sandbox denial are fields of [`BashRunResult`]. `Err`
+//! ([`BashError`]) is reserved for "it could not run".
+//!
+//! # Example
+//!
+//! A consumer holds any backend as `Arc<dyn BashExecutor>`:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use dsh_bash::{BashExecRequest, BashExecutor, BashError, BashRunResult};
+//!
+//! async fn run_ls(executor: Arc<dyn BashExecutor>) -> Result<BashRunResult, BashError> {
+//!     let mut request = BashExecRequest::new("ls -la");
+//!     request.timeout_ms = Some(5_000.0);
+//!     let spec = executor.resolve(request)?;
+//!     executor.run(spec).await
+//! }
+//! ```
+//!
+//! # Platform support
+//!
+//! Pure vocabulary; compiles everywhere. Backends live in sibling crates
+//! (`dsh-bash-local`, `dsh-bash-sandbox`).
+//!
+//! # Caveats
+//!
+//! Ids are opaque newtypes: a [`BashTaskId`] and an [`OwnerToken`] never
+//! convert into each other or from a `String` implicitly. Only the tool
+//! layer turns a session id into an [`OwnerToken`].
+#![forbid(unsafe_code)]
+
+mod error;
+mod executor;
+mod ids;
+mod request;
+mod result;
+mod task;
+
+pub use dsh_sandbox::{SandboxEnforcement, SandboxMode};
+pub use error::BashError;
+pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener};
+pub use ids::{BashTaskId, OwnerToken};
+pub use request::{BashExecRequest, BashExecSpec, CancellationToken};
+pub use result::{signal_name, signal_number, BashRunResult, BashSandboxInfo, CollectedOutput};
+pub use task::{task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus};

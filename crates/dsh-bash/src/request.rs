@@ -1,0 +1,65 @@
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub use tokio_util::sync::CancellationToken;
+
+use crate::{OwnerToken, SandboxMode};
+
+/// What a caller asks an executor to run. Every knob but `command` is
+/// optional; [`crate::BashExecutor::resolve`] fills them in.
+#[derive(Clone, Debug, Default)]
+pub struct BashExecRequest {
+    /// The command line, run as `bash -c <command>`.
+    pub command: String,
+    /// Working directory; absent = the executor's configured cwd, else the
+    /// process cwd.
+    pub workdir: Option<PathBuf>,
+    /// Timeout in milliseconds; absent = the executor default. Capped at the
+    /// executor maximum; zero, negative, NaN or infinite is an error.
+    pub timeout_ms: Option<f64>,
+    /// Cancelling this token kills the command (foreground or background).
+    pub cancel: Option<CancellationToken>,
+    /// Bytes written to the command's stdin, which is then closed. Absent:
+    /// stdin is `/dev/null`. Present but empty: an empty pipe.
+    pub stdin: Option<Vec<u8>>,
+    /// Extra environment entries, merged after the credential scrub and the
+    /// fixed overrides, so an explicit entry always wins.
+    pub env: Option<BTreeMap<String, String>>,
+    /// The owning session of a background task.
+    pub owner: Option<OwnerToken>,
+    /// An explicit per-call sandbox mode (meaningful to confining executors).
+    pub sandbox_mode: Option<SandboxMode>,
+}
+
+impl BashExecRequest {
+    /// A request for `command` with every other knob left to the executor.
+    pub fn new(command: impl Into<String>) -> Self {
+        BashExecRequest {
+            command: command.into(),
+            ..BashExecRequest::default()
+        }
+    }
+}
+
+/// What an executor actually runs: the request with every default applied.
+#[derive(Clone, Debug)]
+pub struct BashExecSpec {
+    /// The command line, run as `bash -c <command>`.
+    pub command: String,
+    /// The absolute working directory.
+    pub workdir: PathBuf,
+    /// The effective timeout in milliseconds (after defaulting and capping).
+    /// Background tasks ignore it.
+    pub timeout_ms: u64,
+    /// The owner, always set explicitly by `resolve` (possibly `None`).
+    pub owner: Option<OwnerToken>,
+    /// The sandbox mode, always set explicitly by `resolve` (`None` under an
+    /// executor that never confines).
+    pub sandbox_mode: Option<SandboxMode>,
+    /// stdin bytes, carried through verbatim.
+    pub stdin: Option<Vec<u8>>,
+    /// Explicit environment entries, carried through verbatim.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Cancellation, carried through verbatim.
+    pub cancel: Option<CancellationToken>,
+}

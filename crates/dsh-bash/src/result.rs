@@ -1,0 +1,156 @@
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{SandboxEnforcement, SandboxMode};
+
+/// One collected output stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectedOutput {
+    /// The text, decoded as UTF-8 with replacement. When `truncated`, this
+    /// is the TAIL of the stream and never starts inside a multi-byte
+    /// character.
+    pub text: String,
+    /// True if and only if the stream was longer than the in-memory cap.
+    pub truncated: bool,
+    /// A private file holding the COMPLETE raw stream; set only when the
+    /// stream was truncated and the file is intact.
+    pub spill_path: Option<PathBuf>,
+}
+
+/// What a sandboxing executor reports about one run or task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BashSandboxInfo {
+    /// The mode the command actually ran under.
+    pub mode: SandboxMode,
+    /// Which backend confined it (`landlock`, `bwrap`, `runner`); absent for
+    /// `danger-full-access`.
+    pub backend: Option<String>,
+    /// True if and only if the command failed (non-zero exit) and its stderr
+    /// carries this backend's denial text. Never on exit 0 or signal death.
+    pub denied: bool,
+    /// How completely the backend enforced the mode; absent exactly for
+    /// `danger-full-access`.
+    pub enforcement: Option<SandboxEnforcement>,
+    /// True if and only if the sandbox runner itself failed and the command
+    /// never ran. Outranks `denied`.
+    pub runner_failed: bool,
+}
+
+/// A finished (or killed) foreground run. Every field is an independent fact:
+/// a command that traps SIGTERM and exits 0 after its timeout is
+/// `timed_out: true, exit_code: Some(0)`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BashRunResult {
+    /// The exit code; `None` when the shell was killed by a signal.
+    pub exit_code: Option<i32>,
+    /// The name of the signal that killed the shell (`SIGTERM`), if any. A
+    /// shell that exits with 128+n reports an exit code, not a signal.
+    pub signal: Option<String>,
+    /// True if and only if the timeout fired before any cancellation.
+    pub timed_out: bool,
+    /// True if and only if cancellation fired before the timeout.
+    pub aborted: bool,
+    /// The effective timeout after defaulting and capping, in milliseconds.
+    pub timeout_ms: u64,
+    /// Collected stdout.
+    pub stdout: CollectedOutput,
+    /// Collected stderr.
+    pub stderr: CollectedOutput,
+    /// How many leftover processes of the command's process group were still
+    /// running when the shell exited and were stopped (for example a
+    /// `server &` inside a foreground command). Zero normally.
+    pub leftovers_stopped: u32,
+    /// Sandbox facts; set only by a sandboxing executor.
+    pub sandbox: Option<BashSandboxInfo>,
+}
+
+impl BashRunResult {
+    /// The exit status a terminal would report: the exit code, 128+n for a
+    /// death by signal n, 124 for a timeout.
+    pub fn shell_status(&self) -> i32 {
+        if self.timed_out {
+            return 124;
+        }
+        if let Some(code) = self.exit_code {
+            return code;
+        }
+        self.signal
+            .as_deref()
+            .and_then(signal_number)
+            .map_or(1, |n| 128 + n)
+    }
+}
+
+/// Linux signal names, indexed by number - 1.
+const SIGNAL_NAMES: [&str; 31] = [
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+    "SIGSTKFLT",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGSTOP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSYS",
+];
+
+/// The first real-time signal number as glibc exposes it (`SIGRTMIN`).
+const SIGRTMIN: i32 = 34;
+
+/// The number of a signal name as produced by [`signal_name`] (`SIGTERM` → 15).
+pub fn signal_number(name: &str) -> Option<i32> {
+    if let Some(index) = SIGNAL_NAMES.iter().position(|n| *n == name) {
+        return i32::try_from(index + 1).ok();
+    }
+    let offset = name.strip_prefix("SIGRT")?.parse::<i32>().ok()?;
+    Some(SIGRTMIN + offset)
+}
+
+/// The name of a Linux signal number (15 → `SIGTERM`, 40 → `SIGRT6`).
+pub fn signal_name(number: i32) -> String {
+    usize::try_from(number - 1)
+        .ok()
+        .and_then(|index| SIGNAL_NAMES.get(index))
+        .map_or_else(
+            || format!("SIGRT{}", number - SIGRTMIN),
+            |name| (*name).to_owned(),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names_round_trip() {
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(40), "SIGRT6");
+        for n in 1..=64 {
+            assert_eq!(signal_number(&signal_name(n)), Some(n));
+        }
+    }
+}

@@ -1,0 +1,184 @@
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::{BashSandboxInfo, BashTaskId};
+
+/// Where a background task is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// Still running.
+    Running,
+    /// Ended on its own (normal exit, or a signal nobody on our side sent).
+    Completed,
+    /// Ended because we killed it (kill, cancellation, shutdown, spawn failure).
+    Killed,
+}
+
+/// The mutable part of a background task, as published by its executor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskState {
+    /// Running, completed or killed.
+    pub status: TaskStatus,
+    /// The exit code, once settled by a normal exit.
+    pub exit_code: Option<i32>,
+    /// The name of the signal that ended the shell, if one did.
+    pub signal: Option<String>,
+    /// Sandbox facts, stamped by a sandboxing executor once settled and
+    /// before anybody sees the settled state.
+    pub sandbox: Option<BashSandboxInfo>,
+}
+
+impl TaskState {
+    /// The state of a task that has just started.
+    pub fn running() -> Self {
+        TaskState {
+            status: TaskStatus::Running,
+            exit_code: None,
+            signal: None,
+            sandbox: None,
+        }
+    }
+
+    /// True if and only if the task has ended.
+    pub fn is_settled(&self) -> bool {
+        self.status != TaskStatus::Running
+    }
+}
+
+/// A snapshot of a background task plus a way to await its completion.
+#[derive(Clone, Debug)]
+pub struct BashTask {
+    /// The task id.
+    pub id: BashTaskId,
+    /// Running, completed or killed (as of this snapshot).
+    pub status: TaskStatus,
+    /// The exit code, once settled by a normal exit.
+    pub exit_code: Option<i32>,
+    /// The name of the signal that ended the shell, if one did.
+    pub signal: Option<String>,
+    /// Sandbox facts, stamped once settled (sandboxing executors only).
+    pub sandbox: Option<BashSandboxInfo>,
+    updates: watch::Receiver<TaskState>,
+}
+
+impl BashTask {
+    fn from_state(id: BashTaskId, state: TaskState, updates: watch::Receiver<TaskState>) -> Self {
+        BashTask {
+            id,
+            status: state.status,
+            exit_code: state.exit_code,
+            signal: state.signal,
+            sandbox: state.sandbox,
+            updates,
+        }
+    }
+
+    /// A fresh snapshot of the same task.
+    pub fn refresh(&self) -> BashTask {
+        let state = self.updates.borrow().clone();
+        BashTask::from_state(self.id.clone(), state, self.updates.clone())
+    }
+
+    /// Waits until the task has settled and returns the settled snapshot.
+    ///
+    /// Never fails: if the executor vanished without settling the task, the
+    /// last published state is returned with status `killed`.
+    pub async fn settled(&self) -> BashTask {
+        let mut updates = self.updates.clone();
+        let settled = updates
+            .wait_for(TaskState::is_settled)
+            .await
+            .map(|state| state.clone());
+        let state = settled.unwrap_or_else(|_| {
+            let mut state = updates.borrow().clone();
+            if !state.is_settled() {
+                state.status = TaskStatus::Killed;
+            }
+            state
+        });
+        BashTask::from_state(self.id.clone(), state, self.updates.clone())
+    }
+}
+
+/// The executor's side of a task: publishes its state to every snapshot.
+#[derive(Debug)]
+pub struct TaskPublisher {
+    id: BashTaskId,
+    state: watch::Sender<TaskState>,
+}
+
+impl TaskPublisher {
+    /// Publishes a new state to every snapshot and waiter.
+    pub fn publish(&self, state: TaskState) {
+        self.state.send_replace(state);
+    }
+
+    /// The current state.
+    pub fn state(&self) -> TaskState {
+        self.state.borrow().clone()
+    }
+
+    /// A snapshot of the task as it is now.
+    pub fn snapshot(&self) -> BashTask {
+        BashTask::from_state(self.id.clone(), self.state(), self.state.subscribe())
+    }
+}
+
+/// Creates a running task: the publisher stays with the executor, the
+/// snapshot goes to the caller.
+pub fn task_channel(id: BashTaskId) -> (TaskPublisher, BashTask) {
+    let (state, updates) = watch::channel(TaskState::running());
+    let task = BashTask::from_state(id.clone(), TaskState::running(), updates);
+    (TaskPublisher { id, state }, task)
+}
+
+/// The output a background task produced since the previous read.
+#[derive(Clone, Debug)]
+pub struct BashTaskRead {
+    /// The task as of this read.
+    pub task: BashTask,
+    /// New stdout, then (if any) a line `[stderr]` and the new stderr.
+    pub delta: String,
+    /// True if and only if some unread output had already slid out of memory.
+    pub lossy: bool,
+    /// The complete stdout, once it spilled to a file.
+    pub stdout_spill_path: Option<PathBuf>,
+    /// The complete stderr, once it spilled to a file.
+    pub stderr_spill_path: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn settled_waits_for_the_publisher() {
+        let (publisher, task) = task_channel(BashTaskId::new("bash-1"));
+        assert_eq!(task.status, TaskStatus::Running);
+        let waiter = tokio::spawn({
+            let task = task.clone();
+            async move { task.settled().await }
+        });
+        publisher.publish(TaskState {
+            status: TaskStatus::Completed,
+            exit_code: Some(3),
+            signal: None,
+            sandbox: None,
+        });
+        let settled = waiter.await.unwrap();
+        assert_eq!(settled.status, TaskStatus::Completed);
+        assert_eq!(settled.exit_code, Some(3));
+        assert_eq!(task.refresh().exit_code, Some(3));
+    }
+
+    #[tokio::test]
+    async fn settled_never_fails_when_the_executor_vanishes() {
+        let (publisher, task) = task_channel(BashTaskId::new("bash-9"));
+        drop(publisher);
+        let settled = task.settled().await;
+        assert_eq!(settled.status, TaskStatus::Killed);
+    }
+}

@@ -1,0 +1,201 @@
+use dsh_bash::{BashRunResult, CollectedOutput};
+
+/// The one-line hint shown after a denial marker when escalation is offered.
+pub const ESCALATION_HINT: &str = "[sandbox: if this command genuinely needs the access, retry it once with sandbox_permissions set to the narrowest wider mode and a one-sentence justification]";
+
+/// Appends `line` on a line of its own (no blank line when `text` already
+/// ends with a newline).
+fn push_line(text: &mut String, line: &str) {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(line);
+}
+
+fn truncation_notice(stream: &CollectedOutput) -> String {
+    let path = stream
+        .spill_path
+        .as_ref()
+        .map_or_else(|| "(unavailable)".to_owned(), |p| p.display().to_string());
+    format!("[output truncated; full output: {path}]")
+}
+
+fn push_stream(text: &mut String, stream: &CollectedOutput) {
+    text.push_str(&stream.text);
+    if stream.truncated {
+        push_line(text, &truncation_notice(stream));
+    }
+}
+
+/// The text of a finished foreground run, as the `bash` tool returns it and
+/// `dsh-bash run` prints it: stdout; a `[stderr]` section when stderr is
+/// non-empty; `(no output)` when both are empty; a truncation notice after
+/// a truncated stream; then, each on its own line and in this order, the
+/// leftover marker, the sandbox denial marker (plus the escalation hint when
+/// `escalation_offered`), the timeout marker, and the signal or non-zero
+/// exit marker.
+pub fn render_run_result(result: &BashRunResult, escalation_offered: bool) -> String {
+    let mut text = String::new();
+    push_stream(&mut text, &result.stdout);
+    if !result.stderr.text.is_empty() || result.stderr.truncated {
+        push_line(&mut text, "[stderr]\n");
+        push_stream(&mut text, &result.stderr);
+    }
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    if result.leftovers_stopped > 0 {
+        let n = result.leftovers_stopped;
+        let noun = if n == 1 { "process" } else { "processes" };
+        push_line(
+            &mut text,
+            &format!("[stopped {n} leftover {noun} still running when the command exited; start servers and watchers with run_in_background]"),
+        );
+    }
+    if let Some(sandbox) = result.sandbox.as_ref().filter(|s| s.denied) {
+        push_line(
+            &mut text,
+            &format!("[sandbox: file access denied under {} mode]", sandbox.mode),
+        );
+        if escalation_offered {
+            push_line(&mut text, ESCALATION_HINT);
+        }
+    }
+    if result.timed_out {
+        push_line(
+            &mut text,
+            &format!("[timed out after {}ms]", result.timeout_ms),
+        );
+    }
+    if let Some(signal) = &result.signal {
+        push_line(&mut text, &format!("[killed by signal: {signal}]"));
+    } else if let Some(code) = result.exit_code.filter(|code| *code != 0) {
+        push_line(&mut text, &format!("[exit code: {code}]"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_bash::{BashSandboxInfo, SandboxEnforcement, SandboxMode};
+    use std::path::PathBuf;
+
+    fn out(text: &str) -> CollectedOutput {
+        CollectedOutput {
+            text: text.into(),
+            truncated: false,
+            spill_path: None,
+        }
+    }
+
+    fn result(stdout: &str, stderr: &str, exit_code: Option<i32>) -> BashRunResult {
+        BashRunResult {
+            exit_code,
+            signal: None,
+            timed_out: false,
+            aborted: false,
+            timeout_ms: 120_000,
+            stdout: out(stdout),
+            stderr: out(stderr),
+            leftovers_stopped: 0,
+            sandbox: None,
+        }
+    }
+
+    #[test]
+    fn exact_stdout_and_no_output() {
+        assert_eq!(
+            render_run_result(&result("hi\n", "", Some(0)), false),
+            "hi\n"
+        );
+        assert_eq!(
+            render_run_result(&result("", "", Some(0)), false),
+            "(no output)"
+        );
+        assert_eq!(
+            render_run_result(&result("", "", Some(3)), false),
+            "(no output)\n[exit code: 3]"
+        );
+    }
+
+    #[test]
+    fn stderr_section_and_exit_marker_last() {
+        assert_eq!(
+            render_run_result(&result("out", "err\n", Some(1)), false),
+            "out\n[stderr]\nerr\n[exit code: 1]"
+        );
+        assert_eq!(
+            render_run_result(&result("", "err", Some(0)), false),
+            "[stderr]\nerr"
+        );
+    }
+
+    #[test]
+    fn signal_replaces_exit_and_timeout_comes_first() {
+        let mut r = result("", "", None);
+        r.signal = Some("SIGTERM".into());
+        r.timed_out = true;
+        r.timeout_ms = 500;
+        assert_eq!(
+            render_run_result(&r, false),
+            "(no output)\n[timed out after 500ms]\n[killed by signal: SIGTERM]"
+        );
+        // A caught timeout that exited 0 shows only the timeout marker.
+        let mut caught = result("bye\n", "", Some(0));
+        caught.timed_out = true;
+        caught.timeout_ms = 500;
+        assert_eq!(
+            render_run_result(&caught, false),
+            "bye\n[timed out after 500ms]"
+        );
+    }
+
+    #[test]
+    fn truncation_notice_follows_its_stream() {
+        let mut r = result("tail\n", "etail", Some(0));
+        r.stdout.truncated = true;
+        r.stdout.spill_path = Some(PathBuf::from("/tmp/x/stdout-1"));
+        r.stderr.truncated = true;
+        assert_eq!(
+            render_run_result(&r, false),
+            "tail\n[output truncated; full output: /tmp/x/stdout-1]\n[stderr]\netail\n[output truncated; full output: (unavailable)]"
+        );
+    }
+
+    #[test]
+    fn denial_marker_and_hint_only_when_offered() {
+        let mut r = result(
+            "",
+            "touch: cannot touch 'x': Read-only file system\n",
+            Some(1),
+        );
+        r.sandbox = Some(BashSandboxInfo {
+            mode: SandboxMode::ReadOnly,
+            backend: Some("bwrap".into()),
+            denied: true,
+            enforcement: Some(SandboxEnforcement::Full),
+            runner_failed: false,
+        });
+        let plain = render_run_result(&r, false);
+        assert!(plain.ends_with(
+            "Read-only file system\n[sandbox: file access denied under read-only mode]\n[exit code: 1]"
+        ));
+        let offered = render_run_result(&r, true);
+        assert!(offered.contains(&format!(
+            "read-only mode]\n{ESCALATION_HINT}\n[exit code: 1]"
+        )));
+        r.sandbox.as_mut().unwrap().denied = false;
+        assert!(!render_run_result(&r, true).contains("[sandbox:"));
+    }
+
+    #[test]
+    fn leftover_marker_points_to_the_background() {
+        let mut r = result("up\n", "", Some(0));
+        r.leftovers_stopped = 1;
+        assert_eq!(
+            render_run_result(&r, false),
+            "up\n[stopped 1 leftover process still running when the command exited; start servers and watchers with run_in_background]"
+        );
+    }
+}
