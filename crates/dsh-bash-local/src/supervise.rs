@@ -16,7 +16,7 @@ use crate::output::{Drain, Stream};
 use crate::spawn::{self, Launch};
 use crate::spill::SpillDir;
 use crate::sys::{self, ExitStatus};
-use crate::tree::{Stopping, Tree};
+use crate::tree::{self, Stopping, Tree};
 
 /// Why we stopped a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +128,26 @@ async fn feed_stdin(fd: OwnedFd, bytes: Vec<u8>) {
     let _ = sender.write_all(&bytes).await;
 }
 
+/// Kills and reaps the command if the supervisor is dropped before the
+/// command was reaped (the runtime shut down, a task was aborted).
+struct KillOnDrop<'a> {
+    pid: libc::pid_t,
+    pidfd: &'a OwnedFd,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tree::kill_now(self.pid, self.pidfd);
+        // SIGKILL is immediate; the wait only collects the zombie.
+        sys::reap_blocking(self.pidfd.as_fd());
+        spawn::release(self.pid);
+    }
+}
+
 /// Runs `launch` to its end under `watch`. `Err` only when it could not be
 /// spawned or supervised.
 pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<Ended> {
@@ -150,6 +170,11 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
         .stdin
         .map(|fd| tokio::spawn(feed_stdin(fd, watch.stdin.unwrap_or_default())));
     let pidfd = sys::readable_fd(spawned.pidfd)?;
+    let mut guard = KillOnDrop {
+        pid,
+        pidfd: pidfd.get_ref(),
+        armed: true,
+    };
 
     let exited = tokio::select! {
         status = wait_exit(&pidfd) => Ok(status),
@@ -161,6 +186,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
     let ended = match exited {
         Ok(status) => {
             let status = status?;
+            guard.armed = false;
             // The shell exited on its own. Leftovers still in its process
             // group (a `server &`) are stopped, as a terminal hang-up would;
             // a daemon that left the group is left alone.
@@ -203,6 +229,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             )
             .await;
             let (status, ()) = tokio::join!(wait_exit(&pidfd), stopping.finish(watch.grace));
+            guard.armed = status.is_err();
             spawn::release(pid);
             Ended {
                 status: status?,

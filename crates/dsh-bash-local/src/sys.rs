@@ -193,3 +193,22 @@ pub(crate) fn readable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<Ow
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
         .map_err(|err| err.into_parts().1)
 }
+
+/// Waits for the child behind `pidfd` to exit and reaps it (blocking).
+pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+    loop {
+        // SAFETY: waitid writes a siginfo_t into the buffer we own.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                info.as_mut_ptr(),
+                libc::WEXITED,
+            )
+        };
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}

@@ -232,6 +232,34 @@ impl Stopping {
     }
 }
 
+impl Drop for Stopping {
+    /// A stop abandoned half-way (its runtime shut down) still kills: no
+    /// member may outlive it. After a completed stop this is a no-op.
+    fn drop(&mut self) {
+        if let Some(root) = &self.root {
+            sys::pidfd_signal(root.as_fd(), libc::SIGKILL);
+        }
+        self.members.signal_all(libc::SIGKILL);
+    }
+}
+
+/// Kills a whole tree synchronously, without a grace: for a supervisor that
+/// is dropped before its command ended. Blocking (reads `/proc`).
+pub(crate) fn kill_now(pgid: libc::pid_t, root: &OwnedFd) {
+    let mut members = Members::default();
+    freeze(
+        Tree {
+            pgid,
+            from_root: true,
+        },
+        Some(root),
+        &mut members,
+    );
+    sys::pidfd_signal(root.as_fd(), libc::SIGKILL);
+    members.signal_all(libc::SIGKILL);
+    sys::signal_group(pgid, libc::SIGKILL);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

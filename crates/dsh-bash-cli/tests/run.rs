@@ -1,0 +1,202 @@
+//! The `dsh-bash run` command, driven as a real binary.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn dsh_bash() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z" | "X")
+        )
+    })
+}
+
+fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+#[test]
+fn prints_the_rendered_text_and_exits_with_the_code() {
+    let output = dsh_bash()
+        .args(["run", "--", "echo out; echo err >&2; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "out\n[stderr]\nerr\n[exit code: 3]\n"
+    );
+}
+
+#[test]
+fn several_words_are_one_command_line() {
+    let output = dsh_bash()
+        .args(["run", "--", "echo", "a", "b"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), "a b\n");
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn timeout_and_signal_exit_statuses() {
+    let timed_out = dsh_bash()
+        .args(["run", "--timeout", "200", "--", "sleep 30"])
+        .output()
+        .unwrap();
+    assert_eq!(timed_out.status.code(), Some(124));
+    assert_eq!(
+        String::from_utf8(timed_out.stdout).unwrap(),
+        "(no output)\n[timed out after 200ms]\n[killed by signal: SIGTERM]\n"
+    );
+    let signalled = dsh_bash()
+        .args(["run", "--", "kill -KILL $$"])
+        .output()
+        .unwrap();
+    assert_eq!(signalled.status.code(), Some(137));
+}
+
+#[test]
+fn json_has_the_snake_case_fields_and_nulls() {
+    let output = dsh_bash()
+        .args(["run", "--json", "--workdir", "/", "--", "pwd"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["exit_code"], 0);
+    assert_eq!(json["signal"], serde_json::Value::Null);
+    assert_eq!(json["timed_out"], false);
+    assert_eq!(json["aborted"], false);
+    assert_eq!(json["timeout_ms"], 120_000);
+    assert_eq!(json["stdout"]["text"], "/\n");
+    assert_eq!(json["stdout"]["truncated"], false);
+    assert_eq!(json["stdout"]["spill_path"], serde_json::Value::Null);
+    assert_eq!(json["stderr"]["text"], "");
+    assert_eq!(json["sandbox"], serde_json::Value::Null);
+}
+
+#[test]
+fn bad_arguments_run_nothing_and_say_what_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let command = format!("touch {}", marker.display());
+    let output = dsh_bash()
+        .args(["run", "--timeout=-5", "--", &command])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(125));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("invalid timeout_ms: expected a positive finite number"),
+        "{stderr}"
+    );
+    assert!(!marker.exists());
+    let missing = dsh_bash()
+        .args(["run", "--workdir", "/no/such/dir", "--", &command])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(125));
+    assert!(String::from_utf8(missing.stderr)
+        .unwrap()
+        .contains("workdir /no/such/dir does not exist"));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn a_secret_in_the_host_environment_never_reaches_the_command() {
+    let output = dsh_bash()
+        .args(["run", "--", "env"])
+        .env("MY_API_KEY", "sk-live-123")
+        .env("GITHUB_TOKEN", "ghp_456")
+        .env("DB_PASSWORD", "hunter2")
+        .env("HARMLESS", "visible")
+        .output()
+        .unwrap();
+    let env = String::from_utf8(output.stdout).unwrap();
+    assert!(env.contains("HARMLESS=visible"));
+    for secret in [
+        "sk-live-123",
+        "ghp_456",
+        "hunter2",
+        "MY_API_KEY",
+        "GITHUB_TOKEN",
+    ] {
+        assert!(!env.contains(secret), "{secret} leaked");
+    }
+}
+
+#[test]
+fn a_sigkilled_host_takes_its_commands_with_it() {
+    // The command prints the shell's pid and a grandchild's pid, then waits.
+    let mut host = dsh_bash()
+        .args(["run", "--", "sleep 1000 & echo $$ $!; wait"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `run` prints only at the end, so learn the pids from /proc instead:
+    // the host's descendants are the shell and its sleep.
+    let host_pid = i32::try_from(host.id()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (shell, sleeper) = loop {
+        assert!(Instant::now() < deadline, "the command never started");
+        if let Some(found) = descendants_running_sleep(host_pid) {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    host.kill().unwrap(); // SIGKILL
+    host.wait().unwrap();
+    assert!(
+        wait_gone(shell),
+        "the shell {shell} outlived its SIGKILLed host"
+    );
+    assert!(
+        wait_gone(sleeper),
+        "the grandchild {sleeper} outlived its SIGKILLed host"
+    );
+    let _ = BufReader::new(host.stdout.take().unwrap()).lines().count();
+}
+
+/// (shell pid, sleep pid) of the `bash -c` child of `host` once its
+/// `sleep 1000` is running.
+fn descendants_running_sleep(host: i32) -> Option<(i32, i32)> {
+    let stat = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    let ppid = |s: &str| -> Option<i32> {
+        s.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let pids: Vec<i32> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let child_of = |parent: i32, comm: &'static str| {
+        pids.iter()
+            .copied()
+            .filter(move |p| stat(*p).is_some_and(|s| ppid(&s) == Some(parent) && s.contains(comm)))
+    };
+    // The host has two bash children: the watchdog and the command's shell.
+    child_of(host, "(bash)").find_map(|shell| {
+        child_of(shell, "(sleep)")
+            .next()
+            .map(|sleeper| (shell, sleeper))
+    })
+}

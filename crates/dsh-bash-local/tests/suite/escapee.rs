@@ -1,0 +1,67 @@
+//! SPEC §9.1: descendants that left the process group (setsid, double
+//! fork) are still stopped by a kill, a timeout or a cancellation.
+
+use std::time::Duration;
+
+use dsh_bash::{BashExecRequest, BashExecutor};
+
+use super::fixture::{alive, executor, gone, pids, reap, spec};
+
+/// Starts a setsid escapee, a double-forked orphan and a setsid+double-fork
+/// daemon with closed pipes, each printing its pid to stdout.
+const ESCAPEES: &str = "setsid sleep 1000 & echo $!; \
+    ( ( sleep 1000 & echo $! ) & ); \
+    ( setsid bash -c 'echo $$ >&3; exec sleep 1000' 3>&1 >/dev/null 2>&1 </dev/null & ); \
+    sleep 1000";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_task_leaves_no_escapee_running() {
+    let executor = executor();
+    let task = executor.start(spec(&executor, ESCAPEES)).await.unwrap();
+    let mut seen = String::new();
+    while pids(&seen).len() < 3 {
+        seen.push_str(&executor.read_output(&task.id).unwrap().delta);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let escapees = pids(&seen);
+    for pid in &escapees {
+        assert!(alive(*pid), "{pid} should be running before the kill");
+    }
+    assert!(executor.kill(&task.id).await.unwrap());
+    for pid in escapees {
+        assert!(gone(pid).await, "escapee {pid} survived the kill");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_leaves_no_escapee_running() {
+    let executor = executor();
+    let mut request = BashExecRequest::new(ESCAPEES);
+    request.timeout_ms = Some(1_000.0);
+    let result = executor
+        .run(executor.resolve(request).unwrap())
+        .await
+        .unwrap();
+    assert!(result.timed_out);
+    let escapees = pids(&result.stdout.text);
+    assert_eq!(escapees.len(), 3, "{}", result.stdout.text);
+    for pid in escapees {
+        assert!(gone(pid).await, "escapee {pid} survived the timeout");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_is_left_alone_on_a_normal_exit() {
+    // A terminal leaves a process that made itself a daemon (new session,
+    // our pipes closed) alone when the shell exits; so do we.
+    let executor = executor();
+    let result = super::fixture::run(
+        &executor,
+        "( setsid bash -c 'echo $$ >&3; exec sleep 1000 3>&-' 3>&1 >/dev/null 2>&1 </dev/null & )",
+    )
+    .await;
+    let daemon = pids(&result.stdout.text)[0];
+    assert_eq!(result.leftovers_stopped, 0);
+    assert!(alive(daemon), "the daemon was stopped");
+    reap(daemon);
+}

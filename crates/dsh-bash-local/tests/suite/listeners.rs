@@ -1,0 +1,79 @@
+//! BG-18..24: listeners run exactly once, are contained, can be removed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dsh_bash::{BashExecutor, TaskStatus};
+
+use super::fixture::{executor, spec};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_for_completed_and_killed_and_contained() {
+    let executor = executor();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let _panicky = executor.on_task_done(Arc::new(|_| panic!("listener failure")));
+    let _recorder = executor.on_task_done(Arc::new(move |task| {
+        record
+            .lock()
+            .unwrap()
+            .push((task.id.to_string(), task.status));
+    }));
+    let done = executor.start(spec(&executor, "true")).await.unwrap();
+    let killed = executor.start(spec(&executor, "sleep 30")).await.unwrap();
+    done.settled().await;
+    assert!(executor.kill(&killed.id).await.unwrap());
+    // Listeners run before the registry records the settle; a later task
+    // settling proves the earlier notifications happened.
+    executor
+        .start(spec(&executor, "true"))
+        .await
+        .unwrap()
+        .settled()
+        .await;
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.contains(&("bash-1".into(), TaskStatus::Completed)));
+    assert!(seen.contains(&("bash-2".into(), TaskStatus::Killed)));
+    assert_eq!(seen.iter().filter(|(id, _)| id == "bash-1").count(), 1);
+    assert_eq!(seen.iter().filter(|(id, _)| id == "bash-2").count(), 1);
+    // The panicking listener did not affect the task either.
+    assert_eq!(
+        executor.get(&done.id).unwrap().status,
+        TaskStatus::Completed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unregistered_listeners_are_not_called() {
+    let executor = executor();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let handle = executor.on_task_done(Arc::new(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }));
+    handle.unregister();
+    let task = executor.start(spec(&executor, "true")).await.unwrap();
+    task.settled().await;
+    executor
+        .start(spec(&executor, "true"))
+        .await
+        .unwrap()
+        .settled()
+        .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn none_after_shutdown() {
+    let executor = executor();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let _listener = executor.on_task_done(Arc::new(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    }));
+    let task = executor.start(spec(&executor, "sleep 30")).await.unwrap();
+    executor.shutdown().await;
+    assert_eq!(task.settled().await.status, TaskStatus::Killed);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert!(executor.start(spec(&executor, "true")).await.is_err());
+}
