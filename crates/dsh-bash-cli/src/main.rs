@@ -2,7 +2,7 @@
 //! tool would and prints the same text.
 //!
 //! ```text
-//! dsh-bash run [--workdir D] [--timeout MS] [--json] -- <command>
+//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--workspace D] [--json] -- <command>
 //! ```
 
 use std::io::Write;
@@ -11,8 +11,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use std::sync::Arc;
+
 use dsh_bash::{BashExecRequest, BashExecutor};
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_sandbox::SandboxMode;
+use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 use tokio_util::sync::CancellationToken;
 
 /// Exit status for "the command could not run at all".
@@ -46,6 +51,17 @@ struct RunArgs {
     /// Timeout in milliseconds (default 120000, capped at 600000).
     #[arg(long, value_name = "MS")]
     timeout: Option<f64>,
+    /// Confine the command's file effects: read-only, workspace-write or
+    /// danger-full-access (default: unconfined, no sandbox at all).
+    #[arg(long, value_name = "MODE")]
+    sandbox: Option<SandboxMode>,
+    /// The workspace writable under workspace-write (default: the workdir).
+    #[arg(long, value_name = "DIR", requires = "sandbox")]
+    workspace: Option<PathBuf>,
+    /// Which sandbox backend to use: auto (the strongest usable), bwrap or
+    /// landlock.
+    #[arg(long, value_name = "BACKEND", default_value = "auto", value_parser = ["auto", "bwrap", "landlock"], requires = "sandbox")]
+    sandbox_backend: String,
     /// Print the result as one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -80,8 +96,35 @@ fn main() -> ExitCode {
     }
 }
 
+/// The executor `run` uses: unconfined, or confined when a mode is given.
+fn compose(args: &RunArgs) -> anyhow::Result<Arc<dyn BashExecutor>> {
+    let local = LocalConfig::default();
+    let Some(mode) = args.sandbox else {
+        return Ok(Arc::new(LocalBashExecutor::new(local)?));
+    };
+    let backend = match args.sandbox_backend.as_str() {
+        "bwrap" => Backend::Bwrap,
+        "landlock" => Backend::Landlock,
+        _ => Backend::Auto,
+    };
+    let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+        backend,
+        ..LocalSandboxConfig::default()
+    })?;
+    let workspace = args.workspace.clone().or_else(|| args.workdir.clone());
+    let config = SandboxConfig {
+        local,
+        mode,
+        workspace_root: workspace,
+    };
+    Ok(Arc::new(SandboxBashExecutor::new(
+        config,
+        Arc::new(provider),
+    )?))
+}
+
 async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let executor = LocalBashExecutor::new(LocalConfig::default())?;
+    let executor = compose(&args)?;
     let cancel = CancellationToken::new();
     let mut request = BashExecRequest::new(args.command.join(" "));
     request.workdir = args.workdir;

@@ -21,18 +21,13 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use tokio::sync::oneshot;
 
 use crate::sys;
 
-/// A restriction applied in the child between fork and exec (for example a
-/// Landlock ruleset prepared in the parent).
-///
-/// It runs after `fork` in a possibly multi-threaded process: it must only
-/// make raw async-signal-safe syscalls: no allocation, no locks, no logging.
-pub type PreExec = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
+pub use dsh_sandbox::PreExec;
 
 /// Everything needed to fork and exec one command.
 pub(crate) struct Launch {

@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use dsh_sandbox::SandboxUnavailable;
+
 use crate::BashTaskId;
 
 /// Why a command could not be resolved, run, started, read or killed.
@@ -48,6 +50,10 @@ pub enum BashError {
     /// The executor was shut down; it accepts no new commands.
     #[error("the bash executor has been shut down and accepts no new commands")]
     ShutDown,
+    /// A confined mode was asked for and no sandbox can enforce it (or the
+    /// sandbox runner failed); nothing ran.
+    #[error(transparent)]
+    SandboxUnavailable(#[from] SandboxUnavailable),
 }
 
 impl BashError {
@@ -62,6 +68,7 @@ impl BashError {
             BashError::AbortedBeforeSpawn => "ABORTED",
             BashError::UnknownTask { .. } => "UNKNOWN_TASK",
             BashError::ShutDown => "SHUT_DOWN",
+            BashError::SandboxUnavailable(refused) => refused.code(),
         }
     }
 }

@@ -1,15 +1,11 @@
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
+
+pub use dsh_sandbox::BoxFuture;
 
 use crate::{
     BashError, BashExecRequest, BashExecSpec, BashRunResult, BashTask, BashTaskId, BashTaskRead,
     OwnerToken, SandboxMode,
 };
-
-/// A boxed, sendable future: what the trait's async methods return, so the
-/// trait stays usable as `Arc<dyn BashExecutor>`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Called exactly once when a background task settles (completed or killed).
 ///

@@ -1,0 +1,54 @@
+//! `SandboxBashExecutor`: runs commands with the local executor's mechanics
+//! (process trees, timeouts, SIGTERM→SIGKILL, spill files, tasks) under a
+//! [`SandboxProvider`], and reports what happened as facts.
+//!
+//! - `resolve` stamps the mode: the request's explicit mode, else the
+//!   configured default (`read-only` by default);
+//! - `danger-full-access` runs unwrapped: foreground results carry
+//!   `{mode, denied: false}` and no enforcement, background tasks no facts;
+//! - a confined run asks the provider on every call for exactly
+//!   `bash -c <command>`; no usable backend → `SANDBOX_UNAVAILABLE`, nothing
+//!   runs;
+//! - runner failure is classified first (foreground: a `SANDBOX_UNAVAILABLE`
+//!   error with the runner's first stderr line; background: `runner_failed`),
+//!   then denial (non-zero exit AND this backend's denial phrase on stderr;
+//!   never on exit 0 or signal death);
+//! - background facts are stamped before listeners and waiters see the task
+//!   settled; each task is judged by its own confinement.
+//!
+//! The confined process is the runner (for bubblewrap) or the shell itself
+//! (Landlock, applied between fork and exec), spawned by the local
+//! executor, so the containment and kill guarantees of `dsh-bash-local`
+//! hold unchanged: the runner is the root of the tree that gets frozen and
+//! killed.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use dsh_bash::{BashExecRequest, BashExecutor};
+//! use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+//! use dsh_sandbox_local::{LocalSandboxConfig, LocalSandboxProvider};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let provider = Arc::new(LocalSandboxProvider::new(LocalSandboxConfig::default())?);
+//! let executor = SandboxBashExecutor::new(SandboxConfig::default(), provider)?;
+//! let result = executor.run(executor.resolve(BashExecRequest::new("touch /etc/x"))?).await?;
+//! assert!(result.sandbox.unwrap().denied);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Platform support
+//!
+//! Wherever the provider can confine; elsewhere confined modes fail closed.
+//!
+//! # Caveats
+//!
+//! Denial detection is conservative text matching on the collected stderr
+//! tail: a denial whose message was cut from the tail is not reported.
+#![forbid(unsafe_code)]
+
+mod executor;
+
+pub use executor::{SandboxBashExecutor, SandboxConfig};

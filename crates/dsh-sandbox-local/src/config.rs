@@ -1,0 +1,89 @@
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Which backend confines commands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// The strongest usable one: bubblewrap, else Landlock.
+    #[default]
+    Auto,
+    /// bubblewrap only (fails closed if its probe fails).
+    Bwrap,
+    /// Landlock only (fails closed if its probe fails).
+    Landlock,
+}
+
+/// An operator-configured bwrap-shaped runner: it is invoked as
+/// `<command…> <bwrap profile…> -- <argv…>` with no selection and no probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunnerCommand {
+    /// The program and its leading arguments.
+    pub command: Vec<OsString>,
+    /// Stderr phrases that mean the runner itself failed (at least one
+    /// non-blank). Not-found and not-executable phrases for the program are
+    /// added automatically.
+    pub failure_signatures: Vec<String>,
+}
+
+/// How a [`crate::LocalSandboxProvider`] chooses and checks its backend.
+#[derive(Clone, Debug)]
+pub struct LocalSandboxConfig {
+    /// The backend choice. Default [`Backend::Auto`].
+    pub backend: Backend,
+    /// The bubblewrap binary. Default `bwrap` (from PATH).
+    pub bwrap: PathBuf,
+    /// An operator runner that replaces selection and probes.
+    pub runner: Option<RunnerCommand>,
+    /// The bound on each probe (ms). Default 5 000.
+    pub probe_timeout_ms: f64,
+}
+
+impl Default for LocalSandboxConfig {
+    fn default() -> Self {
+        LocalSandboxConfig {
+            backend: Backend::Auto,
+            bwrap: PathBuf::from("bwrap"),
+            runner: None,
+            probe_timeout_ms: 5_000.0,
+        }
+    }
+}
+
+/// A sandbox configuration that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The probe timeout is zero, negative, NaN or infinite.
+    #[error(
+        "invalid probe_timeout_ms: expected a positive finite number of milliseconds, got {0}"
+    )]
+    ProbeTimeout(f64),
+    /// The runner command is empty.
+    #[error("invalid runner: the command is empty; give the program (and its leading arguments)")]
+    EmptyRunner,
+    /// The runner has no usable failure phrase.
+    #[error("invalid runner: give at least one non-blank failure signature (a stderr phrase that means the runner itself failed)")]
+    NoFailureSignature,
+}
+
+impl LocalSandboxConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.probe_timeout_ms.is_finite() && self.probe_timeout_ms > 0.0) {
+            return Err(ConfigError::ProbeTimeout(self.probe_timeout_ms));
+        }
+        if let Some(runner) = &self.runner {
+            if runner.command.is_empty() {
+                return Err(ConfigError::EmptyRunner);
+            }
+            if runner
+                .failure_signatures
+                .iter()
+                .all(|s| s.trim().is_empty())
+            {
+                return Err(ConfigError::NoFailureSignature);
+            }
+        }
+        Ok(())
+    }
+}
