@@ -57,6 +57,16 @@ fn first_line(stderr: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// True if and only if the command failed on its own terms: a non-zero exit
+/// that is not a signal death. A wrapping runner (bwrap) reports its
+/// child's death by signal n as exit 128+n, so those count as signals too.
+fn failed(exit_code: Option<i32>, wrapped: bool) -> bool {
+    match exit_code {
+        Some(0) | None => false,
+        Some(code) => !(wrapped && code > 128),
+    }
+}
+
 fn facts(mode: SandboxMode, confinement: &Confinement) -> BashSandboxInfo {
     BashSandboxInfo {
         mode,
@@ -127,6 +137,7 @@ impl SandboxBashExecutor {
             return Ok(result);
         }
         let confinement = self.confine(&spec, mode).await?;
+        let wrapped = confinement.argv != self.local.invocation(&spec).argv;
         let invocation = Invocation {
             argv: confinement.argv.clone(),
             pre_exec: confinement.pre_exec.clone(),
@@ -140,13 +151,13 @@ impl SandboxBashExecutor {
             }
             Err(other) => return Err(other),
         };
-        let failed = result.exit_code.is_some_and(|code| code != 0);
         let stderr = &result.stderr.text;
-        if failed && confinement.runner_failure_in(stderr) {
+        let nonzero = result.exit_code.is_some_and(|code| code != 0);
+        if nonzero && confinement.runner_failure_in(stderr) {
             return Err(SandboxUnavailable::new(mode, first_line(stderr)).into());
         }
         let mut info = facts(mode, &confinement);
-        info.denied = failed && confinement.denial_in(stderr);
+        info.denied = failed(result.exit_code, wrapped) && confinement.denial_in(stderr);
         result.sandbox = Some(info);
         Ok(result)
     }
@@ -157,6 +168,7 @@ impl SandboxBashExecutor {
             return self.local.start(spec).await;
         }
         let confinement = self.confine(&spec, mode).await?;
+        let wrapped = confinement.argv != self.local.invocation(&spec).argv;
         let invocation = Invocation {
             argv: confinement.argv.clone(),
             pre_exec: confinement.pre_exec.clone(),
@@ -166,11 +178,11 @@ impl SandboxBashExecutor {
             let spawn_failed = state.status == TaskStatus::Killed
                 && state.exit_code.is_none()
                 && state.signal.is_none();
-            let failed = state.exit_code.is_some_and(|code| code != 0);
-            if spawn_failed || (failed && confinement.runner_failure_in(stderr)) {
+            let nonzero = state.exit_code.is_some_and(|code| code != 0);
+            if spawn_failed || (nonzero && confinement.runner_failure_in(stderr)) {
                 info.runner_failed = true;
             } else {
-                info.denied = failed && confinement.denial_in(stderr);
+                info.denied = failed(state.exit_code, wrapped) && confinement.denial_in(stderr);
             }
             state.sandbox = Some(info);
         });

@@ -1,0 +1,133 @@
+//! Executors over real backends, and a provider double that records calls.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use dsh_bash::{BashExecRequest, BashExecutor, BashRunResult, SandboxMode};
+use dsh_bash_local::LocalConfig;
+use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_sandbox::{
+    BoxFuture, Confinement, SandboxEnforcement, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+};
+use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider, RunnerCommand};
+
+pub fn local() -> LocalConfig {
+    LocalConfig {
+        grace_ms: 400.0,
+        ..LocalConfig::default()
+    }
+}
+
+pub fn executor(backend: Backend, mode: SandboxMode, root: &Path) -> SandboxBashExecutor {
+    let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+        backend,
+        ..LocalSandboxConfig::default()
+    })
+    .unwrap();
+    SandboxBashExecutor::new(
+        SandboxConfig {
+            local: LocalConfig {
+                cwd: Some(root.to_owned()),
+                ..local()
+            },
+            mode,
+            workspace_root: Some(root.to_owned()),
+        },
+        Arc::new(provider),
+    )
+    .unwrap()
+}
+
+pub fn runner_executor(runner: &Path, root: &Path) -> SandboxBashExecutor {
+    let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+        runner: Some(RunnerCommand {
+            command: vec![runner.as_os_str().to_owned()],
+            failure_signatures: vec!["runner: fatal".into()],
+        }),
+        ..LocalSandboxConfig::default()
+    })
+    .unwrap();
+    SandboxBashExecutor::new(
+        SandboxConfig {
+            local: LocalConfig {
+                cwd: Some(root.to_owned()),
+                ..local()
+            },
+            mode: SandboxMode::ReadOnly,
+            workspace_root: Some(root.to_owned()),
+        },
+        Arc::new(provider),
+    )
+    .unwrap()
+}
+
+/// The real backends usable here; a missing one is skipped loudly (and
+/// fails under DSH_TEST_REQUIRE_SANDBOX=1).
+pub async fn backends() -> Vec<Backend> {
+    let mut usable = Vec::new();
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+            backend: backend.clone(),
+            ..LocalSandboxConfig::default()
+        })
+        .unwrap();
+        match provider.backend().await {
+            Ok(_) => usable.push(backend),
+            Err(why) => {
+                let required = std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1");
+                assert!(!required, "{backend:?} is required but unusable: {why}");
+                eprintln!("SKIP {backend:?}: {why}");
+            }
+        }
+    }
+    usable
+}
+
+pub async fn run(
+    executor: &SandboxBashExecutor,
+    command: &str,
+    mode: Option<SandboxMode>,
+) -> BashRunResult {
+    let mut request = BashExecRequest::new(command);
+    request.sandbox_mode = mode;
+    executor
+        .run(executor.resolve(request).unwrap())
+        .await
+        .unwrap()
+}
+
+/// A provider double: records every (argv, policy) and confines nothing
+/// (returns the argv unchanged with fixed facts).
+#[derive(Default)]
+pub struct Recorder {
+    pub calls: Mutex<Vec<(Vec<OsString>, SandboxPolicy)>>,
+    pub enforcement: Option<SandboxEnforcement>,
+    pub refuse: bool,
+}
+
+impl SandboxProvider for Recorder {
+    fn confine<'a>(
+        &'a self,
+        argv: &'a [OsString],
+        policy: &'a SandboxPolicy,
+    ) -> BoxFuture<'a, Result<Confinement, SandboxUnavailable>> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((argv.to_vec(), policy.clone()));
+        Box::pin(async move {
+            if self.refuse {
+                return Err(SandboxUnavailable::new(policy.mode, None));
+            }
+            Ok(Confinement {
+                argv: argv.to_vec(),
+                pre_exec: None,
+                backend: "recorder".into(),
+                enforcement: self.enforcement.unwrap_or(SandboxEnforcement::Full),
+                denial_signatures: vec!["permission denied".into()],
+                runner_failure_signatures: vec!["recorder: broken".into()],
+            })
+        })
+    }
+}

@@ -1,0 +1,5 @@
+mod background;
+mod classification;
+mod containment;
+mod fixture;
+mod wrapping;
