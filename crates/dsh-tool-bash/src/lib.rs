@@ -1,37 +1,58 @@
-//! The model-facing side of dsh-bash: how results read to a model and to a
-//! person. `dsh-bash run` prints exactly the text the `bash` tool returns,
-//! because both use [`render_run_result`].
+//! The model-facing side of dsh-bash: the `bash`, `bash_output` and
+//! `bash_kill` tools as data (name, byte-stable description, JSON Schema
+//! generated from the argument types, annotations) and an async
+//! [`BashTools::call`] that validates the model's arguments, applies
+//! session ownership and cwd, asks for sandbox escalation, runs through any
+//! `Arc<dyn BashExecutor>`, and renders the result text.
+//!
+//! `dsh-bash run` prints exactly the text the `bash` tool returns, because
+//! both use [`render_run_result`].
 //!
 //! # Example
 //!
-//! ```
-//! use dsh_bash::{BashRunResult, CollectedOutput};
-//! use dsh_tool_bash::render_run_result;
+//! ```no_run
+//! use std::sync::Arc;
+//! use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+//! use dsh_tool_bash::{BashTools, CallContext, Session};
 //!
-//! let result = BashRunResult {
-//!     exit_code: Some(2),
-//!     signal: None,
-//!     timed_out: false,
-//!     aborted: false,
-//!     timeout_ms: 120_000,
-//!     stdout: CollectedOutput { text: "partial\n".into(), ..Default::default() },
-//!     stderr: CollectedOutput { text: "boom\n".into(), ..Default::default() },
-//!     leftovers_stopped: 0,
-//!     sandbox: None,
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let tools = BashTools::new(Arc::new(LocalBashExecutor::new(LocalConfig::default())?));
+//! let ctx = CallContext {
+//!     session: Some(Arc::new(Session::new("session-1", Some("/src".into())))),
+//!     ..CallContext::default()
 //! };
-//! assert_eq!(render_run_result(&result, false), "partial\n[stderr]\nboom\n[exit code: 2]");
+//! let args = serde_json::json!({"command": "ls", "description": "list the project files"});
+//! let output = tools.call("bash", args, &ctx).await?;
+//! println!("{}", output.text);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! # Platform support
 //!
-//! Pure text; compiles everywhere.
+//! Wherever the executor runs.
 //!
 //! # Caveats
 //!
-//! The texts are part of the product: models are prompted with them and
-//! hosts cache them. Change them only deliberately.
+//! - `stdin` and `env` are never taken from model arguments; unknown keys
+//!   are ignored.
+//! - The texts are part of the product: models are prompted with them and
+//!   hosts cache the descriptions. Change them only deliberately.
+//! - The descriptions never state the current sandbox mode.
 #![forbid(unsafe_code)]
 
+mod approval;
+mod args;
 mod render;
+mod session;
+mod tools;
 
-pub use render::{render_run_result, ESCALATION_HINT};
+pub use approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
+pub use args::Escalation;
+pub use render::{render_run_result, render_task_read, status_line, ESCALATION_HINT};
+pub use session::{
+    effective_sandbox_mode, set_sandbox_mode, NoticeSink, Session, SessionEvent, SANDBOX_MODE_EVENT,
+};
+pub use tools::{
+    BashTools, CallContext, Tool, ToolAnnotations, ToolError, ToolOutput, STANDING_INSTRUCTION,
+};

@@ -75,6 +75,78 @@ pub fn render_run_result(result: &BashRunResult, escalation_offered: bool) -> St
     text
 }
 
+/// The status line of a background task (`[status: running]`, …).
+pub fn status_line(task: &dsh_bash::BashTask) -> String {
+    use dsh_bash::TaskStatus;
+    match (task.status, &task.signal, task.exit_code) {
+        (TaskStatus::Running, _, _) => "[status: running]".into(),
+        (TaskStatus::Completed, Some(signal), _) => {
+            format!("[status: completed, killed by signal: {signal}]")
+        }
+        (TaskStatus::Completed, None, code) => {
+            format!("[status: completed, exit code: {}]", code.unwrap_or(0))
+        }
+        (TaskStatus::Killed, Some(signal), _) => format!("[status: killed by {signal}]"),
+        (TaskStatus::Killed, None, _) => "[status: killed]".into(),
+    }
+}
+
+/// The marker a settled task carries for its sandbox facts: runner failure
+/// outranks denial; the hint only when escalation is offered.
+fn sandbox_markers(task: &dsh_bash::BashTask, escalation_offered: bool) -> Vec<String> {
+    let Some(facts) = &task.sandbox else {
+        return Vec::new();
+    };
+    if facts.runner_failed {
+        return vec![format!(
+            "[sandbox: the sandbox runner failed under {} mode; the command did not run]",
+            facts.mode
+        )];
+    }
+    if !facts.denied {
+        return Vec::new();
+    }
+    let mut markers = vec![format!(
+        "[sandbox: file access denied under {} mode]",
+        facts.mode
+    )];
+    if escalation_offered {
+        markers.push(ESCALATION_HINT.into());
+    }
+    markers
+}
+
+/// The text of a `bash_output` read: the delta or `(no new output)`, the
+/// lossy notice, the status line, then the task's sandbox marker.
+pub fn render_task_read(read: &dsh_bash::BashTaskRead, escalation_offered: bool) -> String {
+    let mut text = if read.delta.is_empty() {
+        "(no new output)".to_owned()
+    } else {
+        read.delta.clone()
+    };
+    if read.lossy {
+        let paths: Vec<String> = [&read.stdout_spill_path, &read.stderr_spill_path]
+            .into_iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect();
+        let paths = if paths.is_empty() {
+            "(unavailable)".to_owned()
+        } else {
+            paths.join(", ")
+        };
+        push_line(
+            &mut text,
+            &format!("[some output was dropped from memory; full output: {paths}]"),
+        );
+    }
+    push_line(&mut text, &status_line(&read.task));
+    for marker in sandbox_markers(&read.task, escalation_offered) {
+        push_line(&mut text, &marker);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,37 @@
+use dsh_bash::{BoxFuture, CancellationToken, SandboxMode};
+
+/// What the person decided about an escalation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    /// Run this one call under the wider mode. Never stored.
+    AllowedOnce,
+    /// The person said no; final for this command.
+    Rejected,
+    /// The question was dismissed or the call was cancelled.
+    Cancelled,
+    /// Nobody can be asked right now (no channel to the person).
+    Unavailable,
+}
+
+/// One escalation question.
+#[derive(Clone, Debug)]
+pub struct ApprovalRequest {
+    /// The session asking.
+    pub session_id: String,
+    /// The tool call asking.
+    pub call_id: String,
+    /// The command that would run.
+    pub command: String,
+    /// The mode asked for.
+    pub mode: SandboxMode,
+    /// `escalate sandbox to <mode>: <justification>`.
+    pub reason: String,
+    /// The call's cancellation: a cancelled call withdraws the question.
+    pub cancel: CancellationToken,
+}
+
+/// Asks a person whether a command may run under a wider sandbox mode.
+pub trait ApprovalService: Send + Sync {
+    /// Asks; never fails (a broken channel is `Unavailable`).
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome>;
+}

@@ -1,0 +1,321 @@
+//! Tool arguments: the JSON Schemas (generated from these types) and the
+//! validation that turns a model's JSON into named values with the exact
+//! error texts. Unknown keys are ignored and never reach the executor;
+//! `stdin` and `env` are not arguments at all.
+
+use dsh_bash::SandboxMode;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// A wider sandbox mode a call may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Escalation {
+    // Variants carry no doc comments so the schema stays a plain string enum.
+    #[allow(missing_docs)]
+    WorkspaceWrite,
+    #[allow(missing_docs)]
+    DangerFullAccess,
+}
+
+impl From<Escalation> for SandboxMode {
+    fn from(escalation: Escalation) -> Self {
+        match escalation {
+            Escalation::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            Escalation::DangerFullAccess => SandboxMode::DangerFullAccess,
+        }
+    }
+}
+
+/// Parameters of `bash`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)] // the fields exist for the schema; `BashCall` carries the values
+struct BashParams {
+    /// The command line, run as a fresh `bash -c` (no state carries over between calls).
+    command: String,
+    /// What the command does, in 5-10 words, for display only.
+    description: String,
+    /// Timeout in milliseconds (foreground only).
+    #[serde(rename = "timeoutMs")]
+    timeout_ms: Option<f64>,
+    /// Working directory; relative paths resolve against the session's working directory.
+    workdir: Option<String>,
+    /// Start the command as a background task and return its id at once.
+    run_in_background: Option<bool>,
+}
+
+/// Parameters of `bash` under a confining executor.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct ConfinedBashParams {
+    #[serde(flatten)]
+    base: BashParams,
+    /// Ask the user to run this one call under a wider sandbox mode.
+    sandbox_permissions: Option<Escalation>,
+    /// One sentence: why this command needs the wider mode. Required with sandbox_permissions.
+    justification: Option<String>,
+}
+
+/// Parameters of `bash_output` and `bash_kill`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct TaskParams {
+    /// The background task id returned by `bash` (for example `bash-1`).
+    task_id: String,
+}
+
+/// A self-contained schema: no `$ref`, optional fields simply not required
+/// (no `null` types), no root title or description.
+fn schema_of<T: JsonSchema>() -> Value {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.inline_subschemas = true;
+    let mut schema = schemars::SchemaGenerator::new(settings)
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Some(object) = schema.as_object_mut() {
+        for key in ["$schema", "title", "description", "$defs"] {
+            object.remove(key);
+        }
+        if let Some(Value::Object(properties)) = object.get_mut("properties") {
+            properties.values_mut().for_each(drop_null);
+        }
+    }
+    schema
+}
+
+/// `Option<T>` fields become plain `T`: absence is how "not given" is said.
+fn drop_null(property: &mut Value) {
+    let Some(object) = property.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(types)) = object.get("type") {
+        let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if let [single] = kept.as_slice() {
+            object.insert("type".into(), single.clone());
+        }
+    }
+    if let Some(Value::Array(values)) = object.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    if let Some(Value::Array(options)) = object.remove("anyOf") {
+        let mut kept: Vec<Value> = options
+            .into_iter()
+            .filter(|o| o.get("type").and_then(Value::as_str) != Some("null"))
+            .collect();
+        if kept.len() == 1 {
+            if let Some(Value::Object(inner)) = kept.pop() {
+                for (key, value) in inner {
+                    object.entry(key).or_insert(value);
+                }
+            }
+        } else {
+            object.insert("anyOf".into(), Value::Array(kept));
+        }
+    }
+}
+
+/// The JSON Schema of `bash`; with the escalation fields exactly when the
+/// executor confines.
+pub(crate) fn bash_schema(confining: bool) -> Value {
+    if confining {
+        schema_of::<ConfinedBashParams>()
+    } else {
+        schema_of::<BashParams>()
+    }
+}
+
+/// The JSON Schema of `bash_output` and `bash_kill`.
+pub(crate) fn task_schema() -> Value {
+    schema_of::<TaskParams>()
+}
+
+/// A validated `bash` call.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BashCall {
+    pub(crate) command: String,
+    pub(crate) timeout_ms: Option<f64>,
+    pub(crate) workdir: Option<String>,
+    pub(crate) background: bool,
+    pub(crate) escalation: Option<(SandboxMode, String)>,
+}
+
+fn object(args: &Value) -> Result<&Map<String, Value>, String> {
+    args.as_object()
+        .ok_or_else(|| format!("invalid arguments: expected an object, got {args}"))
+}
+
+fn non_empty(args: &Map<String, Value>, field: &str) -> Result<String, String> {
+    match args.get(field) {
+        Some(Value::String(text)) if !text.trim().is_empty() => Ok(text.clone()),
+        _ => Err(format!("invalid {field}: expected a non-empty string")),
+    }
+}
+
+fn present<'a>(args: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
+    args.get(field).filter(|value| !value.is_null())
+}
+
+/// Validates `bash` arguments. The order of checks is fixed: command,
+/// description, timeoutMs, workdir, run_in_background, then the escalation
+/// pair.
+pub(crate) fn bash_call(args: &Value) -> Result<BashCall, String> {
+    let args = object(args)?;
+    let command = non_empty(args, "command")?;
+    non_empty(args, "description")?;
+    let timeout_ms = match present(args, "timeoutMs") {
+        None => None,
+        Some(value) => match value.as_f64() {
+            Some(ms) if ms.is_finite() && ms > 0.0 => Some(ms),
+            _ => {
+                return Err(format!(
+                    "invalid timeoutMs: expected a positive number, got {value}"
+                ))
+            }
+        },
+    };
+    let workdir = match present(args, "workdir") {
+        None => None,
+        Some(Value::String(dir)) if !dir.trim().is_empty() => Some(dir.clone()),
+        Some(value) => {
+            return Err(format!(
+                "invalid workdir: expected a non-empty string, got {value}"
+            ))
+        }
+    };
+    let background = match present(args, "run_in_background") {
+        None => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(value) => {
+            return Err(format!(
+                "invalid run_in_background: expected a boolean, got {value}"
+            ))
+        }
+    };
+    let permissions = present(args, "sandbox_permissions");
+    let justification = present(args, "justification");
+    let escalation = match (permissions, justification) {
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err("invalid escalation: sandbox_permissions requires a justification".into())
+        }
+        (None, Some(_)) => {
+            return Err(
+                "invalid escalation: justification is only valid together with sandbox_permissions"
+                    .into(),
+            )
+        }
+        (Some(mode), Some(reason)) => {
+            let mode = serde_json::from_value::<Escalation>(mode.clone()).map_err(|_| {
+                format!("invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got {mode}")
+            })?;
+            let reason = match reason {
+                Value::String(text) if !text.trim().is_empty() => text.trim().to_owned(),
+                _ => return Err("invalid justification: expected a non-empty sentence".into()),
+            };
+            Some((mode.into(), reason))
+        }
+    };
+    Ok(BashCall {
+        command,
+        timeout_ms,
+        workdir,
+        background,
+        escalation,
+    })
+}
+
+/// Validates `bash_output` / `bash_kill` arguments.
+pub(crate) fn task_id(args: &Value) -> Result<String, String> {
+    non_empty(object(args)?, "task_id")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({"command": "ls", "description": "list the files here"})
+    }
+
+    fn with(extra: Value) -> Value {
+        let mut args = base();
+        for (k, v) in extra.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        args
+    }
+
+    #[test]
+    fn exact_validation_texts() {
+        let cases = [
+            (json!({"command": "  ", "description": "d"}), "invalid command: expected a non-empty string"),
+            (json!({"command": 7, "description": "d"}), "invalid command: expected a non-empty string"),
+            (json!({"command": "ls"}), "invalid description: expected a non-empty string"),
+            (json!({"command": "ls", "description": " \n"}), "invalid description: expected a non-empty string"),
+            (with(json!({"timeoutMs": -5})), "invalid timeoutMs: expected a positive number, got -5"),
+            (with(json!({"timeoutMs": 0})), "invalid timeoutMs: expected a positive number, got 0"),
+            (with(json!({"timeoutMs": "10"})), "invalid timeoutMs: expected a positive number, got \"10\""),
+            (with(json!({"sandbox_permissions": "workspace-write"})), "invalid escalation: sandbox_permissions requires a justification"),
+            (with(json!({"justification": "needs it"})), "invalid escalation: justification is only valid together with sandbox_permissions"),
+            (with(json!({"sandbox_permissions": "workspace-write", "justification": "  "})), "invalid justification: expected a non-empty sentence"),
+            (with(json!({"sandbox_permissions": "root", "justification": "x"})), "invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got \"root\""),
+            (with(json!({"run_in_background": "yes"})), "invalid run_in_background: expected a boolean, got \"yes\""),
+        ];
+        for (args, message) in cases {
+            assert_eq!(bash_call(&args).unwrap_err(), message, "{args}");
+        }
+        assert_eq!(
+            task_id(&json!({"task_id": ""})).unwrap_err(),
+            "invalid task_id: expected a non-empty string"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored_and_values_kept() {
+        let call = bash_call(&with(json!({
+            "timeoutMs": 1500.5, "workdir": "sub", "run_in_background": true,
+            "env": {"X": "1"}, "stdin": "data", "whatever": 1
+        })))
+        .unwrap();
+        assert_eq!(
+            call,
+            BashCall {
+                command: "ls".into(),
+                timeout_ms: Some(1500.5),
+                workdir: Some("sub".into()),
+                background: true,
+                escalation: None,
+            }
+        );
+    }
+
+    #[test]
+    fn schemas_carry_escalation_fields_exactly_when_confining() {
+        let plain = bash_schema(false);
+        let props = plain["properties"].as_object().unwrap();
+        assert_eq!(
+            props.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "command",
+                "description",
+                "run_in_background",
+                "timeoutMs",
+                "workdir"
+            ]
+        );
+        assert_eq!(plain["required"], json!(["command", "description"]));
+        let confined = bash_schema(true);
+        let props = confined["properties"].as_object().unwrap();
+        assert!(props.contains_key("sandbox_permissions") && props.contains_key("justification"));
+        assert_eq!(
+            props["sandbox_permissions"]["enum"],
+            json!(["workspace-write", "danger-full-access"])
+        );
+        assert_eq!(props["timeoutMs"]["type"], "number");
+        assert!(!confined.to_string().contains("$ref"));
+        assert!(!confined.to_string().contains("read-only"));
+        assert_eq!(task_schema()["required"], json!(["task_id"]));
+    }
+}

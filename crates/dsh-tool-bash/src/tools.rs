@@ -1,0 +1,416 @@
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use dsh_bash::{
+    BashError, BashExecRequest, BashExecutor, BashTaskId, CancellationToken, ListenerHandle,
+    SandboxMode,
+};
+use serde_json::{json, Value};
+
+use crate::approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
+use crate::args::{self, BashCall};
+use crate::render::{render_run_result, render_task_read, status_line};
+use crate::session::{effective_sandbox_mode, Session};
+
+/// The standing instruction that accompanies the tools (an MCP server
+/// carries it in its instructions).
+pub const STANDING_INSTRUCTION: &str = "Every bash result ends with a status marker when something went wrong: check for \"[exit code: N]\", \"[killed by signal: …]\", \"[timed out after …]\" and \"[sandbox: …]\" on every result, and investigate a failure before moving on.";
+
+const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut to its tail, followed by \"[output truncated; full output: <path>]\" naming a file with everything. A \"[sandbox: file access denied under <mode> mode]\" marker is a policy decision, not a bug: do not work around it. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
+
+const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. Never ask speculatively, and treat a rejection as final for that command.";
+
+const OUTPUT_DESCRIPTION: &str = "Read the output a background bash task produced since the previous read, followed by its status line (\"[status: running]\", \"[status: completed, exit code: N]\", \"[status: killed]\"). Output that slid out of memory is named by a file path.";
+
+const KILL_DESCRIPTION: &str = "Stop a background bash task and everything it started (SIGTERM, then SIGKILL after a grace period).";
+
+/// Hints a host can show about a tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolAnnotations {
+    /// The tool never changes anything.
+    pub read_only: bool,
+    /// The tool may destroy or change things.
+    pub destructive: bool,
+    /// Calling it twice has the effect of calling it once.
+    pub idempotent: bool,
+}
+
+/// One tool as data a host can register anywhere.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    /// `bash`, `bash_output` or `bash_kill`.
+    pub name: &'static str,
+    /// The byte-stable description.
+    pub description: String,
+    /// The JSON Schema of the parameters.
+    pub parameters: Value,
+    /// Hints for the host.
+    pub annotations: ToolAnnotations,
+}
+
+/// What a call knows about its caller.
+#[derive(Clone, Debug, Default)]
+pub struct CallContext {
+    /// The calling session, if the host has one.
+    pub session: Option<Arc<Session>>,
+    /// The tool call id.
+    pub call_id: String,
+    /// Cancelled when the call is cancelled: kills a foreground command, and
+    /// a background task started by this call.
+    pub cancel: CancellationToken,
+    /// Who to ask about sandbox escalation.
+    pub approvals: Option<Arc<dyn ApprovalService>>,
+}
+
+impl std::fmt::Debug for dyn ApprovalService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApprovalService")
+    }
+}
+
+/// A successful tool result: the text a model reads and the same facts as
+/// fields for hosts that want them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    /// The rendered text.
+    pub text: String,
+    /// Structured facts (exit code, signal, spill paths, task id, status…).
+    pub structured: Value,
+}
+
+/// A tool error; shown to the model as `Error: <message>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolError {
+    /// The message.
+    pub message: String,
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Error: {}", self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        ToolError { message }
+    }
+}
+
+impl From<BashError> for ToolError {
+    fn from(err: BashError) -> Self {
+        match err {
+            BashError::AbortedBeforeSpawn => "command aborted".to_owned().into(),
+            other => other.to_string().into(),
+        }
+    }
+}
+
+/// Live sessions by id, for completion notices.
+type Sessions = Mutex<HashMap<String, Weak<Session>>>;
+
+/// The `bash`, `bash_output` and `bash_kill` tools over any executor.
+pub struct BashTools {
+    executor: Arc<dyn BashExecutor>,
+    sessions: Arc<Sessions>,
+    listener: Option<ListenerHandle>,
+}
+
+impl std::fmt::Debug for BashTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BashTools")
+            .field("sandbox_mode", &self.executor.sandbox_mode())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for BashTools {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.unregister();
+        }
+    }
+}
+
+fn owner_notice(sessions: &Sessions, executor: &dyn BashExecutor, task: &dsh_bash::BashTask) {
+    let Some(owner) = executor.owner_of(&task.id) else {
+        return;
+    };
+    let session = sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(owner.as_str())
+        .and_then(Weak::upgrade);
+    if let Some(session) = session {
+        session.notify(&format!(
+            "background bash task {} finished {}. Read its output with bash_output.",
+            task.id,
+            status_line(task)
+        ));
+    }
+}
+
+impl BashTools {
+    /// The tools over `executor`; completion notices go to the owning
+    /// session's notice sink while it is live.
+    pub fn new(executor: Arc<dyn BashExecutor>) -> Self {
+        let sessions: Arc<Sessions> = Arc::default();
+        let weak_executor = Arc::downgrade(&executor);
+        let notices = Arc::downgrade(&sessions);
+        let listener = executor.on_task_done(Arc::new(move |task| {
+            if let (Some(executor), Some(sessions)) = (weak_executor.upgrade(), notices.upgrade()) {
+                owner_notice(&sessions, executor.as_ref(), task);
+            }
+        }));
+        BashTools {
+            executor,
+            sessions,
+            listener: Some(listener),
+        }
+    }
+
+    /// The executor underneath.
+    pub fn executor(&self) -> &Arc<dyn BashExecutor> {
+        &self.executor
+    }
+
+    fn confining(&self) -> bool {
+        self.executor.sandbox_mode().is_some()
+    }
+
+    /// The three tools, as data.
+    pub fn tools(&self) -> Vec<Tool> {
+        let mut bash = BASH_DESCRIPTION.to_owned();
+        if self.confining() {
+            bash.push_str(ESCALATION_DESCRIPTION);
+        }
+        vec![
+            Tool {
+                name: "bash",
+                description: bash,
+                parameters: args::bash_schema(self.confining()),
+                annotations: ToolAnnotations {
+                    read_only: false,
+                    destructive: true,
+                    idempotent: false,
+                },
+            },
+            Tool {
+                name: "bash_output",
+                description: OUTPUT_DESCRIPTION.into(),
+                parameters: args::task_schema(),
+                annotations: ToolAnnotations {
+                    read_only: true,
+                    destructive: false,
+                    idempotent: false,
+                },
+            },
+            Tool {
+                name: "bash_kill",
+                description: KILL_DESCRIPTION.into(),
+                parameters: args::task_schema(),
+                annotations: ToolAnnotations {
+                    read_only: false,
+                    destructive: true,
+                    idempotent: true,
+                },
+            },
+        ]
+    }
+
+    /// Calls the tool `name` with the model's `args`.
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        if let Some(session) = &ctx.session {
+            self.sessions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(session.id().to_owned(), Arc::downgrade(session));
+        }
+        match name {
+            "bash" => self.bash(&args, ctx).await,
+            "bash_output" => self.output(&args, ctx),
+            "bash_kill" => self.kill(&args, ctx).await,
+            other => Err(format!(
+                "unknown tool \"{other}\": expected bash, bash_output or bash_kill"
+            )
+            .into()),
+        }
+    }
+
+    /// The mode this call runs under before any escalation.
+    fn current_mode(&self, ctx: &CallContext) -> Option<SandboxMode> {
+        let default = self.executor.sandbox_mode()?;
+        let standing = ctx
+            .session
+            .as_ref()
+            .and_then(|session| effective_sandbox_mode(&session.events()));
+        Some(standing.unwrap_or(default))
+    }
+
+    /// Checks and asks for an escalation; the granted mode, or the error.
+    async fn escalate(
+        &self,
+        call: &BashCall,
+        ctx: &CallContext,
+    ) -> Result<Option<SandboxMode>, ToolError> {
+        let Some((wanted, justification)) = &call.escalation else {
+            return Ok(None);
+        };
+        let Some(current) = self.current_mode(ctx) else {
+            return Err("sandbox_permissions is not available in this composition (no sandboxing executor to escalate)".to_owned().into());
+        };
+        if !wanted.is_wider_than(current) {
+            return Err(format!(
+                "sandbox escalation to \"{wanted}\" is not strictly wider than this call's current \"{current}\" mode"
+            )
+            .into());
+        }
+        let Some(approvals) = &ctx.approvals else {
+            return Err(format!("sandbox escalation to \"{wanted}\" requires approval, but no approval service is composed").into());
+        };
+        let Some(session) = &ctx.session else {
+            return Err(format!("sandbox escalation to \"{wanted}\" requires approval, but the call has no agent to route it through").into());
+        };
+        let outcome = approvals
+            .request(ApprovalRequest {
+                session_id: session.id().to_owned(),
+                call_id: ctx.call_id.clone(),
+                command: call.command.clone(),
+                mode: *wanted,
+                reason: format!("escalate sandbox to {wanted}: {justification}"),
+                cancel: ctx.cancel.clone(),
+            })
+            .await;
+        match outcome {
+            ApprovalOutcome::AllowedOnce => Ok(Some(*wanted)),
+            ApprovalOutcome::Rejected => {
+                Err(format!("the user rejected escalating this command to \"{wanted}\"").into())
+            }
+            ApprovalOutcome::Cancelled => {
+                Err(format!("approval for escalating to \"{wanted}\" was cancelled").into())
+            }
+            ApprovalOutcome::Unavailable => Err(format!(
+                "sandbox escalation to \"{wanted}\" requires approval, but no approval channel is available"
+            )
+            .into()),
+        }
+    }
+
+    async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        let call = args::bash_call(args)?;
+        let granted = self.escalate(&call, ctx).await?;
+        let mode = granted.or_else(|| {
+            // Stamp only a standing override; the executor applies its default.
+            let standing = ctx
+                .session
+                .as_ref()
+                .and_then(|s| effective_sandbox_mode(&s.events()));
+            self.executor.sandbox_mode().and(standing)
+        });
+        let effective = mode.or(self.executor.sandbox_mode());
+        let escalation_offered = effective.is_some_and(|m| m != SandboxMode::DangerFullAccess);
+
+        let cwd = ctx
+            .session
+            .as_ref()
+            .and_then(|s| s.cwd().map(PathBuf::from));
+        let workdir = match (call.workdir.as_deref().map(PathBuf::from), cwd) {
+            (Some(dir), Some(cwd)) if dir.is_relative() => Some(cwd.join(dir)),
+            (Some(dir), _) => Some(dir),
+            (None, cwd) => cwd,
+        };
+        let mut request = BashExecRequest::new(call.command.clone());
+        request.workdir = workdir;
+        request.timeout_ms = call.timeout_ms;
+        request.cancel = Some(ctx.cancel.clone());
+        request.sandbox_mode = mode;
+        if call.background {
+            request.owner = ctx.session.as_ref().map(|s| s.owner());
+        }
+        let spec = self.executor.resolve(request)?;
+        if call.background {
+            let task = self.executor.start(spec).await?;
+            return Ok(ToolOutput {
+                text: format!("started background task {}", task.id),
+                structured: json!({ "task_id": task.id.as_str(), "status": "running" }),
+            });
+        }
+        let result = self.executor.run(spec).await?;
+        if result.aborted {
+            return Err("command aborted".to_owned().into());
+        }
+        Ok(ToolOutput {
+            text: render_run_result(&result, escalation_offered),
+            structured: json!({
+                "exit_code": result.exit_code,
+                "signal": result.signal,
+                "timed_out": result.timed_out,
+                "timeout_ms": result.timeout_ms,
+                "truncated": result.stdout.truncated || result.stderr.truncated,
+                "stdout_spill_path": result.stdout.spill_path,
+                "stderr_spill_path": result.stderr.spill_path,
+                "leftovers_stopped": result.leftovers_stopped,
+                "sandbox": result.sandbox,
+            }),
+        })
+    }
+
+    /// The task, if this caller may touch it.
+    fn owned_task(&self, args: &Value, ctx: &CallContext) -> Result<BashTaskId, ToolError> {
+        let id = BashTaskId::new(args::task_id(args)?);
+        if self.executor.get(&id).is_none() {
+            return Err(BashError::UnknownTask { id }.into());
+        }
+        if let Some(owner) = self.executor.owner_of(&id) {
+            let caller = ctx.session.as_ref().map(|s| s.owner());
+            if caller.as_ref() != Some(&owner) {
+                return Err(format!("task {id} belongs to another session").into());
+            }
+        }
+        Ok(id)
+    }
+
+    fn output(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        let id = self.owned_task(args, ctx)?;
+        let read = self.executor.read_output(&id)?;
+        let offered = self
+            .current_mode(ctx)
+            .is_some_and(|m| m != SandboxMode::DangerFullAccess);
+        let task = &read.task;
+        Ok(ToolOutput {
+            text: render_task_read(&read, offered),
+            structured: json!({
+                "task_id": id.as_str(),
+                "status": task.status,
+                "exit_code": task.exit_code,
+                "signal": task.signal,
+                "lossy": read.lossy,
+                "stdout_spill_path": read.stdout_spill_path,
+                "stderr_spill_path": read.stderr_spill_path,
+                "sandbox": task.sandbox,
+            }),
+        })
+    }
+
+    async fn kill(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        let id = self.owned_task(args, ctx)?;
+        let killed = self.executor.kill(&id).await?;
+        let text = if killed {
+            format!("killed background task {id}")
+        } else {
+            format!("task {id} had already finished")
+        };
+        Ok(ToolOutput {
+            text,
+            structured: json!({ "task_id": id.as_str(), "killed": killed }),
+        })
+    }
+}

@@ -1,0 +1,174 @@
+//! TBG-01..11 and NTC-01..05: background tasks through the tools.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+
+use dsh_bash::BashExecutor;
+use dsh_tool_bash::{BashTools, Session};
+
+use super::fixture::{bash, call, ctx, Recording};
+
+fn background(command: &str) -> serde_json::Value {
+    let mut args = bash(command);
+    args["run_in_background"] = json!(true);
+    args
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_poll_and_kill() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&notices);
+    let session = Arc::new(
+        Session::new("s1", None).with_notices(Arc::new(move |text: &str| {
+            sink.lock().unwrap().push(text.to_owned());
+        })),
+    );
+    let ctx = ctx(Some(Arc::clone(&session)));
+
+    let started = call(&tools, "bash", background("echo one; echo two >&2"), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(started.text, "started background task bash-1");
+    assert_eq!(started.structured["task_id"], "bash-1");
+    assert_eq!(recording.last().owner.unwrap().as_str(), "s1");
+    recording
+        .inner
+        .get(&dsh_bash::BashTaskId::new("bash-1"))
+        .unwrap()
+        .settled()
+        .await;
+    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(
+        read.text,
+        "one\n[stderr]\ntwo\n[status: completed, exit code: 0]"
+    );
+    let again = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(
+        again.text,
+        "(no new output)\n[status: completed, exit code: 0]"
+    );
+    let kill = call(&tools, "bash_kill", json!({"task_id": "bash-1"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(kill.text, "task bash-1 had already finished");
+
+    call(&tools, "bash", background("sleep 30"), &ctx)
+        .await
+        .unwrap();
+    let running = call(&tools, "bash_output", json!({"task_id": "bash-2"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(running.text, "(no new output)\n[status: running]");
+    let kill = call(&tools, "bash_kill", json!({"task_id": "bash-2"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(kill.text, "killed background task bash-2");
+    let killed = call(&tools, "bash_output", json!({"task_id": "bash-2"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(killed.text, "(no new output)\n[status: killed by SIGTERM]");
+
+    let err = call(&tools, "bash_output", json!({"task_id": "bash-9"}), &ctx)
+        .await
+        .unwrap_err();
+    assert_eq!(err.message, "unknown bash task \"bash-9\"");
+
+    // Exactly one notice per task, to the owner.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while notices.lock().unwrap().len() < 2 {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let notices = notices.lock().unwrap().clone();
+    assert_eq!(
+        notices,
+        [
+            "background bash task bash-1 finished [status: completed, exit code: 0]. Read its output with bash_output.",
+            "background bash task bash-2 finished [status: killed by SIGTERM]. Read its output with bash_output."
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossy_reads_name_the_spill_files() {
+    let recording = Arc::new(Recording {
+        inner: dsh_bash_local::LocalBashExecutor::new(dsh_bash_local::LocalConfig {
+            max_output_bytes: 100,
+            ..dsh_bash_local::LocalConfig::default()
+        })
+        .unwrap(),
+        mode: None,
+        requests: Default::default(),
+    });
+    let tools = BashTools::new(recording.clone());
+    let ctx = ctx(None);
+    call(&tools, "bash", background("seq 1 1000"), &ctx)
+        .await
+        .unwrap();
+    recording
+        .inner
+        .get(&dsh_bash::BashTaskId::new("bash-1"))
+        .unwrap()
+        .settled()
+        .await;
+    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
+        .await
+        .unwrap();
+    assert!(
+        read.text
+            .contains("1000\n[some output was dropped from memory; full output: /"),
+        "{}",
+        read.text
+    );
+    assert!(read.text.ends_with("[status: completed, exit code: 0]"));
+    assert_eq!(read.structured["lossy"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_starting_call_kills_the_task_and_ended_sessions_get_no_notice() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    let notices = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&notices);
+    let session = Arc::new(
+        Session::new("gone", None).with_notices(Arc::new(move |text: &str| {
+            sink.lock().unwrap().push(text.to_owned());
+        })),
+    );
+    let ctx = ctx(Some(Arc::clone(&session)));
+    call(&tools, "bash", background("sleep 30"), &ctx)
+        .await
+        .unwrap();
+    session.end();
+    ctx.cancel.cancel();
+    let task = recording
+        .inner
+        .get(&dsh_bash::BashTaskId::new("bash-1"))
+        .unwrap();
+    assert_eq!(task.settled().await.status, dsh_bash::TaskStatus::Killed);
+    // Another task settling proves the listener already ran for bash-1.
+    call(
+        &tools,
+        "bash",
+        background("true"),
+        &super::fixture::ctx(None),
+    )
+    .await
+    .unwrap();
+    recording
+        .inner
+        .get(&dsh_bash::BashTaskId::new("bash-2"))
+        .unwrap()
+        .settled()
+        .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(notices.lock().unwrap().is_empty());
+}

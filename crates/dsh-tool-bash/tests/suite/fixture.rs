@@ -1,0 +1,133 @@
+//! A recording executor double over the real local executor, an approval
+//! double, and sessions.
+
+use std::sync::{Arc, Mutex};
+
+use dsh_bash::{
+    BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask, BashTaskId,
+    BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode, TaskListener,
+};
+use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use dsh_tool_bash::{
+    ApprovalOutcome, ApprovalRequest, ApprovalService, BashTools, CallContext, Session, ToolError,
+    ToolOutput,
+};
+use serde_json::Value;
+
+/// Delegates to a real local executor; records every request it resolves
+/// and claims a confining default mode when asked to.
+pub struct Recording {
+    pub inner: LocalBashExecutor,
+    pub mode: Option<SandboxMode>,
+    pub requests: Mutex<Vec<BashExecRequest>>,
+}
+
+impl Recording {
+    pub fn new(mode: Option<SandboxMode>) -> Arc<Self> {
+        Arc::new(Recording {
+            inner: LocalBashExecutor::new(LocalConfig {
+                grace_ms: 400.0,
+                ..LocalConfig::default()
+            })
+            .unwrap(),
+            mode,
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn last(&self) -> BashExecRequest {
+        self.requests
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .expect("no request reached the executor")
+    }
+}
+
+impl BashExecutor for Recording {
+    fn sandbox_mode(&self) -> Option<SandboxMode> {
+        self.mode
+    }
+    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+        self.requests.lock().unwrap().push(request.clone());
+        let mode = request.sandbox_mode;
+        let mut spec = self.inner.resolve(request)?;
+        spec.sandbox_mode = mode.or(self.mode);
+        Ok(spec)
+    }
+    fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
+        self.inner.run(spec)
+    }
+    fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
+        self.inner.start(spec)
+    }
+    fn get(&self, id: &BashTaskId) -> Option<BashTask> {
+        self.inner.get(id)
+    }
+    fn owner_of(&self, id: &BashTaskId) -> Option<OwnerToken> {
+        self.inner.owner_of(id)
+    }
+    fn list(&self) -> Vec<BashTask> {
+        self.inner.list()
+    }
+    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
+        self.inner.read_output(id)
+    }
+    fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
+        self.inner.kill(id)
+    }
+    fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
+        self.inner.on_task_done(listener)
+    }
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        self.inner.shutdown()
+    }
+}
+
+/// Answers every question with a fixed outcome and records the questions.
+pub struct Approver {
+    pub outcome: ApprovalOutcome,
+    pub asked: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl Approver {
+    pub fn new(outcome: ApprovalOutcome) -> Arc<Self> {
+        Arc::new(Approver {
+            outcome,
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+impl ApprovalService for Approver {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
+        self.asked.lock().unwrap().push(request);
+        Box::pin(async move { self.outcome })
+    }
+}
+
+pub fn session(id: &str) -> Arc<Session> {
+    Arc::new(Session::new(id, Some(std::env::temp_dir())))
+}
+
+pub fn ctx(session: Option<Arc<Session>>) -> CallContext {
+    CallContext {
+        session,
+        call_id: "call-1".into(),
+        ..CallContext::default()
+    }
+}
+
+pub async fn call(
+    tools: &BashTools,
+    name: &str,
+    args: Value,
+    ctx: &CallContext,
+) -> Result<ToolOutput, ToolError> {
+    tools.call(name, args, ctx).await
+}
+
+pub fn bash(command: &str) -> Value {
+    serde_json::json!({"command": command, "description": "run a test command"})
+}

@@ -1,0 +1,84 @@
+//! OWN-01..08: tasks belong to the session that started them.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use dsh_bash::BashExecutor;
+use dsh_tool_bash::{BashTools, Session};
+
+use super::fixture::{bash, call, ctx, Recording};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_sessions_can_neither_read_nor_kill() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    let owner = ctx(Some(Arc::new(Session::new("alice", None))));
+    let intruder = ctx(Some(Arc::new(Session::new("mallory", None))));
+    let nobody = ctx(None);
+    let mut args = bash("sleep 30");
+    args["run_in_background"] = json!(true);
+    call(&tools, "bash", args, &owner).await.unwrap();
+    for other in [&intruder, &nobody] {
+        for tool in ["bash_output", "bash_kill"] {
+            let err = call(&tools, tool, json!({"task_id": "bash-1"}), other)
+                .await
+                .unwrap_err();
+            assert_eq!(err.message, "task bash-1 belongs to another session");
+        }
+    }
+    let task = recording
+        .inner
+        .get(&dsh_bash::BashTaskId::new("bash-1"))
+        .unwrap();
+    assert_eq!(
+        task.refresh().status,
+        dsh_bash::TaskStatus::Running,
+        "a foreign kill did something"
+    );
+    // The same session id from another agent has access.
+    let same = ctx(Some(Arc::new(Session::new("alice", None))));
+    let kill = call(&tools, "bash_kill", json!({"task_id": "bash-1"}), &same)
+        .await
+        .unwrap();
+    assert_eq!(kill.text, "killed background task bash-1");
+    // Ownership outlives completion; unknown ids still say unknown.
+    let err = call(
+        &tools,
+        "bash_output",
+        json!({"task_id": "bash-1"}),
+        &intruder,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.message, "task bash-1 belongs to another session");
+    let err = call(
+        &tools,
+        "bash_output",
+        json!({"task_id": "bash-7"}),
+        &intruder,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.message, "unknown bash task \"bash-7\"");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unowned_tasks_are_open_to_all() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    let mut args = bash("echo open");
+    args["run_in_background"] = json!(true);
+    call(&tools, "bash", args, &ctx(None)).await.unwrap();
+    recording
+        .inner
+        .get(&dsh_bash::BashTaskId::new("bash-1"))
+        .unwrap()
+        .settled()
+        .await;
+    let anyone = ctx(Some(Arc::new(Session::new("bob", None))));
+    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &anyone)
+        .await
+        .unwrap();
+    assert_eq!(read.text, "open\n[status: completed, exit code: 0]");
+}

@@ -1,0 +1,70 @@
+//! TSC-01..11: the tools as data.
+
+use std::sync::Arc;
+
+use dsh_bash::SandboxMode;
+use dsh_tool_bash::{BashTools, STANDING_INSTRUCTION};
+
+use super::fixture::Recording;
+
+#[test]
+fn three_tools_with_escalation_fields_only_under_a_confining_executor() {
+    let plain = BashTools::new(Recording::new(None));
+    let tools = plain.tools();
+    let names: Vec<_> = tools.iter().map(|t| t.name).collect();
+    assert_eq!(names, ["bash", "bash_output", "bash_kill"]);
+    let bash = &tools[0];
+    assert!(bash.parameters["properties"]
+        .get("sandbox_permissions")
+        .is_none());
+    assert!(!bash.description.contains("sandbox_permissions"));
+    assert_eq!(
+        tools[1].parameters["required"],
+        serde_json::json!(["task_id"])
+    );
+    assert!(tools[1].annotations.read_only && !tools[1].annotations.destructive);
+    assert!(bash.annotations.destructive);
+
+    for default in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let confined = BashTools::new(Recording::new(Some(default)));
+        let bash = &confined.tools()[0];
+        let enumerated = &bash.parameters["properties"]["sandbox_permissions"]["enum"];
+        assert_eq!(
+            *enumerated,
+            serde_json::json!(["workspace-write", "danger-full-access"]),
+            "{default}"
+        );
+        assert!(bash.parameters["properties"].get("justification").is_some());
+        assert!(bash.description.contains("sandbox_permissions"));
+        // The mode is never announced.
+        assert!(!bash.description.contains(default.as_str()));
+    }
+}
+
+#[test]
+fn descriptions_are_byte_stable_and_cover_the_essentials() {
+    let first = BashTools::new(Recording::new(Some(SandboxMode::ReadOnly))).tools();
+    let second = BashTools::new(Arc::new(Recording {
+        inner: Recording::new(None).inner.clone(),
+        mode: Some(SandboxMode::ReadOnly),
+        requests: Default::default(),
+    }))
+    .tools();
+    assert_eq!(first, second);
+    let text = &first[0].description;
+    for needle in [
+        "fresh",
+        "workdir",
+        "[exit code: N]",
+        "[sandbox: file access denied",
+        "full output",
+        "run_in_background",
+        "bash_output",
+        "bash_kill",
+        "justification",
+        "rejection as final",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?}");
+    }
+    assert!(STANDING_INSTRUCTION.contains("[exit code: N]"));
+}
