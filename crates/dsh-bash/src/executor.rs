@@ -15,12 +15,12 @@ pub type TaskListener = Arc<dyn Fn(&BashTask) + Send + Sync>;
 
 /// Returned by [`BashExecutor::on_task_done`]; unregisters the listener.
 pub struct ListenerHandle {
-    unregister: Option<Box<dyn FnOnce() + Send>>,
+    unregister: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl ListenerHandle {
     /// Wraps the executor's way of unregistering one listener.
-    pub fn new(unregister: impl FnOnce() + Send + 'static) -> Self {
+    pub fn new(unregister: impl FnOnce() + Send + Sync + 'static) -> Self {
         ListenerHandle {
             unregister: Some(Box::new(unregister)),
         }

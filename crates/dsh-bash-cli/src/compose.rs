@@ -1,0 +1,63 @@
+//! Building the executor a front end uses from command-line options.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_bash::BashExecutor;
+use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_sandbox::SandboxMode;
+use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
+
+/// Options shared by `run` and `mcp`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ExecutorArgs {
+    /// Working directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Confine file effects: read-only, workspace-write or
+    /// danger-full-access (default: unconfined, no sandbox at all).
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<SandboxMode>,
+    /// The workspace writable under workspace-write (default: the workdir).
+    #[arg(long, value_name = "DIR", requires = "sandbox")]
+    pub workspace: Option<PathBuf>,
+    /// Which sandbox backend to use: auto (the strongest usable), bwrap or
+    /// landlock.
+    #[arg(long, value_name = "BACKEND", default_value = "auto",
+          value_parser = ["auto", "bwrap", "landlock"], requires = "sandbox")]
+    pub sandbox_backend: String,
+}
+
+/// The local executor's configuration with the options applied.
+pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
+    LocalConfig {
+        cwd: args.workdir.clone(),
+        ..LocalConfig::default()
+    }
+}
+
+/// The executor: unconfined, or confined when a mode is given.
+pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<dyn BashExecutor>> {
+    let Some(mode) = args.sandbox else {
+        return Ok(Arc::new(LocalBashExecutor::new(local)?));
+    };
+    let backend = match args.sandbox_backend.as_str() {
+        "bwrap" => Backend::Bwrap,
+        "landlock" => Backend::Landlock,
+        _ => Backend::Auto,
+    };
+    let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+        backend,
+        ..LocalSandboxConfig::default()
+    })?;
+    let config = SandboxConfig {
+        workspace_root: args.workspace.clone().or_else(|| local.cwd.clone()),
+        local,
+        mode,
+    };
+    Ok(Arc::new(SandboxBashExecutor::new(
+        config,
+        Arc::new(provider),
+    )?))
+}

@@ -1,0 +1,84 @@
+//! `dsh-bash run`: one command, the `bash` tool's text, the command's status.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use dsh_bash::BashExecRequest;
+use tokio_util::sync::CancellationToken;
+
+use crate::compose::{self, ExecutorArgs};
+
+/// Arguments of `run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    executor: ExecutorArgs,
+    /// Timeout in milliseconds (default 120000, capped at 600000).
+    #[arg(long, value_name = "MS")]
+    timeout: Option<f64>,
+    /// Print the result as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The command line, run as `bash -c <command>` (several words are joined
+    /// with spaces).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Stops `cancel` on Ctrl-C or SIGTERM.
+pub fn cancel_on_interrupt(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        cancel.cancel();
+    })
+}
+
+/// Runs the command; the exit code mirrors the command's.
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let executor = compose::executor(&args.executor, compose::local_config(&args.executor))?;
+    let cancel = CancellationToken::new();
+    let mut request = BashExecRequest::new(args.command.join(" "));
+    request.timeout_ms = args.timeout;
+    request.cancel = Some(cancel.clone());
+    let spec = executor.resolve(request)?;
+
+    // Ctrl-C or SIGTERM stops the command (the whole tree) before we exit.
+    let interrupts = cancel_on_interrupt(cancel);
+    let result = executor.run(spec).await;
+    interrupts.abort();
+    executor.shutdown().await;
+    let result = result?;
+
+    let mut stdout = std::io::stdout().lock();
+    let text = if args.json {
+        serde_json::to_string(&result).context("encoding the result as JSON")?
+    } else {
+        dsh_tool_bash::render_run_result(&result, false)
+    };
+    let printed = if text.ends_with('\n') {
+        stdout.write_all(text.as_bytes())
+    } else {
+        writeln!(stdout, "{text}")
+    };
+    match printed.and_then(|()| stdout.flush()) {
+        Ok(()) => {}
+        // A closed pipe (`dsh-bash run … | head`) is a clean exit.
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(err) => return Err(err).context("writing the result"),
+    }
+    let status = if result.aborted {
+        130
+    } else {
+        result.shell_status()
+    };
+    Ok(ExitCode::from(u8::try_from(status & 0xff).unwrap_or(1)))
+}

@@ -1,0 +1,248 @@
+"""Drives `dsh-bash mcp` with the official MCP Python SDK (a client this
+project did not write). Usage: client.py <path to dsh-bash> <scratch dir>.
+
+Each scenario prints `ok <name>`; the first failed assertion exits non-zero.
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+import anyio
+import mcp.types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+BINARY = sys.argv[1]
+SCRATCH = sys.argv[2]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except OSError:
+        return False
+
+
+async def gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        await anyio.sleep(0.02)
+    return True
+
+
+async def read_pid(path: str, seconds: float = 10.0) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return int(text)
+        except OSError:
+            pass
+        await anyio.sleep(0.02)
+    raise AssertionError(f"no pid appeared in {path}")
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+def server(*extra: str, cwd: str | None = None) -> StdioServerParameters:
+    return StdioServerParameters(command=BINARY, args=["mcp", *extra], cwd=cwd or SCRATCH)
+
+
+async def session_with(params, scenario, **callbacks):
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, **callbacks) as session:
+            init = await session.initialize()
+            await scenario(session, init)
+
+
+def bash(command: str, **extra):
+    return {"command": command, "description": "a test command for the suite", **extra}
+
+
+async def wait_for_status(session, task_id: str, status: str, seconds: float = 20.0) -> str:
+    seen = ""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = await session.call_tool("bash_output", {"task_id": task_id})
+        text = text_of(result)
+        seen += text + "\n"
+        if status in text:
+            return seen
+        await anyio.sleep(0.05)
+    raise AssertionError(f"{task_id} never reached {status!r}; saw {seen!r}")
+
+
+async def listing(session, init):
+    assert init.server_info.name == "dsh-bash", init.server_info
+    assert "[exit code: N]" in (init.instructions or ""), init.instructions
+    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert sorted(tools) == ["bash", "bash_kill", "bash_output"], sorted(tools)
+    schema = tools["bash"].input_schema
+    assert schema["required"] == ["command", "description"], schema
+    assert "sandbox_permissions" not in schema["properties"], schema
+    assert "run_in_background" in tools["bash"].description
+    assert tools["bash_output"].annotations.read_only_hint is True
+    assert tools["bash"].annotations.destructive_hint is True
+    assert tools["bash_kill"].input_schema["required"] == ["task_id"]
+    print("ok initialize and list tools")
+
+
+async def confined_listing(session, init):
+    schema = {t.name: t for t in (await session.list_tools()).tools}["bash"].input_schema
+    assert schema["properties"]["sandbox_permissions"]["enum"] == ["workspace-write", "danger-full-access"], schema
+    assert "justification" in schema["properties"], schema
+    print("ok escalation fields exactly with --sandbox")
+
+
+async def foreground(session, init):
+    result = await session.call_tool("bash", bash("echo out; echo err >&2; exit 3"))
+    assert not result.is_error
+    assert text_of(result) == "out\n[stderr]\nerr\n[exit code: 3]", text_of(result)
+    assert result.structured_content["exit_code"] == 3, result.structured_content
+    assert result.structured_content["timed_out"] is False
+    print("ok foreground call with exit code and stderr")
+
+    result = await session.call_tool("bash", bash("sleep 30", timeoutMs=300))
+    assert text_of(result) == "(no output)\n[timed out after 300ms]\n[killed by signal: SIGTERM]", text_of(result)
+    assert result.structured_content["timed_out"] is True
+    print("ok timeout")
+
+    result = await session.call_tool("bash", {"command": "", "description": "x"})
+    assert result.is_error and text_of(result) == "Error: invalid command: expected a non-empty string"
+    print("ok validation error")
+
+
+async def background(session, init):
+    notices = []
+    # (the logging callback is installed by the caller)
+    result = await session.call_tool("bash", bash("sleep 0.3; echo done", run_in_background=True))
+    text = text_of(result)
+    assert text.startswith("started background task bash-"), text
+    task_id = result.structured_content["task_id"]
+    seen = await wait_for_status(session, task_id, "[status: completed, exit code: 0]")
+    assert "done\n" in seen, seen
+    print("ok background task polled to completion")
+
+    result = await session.call_tool("bash", bash("sleep 1000", run_in_background=True))
+    killed_id = result.structured_content["task_id"]
+    result = await session.call_tool("bash_kill", {"task_id": killed_id})
+    assert text_of(result) == f"killed background task {killed_id}", text_of(result)
+    result = await session.call_tool("bash_output", {"task_id": killed_id})
+    assert text_of(result).endswith("[status: killed by SIGTERM]"), text_of(result)
+    print("ok background task killed")
+
+
+async def cancellation(session, init):
+    pidfile = os.path.join(SCRATCH, "cancel.pid")
+    async with anyio.create_task_group() as tasks:
+        async def call():
+            with anyio.move_on_after(30):
+                await session.call_tool("bash", bash(f"echo $$ > {pidfile}; exec sleep 1000"))
+
+        tasks.start_soon(call)
+        pid = await read_pid(pidfile)
+        assert alive(pid)
+        tasks.cancel_scope.cancel()
+    assert await gone(pid), f"the cancelled command {pid} is still running"
+    # The session still works afterwards.
+    result = await session.call_tool("bash", bash("echo still here"))
+    assert text_of(result) == "still here\n", text_of(result)
+    print("ok cancelling a long foreground call kills it")
+
+
+def answering(action: str, approve: bool | None = None):
+    async def callback(context, params):
+        assert "workspace-write" in params.message, params.message
+        content = {"approve": approve} if approve is not None else None
+        return types.ElicitResult(action=action, content=content)
+    return callback
+
+
+async def escalation(workspace: str, callback, expect_ok: bool, name: str):
+    target = os.path.join(workspace, f"{name}.txt")
+
+    async def scenario(session, init):
+        denied = await session.call_tool("bash", bash(f"touch {target}"))
+        assert "[sandbox: file access denied under read-only mode]" in text_of(denied), text_of(denied)
+        assert not os.path.exists(target)
+        args = bash(f"touch {target}", sandbox_permissions="workspace-write",
+                    justification="The test needs to create one file in the workspace.")
+        result = await session.call_tool("bash", args)
+        if expect_ok:
+            assert not result.is_error, text_of(result)
+            assert os.path.exists(target), "the approved command did not run"
+        else:
+            assert result.is_error, text_of(result)
+            assert not os.path.exists(target), "a declined escalation ran the command"
+            return text_of(result)
+
+    params = server("--sandbox", "read-only", "--workdir", workspace)
+    kwargs = {"elicitation_callback": callback} if callback else {}
+    holder = {}
+
+    async def run(session, init):
+        holder["text"] = await scenario(session, init)
+
+    await session_with(params, run, **kwargs)
+    return holder.get("text")
+
+
+async def closing(params):
+    pidfile = os.path.join(SCRATCH, "close.pid")
+    server_pid = None
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("bash", bash(f"echo $$ > {pidfile}; exec sleep 1000", run_in_background=True))
+            pid = await read_pid(pidfile)
+            assert alive(pid)
+            result = await session.call_tool("bash", bash("echo $PPID"))
+            server_pid = int(text_of(result))
+    assert await gone(pid), f"closing the connection left {pid} running"
+    assert await gone(server_pid), "the server outlived its connection"
+    print("ok closing the connection stops background tasks")
+
+
+async def main():
+    await session_with(server(), listing)
+    await session_with(server("--sandbox", "read-only"), confined_listing)
+    await session_with(server(), foreground)
+
+    notices = []
+
+    async def logged(params):
+        notices.append(str(params.data))
+
+    await session_with(server(), background, logging_callback=logged)
+    deadline = time.monotonic() + 10
+    while not any("background bash task bash-1 finished [status: completed, exit code: 0]" in n for n in notices):
+        assert time.monotonic() < deadline, notices
+        await anyio.sleep(0.05)
+    print("ok completion announced by notification")
+
+    await session_with(server(), cancellation)
+
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as workspace:
+        await escalation(workspace, answering("accept", True), True, "approved")
+        print("ok escalation approved through elicitation")
+        text = await escalation(workspace, answering("decline"), False, "declined")
+        assert text == 'Error: the user rejected escalating this command to "workspace-write"', text
+        print("ok escalation declined through elicitation")
+        text = await escalation(workspace, None, False, "unasked")
+        assert "no approval channel is available" in text, text
+        print("ok escalation without elicitation fails closed")
+
+    await closing(server())
+
+
+anyio.run(main)
