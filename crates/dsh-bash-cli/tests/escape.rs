@@ -163,8 +163,8 @@ fn chown(path: &Path, uid: u32) {
     assert_eq!(unsafe { libc::chown(c.as_ptr(), uid, uid) }, 0);
 }
 
-/// A fresh target directory (outside /tmp, which workspace-write may use)
-/// with a file and an empty directory, owned by `user`.
+/// A fresh target directory with a file and an empty directory, owned by
+/// `user`.
 fn fresh_dir(base: &Path, name: &str, user: User) -> PathBuf {
     let dir = base.join(name);
     std::fs::create_dir_all(dir.join("empty")).unwrap();
@@ -182,8 +182,34 @@ fn require_sandbox() -> bool {
     std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
 }
 
+/// The binary, copied where every user can run it (the checkout may live
+/// under a directory the unprivileged user cannot enter).
+fn binary() -> &'static Path {
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let dir = base().join("bin");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let copy = dir.join("dsh-bash");
+        std::fs::copy(env!("CARGO_BIN_EXE_dsh-bash"), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        copy
+    })
+}
+
+/// Where targets and workspaces live: outside /tmp (which workspace-write
+/// may use) and reachable by every user.
+fn base() -> PathBuf {
+    let root = if Path::new("/var/tmp").is_dir() {
+        PathBuf::from("/var/tmp")
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    };
+    root.join(format!("dsh-escape-{}", std::process::id()))
+}
+
 fn dsh_bash(user: User) -> Command {
-    let bin = env!("CARGO_BIN_EXE_dsh-bash");
+    let bin = binary();
     match user {
         User::Root => Command::new(bin),
         User::Nobody => {
@@ -229,7 +255,13 @@ fn confined(
         );
         return None;
     }
-    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "dsh-bash as {user:?} printed no result ({err}); status {:?}, stderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
     Some(result["sandbox"].clone())
 }
 
@@ -249,11 +281,10 @@ fn usable(user: User, backend: &str, base: &Path) -> bool {
 
 #[test]
 fn escape_suite() {
-    let base =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("escape-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
+    let base = base();
     std::fs::create_dir_all(&base).unwrap();
     std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    binary();
     let setfattr = Command::new("setfattr").arg("--version").output().is_ok();
 
     let mut table = Vec::new();
