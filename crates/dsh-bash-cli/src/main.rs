@@ -3,12 +3,14 @@
 //! ```text
 //! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--workspace D] [--json] -- <command>
 //! dsh-bash mcp [--workdir D] [--sandbox MODE] [--workspace D] [--timeout MS] [--max-timeout MS] [--max-output-bytes N]
+//! dsh-bash bench [--rounds N] [--commands N] [--flood-mib N] [--tasks N] [--scratch D]
 //! ```
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod compose;
 mod mcp;
 mod run;
@@ -37,6 +39,9 @@ enum Command {
     /// Serve the bash, bash_output and bash_kill tools over the Model
     /// Context Protocol on stdin/stdout (one connection = one session).
     Mcp(mcp::McpArgs),
+    /// Measure every benchmark scenario against its baseline and print one
+    /// table (build with --release).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Mcp(args) => runtime.block_on(mcp::serve(args)),
+        Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };
     match outcome {
         Ok(code) => code,

@@ -17,7 +17,7 @@ use crate::env::child_env;
 use crate::output::{join_delta, Stream};
 use crate::spawn::{Launch, PreExec};
 use crate::spill::{SpillDir, SpillLimits};
-use crate::supervise::{supervise, Ended, Stop, StopCause, StopOnDrop, Watch};
+use crate::supervise::{supervise, Ended, Stop, StopCause, Watch};
 use crate::sys::ExitStatus;
 use crate::tasks::{notify, Listeners, Registry, TaskEntry};
 
@@ -157,18 +157,12 @@ impl LocalBashExecutor {
             return Err(BashError::AbortedBeforeSpawn);
         }
         check_workdir(&spec.workdir)?;
-        let stop = Arc::new(Stop::default());
-        let guard = StopOnDrop::new(Arc::clone(&stop));
-        let runner = Arc::clone(inner);
-        let handle = inner
-            .tracker
-            .spawn(async move { runner.foreground(spec, invocation, &stop).await });
-        let result = handle.await;
-        guard.disarm();
-        result.map_err(|err| BashError::Spawn {
-            message: "the supervising task failed".into(),
-            source: std::io::Error::other(err.to_string()),
-        })?
+        // Supervised inline (no task hop); the tracker token makes shutdown
+        // wait for this run. A caller that drops this future drops the
+        // supervisor, whose guard kills the whole tree at once.
+        let _in_flight = inner.tracker.token();
+        let stop = Stop::default();
+        inner.foreground(spec, invocation, &stop).await
     }
 
     /// Starts `spec` in the background through `invocation`. `stamp` runs

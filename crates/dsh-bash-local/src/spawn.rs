@@ -1,13 +1,14 @@
-//! Spawning: every command is forked from one dedicated thread that lives
-//! as long as the process.
+//! Spawning: every command is started from one of a few dedicated threads
+//! that live as long as the process (with `clone(CLONE_VM | CLONE_VFORK)`,
+//! see `sys/launch.rs`).
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits,
 //! not the process. Tokio's worker and blocking threads come and go (a
 //! blocking thread retires after 10 s idle, a runtime can be dropped), so
-//! forking from them would kill commands at random. The spawner thread never
-//! exits, so the death signal fires exactly when the host process dies.
+//! forking from them would kill commands at random. The spawner threads never
+//! exit, so the death signal fires exactly when the host process dies.
 //!
-//! The same thread also feeds the **watchdog**: a tiny `bash` loop in a
+//! The same threads also feed the **watchdog**: a tiny `bash` loop in a
 //! session of its own that records the process group of every running
 //! command. When the host dies, even by SIGKILL, the watchdog's stdin
 //! reaches EOF and it SIGKILLs every group still recorded, so the shell's
@@ -20,12 +21,13 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use tokio::sync::oneshot;
 
-use crate::sys;
+use crate::sys::{self, ChildStack, LaunchPlan};
 
 pub use dsh_sandbox::PreExec;
 
@@ -54,31 +56,68 @@ enum Job {
     Release(libc::pid_t),
 }
 
-fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
-    static SPAWNER: OnceLock<Result<mpsc::Sender<Job>, String>> = OnceLock::new();
-    let spawner = SPAWNER.get_or_init(|| {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("dsh-bash-spawner".into())
-            .spawn(move || serve(queue))
-            .map(|_| jobs)
-            .map_err(|err| format!("cannot start the spawner thread: {err}"))
+/// How many permanent spawner threads fork in parallel.
+const SPAWNER_THREADS: usize = 4;
+
+struct Spawners {
+    queues: Vec<mpsc::Sender<Job>>,
+    next: AtomicUsize,
+}
+
+impl Spawners {
+    fn send(&self, job: Job) -> io::Result<()> {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.queues.len();
+        self.queues[index]
+            .send(job)
+            .map_err(|_| io::Error::other("the spawner thread is gone"))
+    }
+}
+
+fn spawners() -> io::Result<&'static Spawners> {
+    static SPAWNERS: OnceLock<Result<Spawners, String>> = OnceLock::new();
+    let spawners = SPAWNERS.get_or_init(|| {
+        let mut queues = Vec::with_capacity(SPAWNER_THREADS);
+        for index in 0..SPAWNER_THREADS {
+            let (jobs, queue) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name(format!("dsh-bash-spawner-{index}"))
+                .spawn(move || serve(queue))
+                .map_err(|err| format!("cannot start a spawner thread: {err}"))?;
+            queues.push(jobs);
+        }
+        Ok(Spawners {
+            queues,
+            next: AtomicUsize::new(0),
+        })
     });
-    spawner
+    spawners
         .as_ref()
         .map_err(|err| io::Error::other(err.clone()))
 }
 
+/// The host-death watchdog, shared by the spawner threads.
+fn watchdog() -> &'static Mutex<Option<Watchdog>> {
+    static WATCHDOG: OnceLock<Mutex<Option<Watchdog>>> = OnceLock::new();
+    WATCHDOG.get_or_init(|| Mutex::new(Watchdog::start()))
+}
+
+fn tell_watchdog(op: char, pgid: libc::pid_t) {
+    let mut dog = watchdog().lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(listening) = dog.as_mut() {
+        if !listening.send(op, pgid) {
+            *dog = None;
+        }
+    }
+}
+
 fn serve(queue: mpsc::Receiver<Job>) {
-    let mut watchdog = Watchdog::start();
+    let mut stack = ChildStack::default();
     while let Ok(job) = queue.recv() {
         match job {
             Job::Spawn(launch, reply) => {
-                let spawned = spawn_now(*launch);
-                if let (Ok(spawned), Some(dog)) = (&spawned, watchdog.as_mut()) {
-                    if !dog.send('+', spawned.pid) {
-                        watchdog = None;
-                    }
+                let spawned = spawn_now(&launch, &mut stack);
+                if let Ok(spawned) = &spawned {
+                    tell_watchdog('+', spawned.pid);
                 }
                 if let Err(Ok(orphan)) = reply.send(spawned) {
                     // The caller is gone: nobody will supervise this process.
@@ -86,76 +125,49 @@ fn serve(queue: mpsc::Receiver<Job>) {
                     sys::signal_group(orphan.pid, libc::SIGKILL);
                 }
             }
-            Job::Release(pgid) => {
-                if let Some(dog) = watchdog.as_mut() {
-                    if !dog.send('-', pgid) {
-                        watchdog = None;
-                    }
-                }
-            }
+            Job::Release(pgid) => tell_watchdog('-', pgid),
         }
     }
 }
 
-fn spawn_now(launch: Launch) -> io::Result<Spawned> {
-    let mut command = Command::new(&launch.program);
-    command
-        .args(&launch.args)
-        .current_dir(&launch.workdir)
-        .env_clear()
-        .envs(&launch.env)
-        .stdin(if launch.piped_stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let parent = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
-    let restriction = launch.pre_exec;
-    // SAFETY: the closure runs in the forked child before exec and only makes
-    // raw async-signal-safe syscalls (setsid, prctl, getppid, and the
-    // restriction, whose contract is the same).
-    unsafe {
-        command.pre_exec(move || {
-            sys::contain_child(parent, true)?;
-            match &restriction {
-                Some(restrict) => restrict(),
-                None => Ok(()),
-            }
-        });
-    }
-    let mut child = command.spawn()?;
-    let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
-    let pidfd = match sys::pidfd_open(pid) {
+fn spawn_now(launch: &Launch, stack: &mut ChildStack) -> io::Result<Spawned> {
+    let env: Vec<(OsString, OsString)> = launch
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let plan = LaunchPlan {
+        program: &launch.program,
+        args: &launch.args,
+        env: &env,
+        cwd: &launch.workdir,
+        piped_stdin: launch.piped_stdin,
+        restriction: launch.pre_exec.as_deref(),
+    };
+    let launched = sys::launch(&plan, stack)?;
+    let pidfd = match sys::pidfd_open(launched.pid) {
         Ok(fd) => fd,
         Err(err) => {
-            sys::signal_group(pid, libc::SIGKILL);
-            let _ = child.wait();
+            sys::signal_group(launched.pid, libc::SIGKILL);
             return Err(io::Error::new(
                 err.kind(),
                 format!("pidfd_open failed (Linux 5.3 or newer is required): {err}"),
             ));
         }
     };
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(io::Error::other("child pipes missing"));
-    };
     Ok(Spawned {
-        pid,
+        pid: launched.pid,
         pidfd,
-        stdin: child.stdin.take().map(OwnedFd::from),
-        stdout: stdout.into(),
-        stderr: stderr.into(),
+        stdin: launched.stdin,
+        stdout: launched.stdout,
+        stderr: launched.stderr,
     })
 }
 
 /// Spawns `launch` on the spawner thread.
 pub(crate) async fn spawn(launch: Launch) -> io::Result<Spawned> {
     let (reply, spawned) = oneshot::channel();
-    spawner()?
-        .send(Job::Spawn(Box::new(launch), reply))
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    spawners()?.send(Job::Spawn(Box::new(launch), reply))?;
     spawned
         .await
         .map_err(|_| io::Error::other("the spawner thread dropped the request"))?
@@ -164,8 +176,8 @@ pub(crate) async fn spawn(launch: Launch) -> io::Result<Spawned> {
 /// Tells the watchdog that group `pgid` is gone and must not be killed at
 /// host death (its number may be reused).
 pub(crate) fn release(pgid: libc::pid_t) {
-    if let Ok(spawner) = spawner() {
-        let _ = spawner.send(Job::Release(pgid));
+    if let Ok(spawners) = spawners() {
+        let _ = spawners.send(Job::Release(pgid));
     }
 }
 

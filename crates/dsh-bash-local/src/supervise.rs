@@ -51,28 +51,6 @@ impl Stop {
     }
 }
 
-/// Requests `Cancelled` when dropped before being disarmed: a caller that
-/// stops awaiting a foreground run kills the command.
-pub(crate) struct StopOnDrop(Option<Arc<Stop>>);
-
-impl StopOnDrop {
-    pub(crate) fn new(stop: Arc<Stop>) -> Self {
-        StopOnDrop(Some(stop))
-    }
-
-    pub(crate) fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        if let Some(stop) = self.0.take() {
-            stop.request(StopCause::Cancelled);
-        }
-    }
-}
-
 /// What the supervisor needs from its executor.
 pub(crate) struct Watch<'a> {
     pub(crate) stdin: Option<Vec<u8>>,

@@ -50,7 +50,8 @@ async fn a_read_only_write_is_denied_and_the_file_never_appears() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workspace_write_allows_the_root_and_denies_a_sibling() {
     for backend in backends().await {
-        let parent = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        // Outside /tmp: bwrap gives workspace-write a private /tmp.
+        let parent = tempfile::tempdir_in("/var/tmp").unwrap();
         let root = parent.path().join("root");
         let sibling = parent.path().join("sibling");
         std::fs::create_dir_all(&root).unwrap();

@@ -212,3 +212,7 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
         }
     }
 }
+
+mod launch;
+
+pub(crate) use launch::{launch, ChildStack, LaunchPlan};

@@ -1,0 +1,30 @@
+//! The dsh-bash benchmark suite: every scenario is measured side by side
+//! with a physical baseline in the same run, repeated, and printed as one
+//! table (median, spread, baseline, ratio, peak RSS). It is a benchmark,
+//! not a test: nothing here passes or fails.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let options = dsh_bash_bench::Options::default();
+//! let rows = dsh_bash_bench::run_all(&options).await;
+//! print!("{}", dsh_bash_bench::table(&rows));
+//! # }
+//! ```
+//!
+//! # Platform support
+//!
+//! Linux (reads `/proc/self/status`, resets the RSS peak through
+//! `/proc/self/clear_refs`).
+//!
+//! # Caveats
+//!
+//! Figures are wall-clock times on whatever else the machine is doing;
+//! compare ratios from one run, not absolute numbers across machines.
+
+mod measure;
+mod scenarios;
+
+pub use measure::{table, Row};
+pub use scenarios::{run_all, Options};

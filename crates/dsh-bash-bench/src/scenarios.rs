@@ -1,0 +1,607 @@
+//! The scenarios of the suite, each with its baseline.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use dsh_bash::{BashExecRequest, BashExecutor, BashTaskId, SandboxMode};
+use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::measure::{ms, open_fds, peak_rss_kib, reset_peak_rss, rss_kib, time_ms, Row, Stats};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+/// How much work each scenario does.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Repetitions of each scenario (median and spread are over these).
+    pub rounds: usize,
+    /// Sequential commands per round in the per-command scenarios.
+    pub commands: usize,
+    /// Bytes in the throughput scenario (both-streams uses half per stream).
+    pub flood_bytes: u64,
+    /// Background tasks in the concurrency scenario.
+    pub tasks: usize,
+    /// The `dsh-bash` binary for the MCP round trip (skipped when absent).
+    pub mcp_binary: Option<PathBuf>,
+    /// Where spill files and baseline files go (one filesystem for both).
+    pub scratch: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            rounds: 5,
+            commands: 200,
+            flood_bytes: GIB,
+            tasks: 1000,
+            mcp_binary: None,
+            scratch: std::env::temp_dir(),
+        }
+    }
+}
+
+fn local(options: &Options) -> LocalConfig {
+    LocalConfig {
+        spill_parent: Some(options.scratch.clone()),
+        ..LocalConfig::default()
+    }
+}
+
+fn spec(executor: &dyn BashExecutor, command: &str) -> dsh_bash::BashExecSpec {
+    executor
+        .resolve(BashExecRequest::new(command))
+        .unwrap_or_else(|err| panic!("cannot resolve {command:?}: {err}"))
+}
+
+/// Per-command wall time of `n` sequential runs through `executor`.
+async fn per_command(executor: &dyn BashExecutor, command: &str, n: usize) -> f64 {
+    let spec = spec(executor, command);
+    let started = Instant::now();
+    for _ in 0..n {
+        if let Err(err) = executor.run(spec.clone()).await {
+            panic!("{command:?} failed: {err}");
+        }
+    }
+    ms(started.elapsed()) / n as f64
+}
+
+/// Per-command wall time of `n` plain `bash -c` spawns with collected output.
+async fn per_plain_command(command: &str, n: usize) -> f64 {
+    let command = command.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        for _ in 0..n {
+            let _ = Command::new("bash").args(["-c", &command]).output();
+        }
+        ms(started.elapsed()) / n as f64
+    })
+    .await
+    .unwrap_or(f64::NAN)
+}
+
+/// Runs `work` with the RSS peak reset first; returns its output and the
+/// peak growth in MiB.
+async fn with_peak<F: std::future::Future>(work: F) -> (F::Output, f64) {
+    reset_peak_rss();
+    let before = rss_kib();
+    let out = work.await;
+    let grown = peak_rss_kib().saturating_sub(before) as f64 / 1024.0;
+    (out, grown)
+}
+
+async fn overhead(options: &Options, label: &str, command: &str) -> Row {
+    let executor = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    // Warm both paths (spawner thread, page cache).
+    per_command(&executor, command, 5).await;
+    per_plain_command(command, 5).await;
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    let ((), peak) = with_peak(async {
+        for _ in 0..options.rounds {
+            ours.push(per_command(&executor, command, options.commands).await);
+            base.push(per_plain_command(command, options.commands).await);
+        }
+    })
+    .await;
+    executor.shutdown().await;
+    Row {
+        scenario: label.into(),
+        ours: Stats::of(ours),
+        baseline: Some(Stats::of(base)),
+        unit: "ms/cmd",
+        peak_rss_mib: Some(peak),
+        note: format!(
+            "{} sequential runs/round vs Command::output(); target <= 1.10x",
+            options.commands
+        ),
+    }
+}
+
+fn shell_ms(script: &str) -> f64 {
+    let started = Instant::now();
+    let _ = Command::new("bash").args(["-c", script]).status();
+    ms(started.elapsed())
+}
+
+async fn throughput(options: &Options) -> Vec<Row> {
+    let executor = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = options.flood_bytes;
+    let target = options.scratch.join("dsh-bench-baseline");
+    let command = format!("head -c {bytes} /dev/zero");
+    let (mut ours, mut to_file, mut to_null, mut peaks) = (vec![], vec![], vec![], vec![]);
+    let mut spilled_ok = true;
+    for _ in 0..options.rounds {
+        let ((elapsed, result), peak) =
+            with_peak(time_ms(executor.run(spec(&executor, &command)))).await;
+        peaks.push(peak);
+        ours.push(elapsed);
+        if let Ok(result) = result {
+            let spill = result.stdout.spill_path.clone();
+            let size = spill
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len());
+            spilled_ok &= size == Some(bytes);
+            if let Some(path) = spill {
+                let _ = std::fs::remove_file(path);
+            }
+        } else {
+            spilled_ok = false;
+        }
+        let script = format!("{command} > {}", target.display());
+        to_file.push(
+            tokio::task::spawn_blocking(move || shell_ms(&script))
+                .await
+                .unwrap_or(f64::NAN),
+        );
+        let _ = std::fs::remove_file(&target);
+        let script = format!("{command} > /dev/null");
+        to_null.push(
+            tokio::task::spawn_blocking(move || shell_ms(&script))
+                .await
+                .unwrap_or(f64::NAN),
+        );
+    }
+    executor.shutdown().await;
+    let peak = peaks.iter().copied().fold(0.0, f64::max);
+    let mib = bytes / MIB;
+    vec![
+        Row {
+            scenario: format!("2a {mib} MiB stdout, spilled (vs > file)"),
+            ours: Stats::of(ours.clone()),
+            baseline: Some(Stats::of(to_file)),
+            unit: "ms",
+            peak_rss_mib: Some(peak),
+            note: format!(
+                "spill file complete: {}; target <= 1.25x, RSS growth < 32 MiB",
+                if spilled_ok { "yes" } else { "NO" }
+            ),
+        },
+        Row {
+            scenario: format!("2b {mib} MiB stdout, spilled (vs > /dev/null)"),
+            ours: Stats::of(ours),
+            baseline: Some(Stats::of(to_null)),
+            unit: "ms",
+            peak_rss_mib: Some(peak),
+            note: "we always keep the complete stream on disk; /dev/null writes nothing".into(),
+        },
+    ]
+}
+
+async fn both_streams(options: &Options) -> Row {
+    let executor = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    let half = options.flood_bytes / 2;
+    let command = format!("head -c {half} /dev/zero & head -c {half} /dev/zero >&2; wait");
+    let (a, b) = (
+        options.scratch.join("dsh-bench-a"),
+        options.scratch.join("dsh-bench-b"),
+    );
+    let baseline = format!(
+        "head -c {half} /dev/zero > {} & head -c {half} /dev/zero > {}; wait",
+        a.display(),
+        b.display()
+    );
+    let (mut ours, mut base, mut peaks) = (vec![], vec![], vec![]);
+    let mut complete = true;
+    for _ in 0..options.rounds {
+        let ((elapsed, result), peak) =
+            with_peak(time_ms(executor.run(spec(&executor, &command)))).await;
+        ours.push(elapsed);
+        peaks.push(peak);
+        if let Ok(result) = result {
+            for stream in [&result.stdout, &result.stderr] {
+                let size = stream
+                    .spill_path
+                    .as_ref()
+                    .and_then(|p| std::fs::metadata(p).ok());
+                complete &= size.map(|m| m.len()) == Some(half);
+                if let Some(path) = &stream.spill_path {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+        let script = baseline.clone();
+        base.push(
+            tokio::task::spawn_blocking(move || shell_ms(&script))
+                .await
+                .unwrap_or(f64::NAN),
+        );
+        let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+    }
+    executor.shutdown().await;
+    Row {
+        scenario: format!("3 both streams, {} MiB each (vs 2 files)", half / MIB),
+        ours: Stats::of(ours),
+        baseline: Some(Stats::of(base)),
+        unit: "ms",
+        peak_rss_mib: Some(peaks.iter().copied().fold(0.0, f64::max)),
+        note: format!(
+            "both spill files complete: {}",
+            if complete { "yes" } else { "NO" }
+        ),
+    }
+}
+
+async fn concurrency(options: &Options) -> Vec<Row> {
+    let executor = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    let n = options.tasks;
+    let command = "sleep 2; echo done";
+    let rounds = options.rounds.clamp(1, 3);
+    let (mut start_ours, mut settle_ours, mut start_base, mut settle_base) =
+        (vec![], vec![], vec![], vec![]);
+    let (mut per_task_kib, mut fds_leaked, mut all_done) = (0.0f64, 0isize, true);
+    for _ in 0..rounds {
+        let fds_before = open_fds();
+        reset_peak_rss();
+        let rss_before = rss_kib();
+        let started = Instant::now();
+        let mut tasks = Vec::with_capacity(n);
+        for _ in 0..n {
+            match executor.start(spec(&executor, command)).await {
+                Ok(task) => tasks.push(task),
+                Err(err) => panic!("start failed: {err}"),
+            }
+        }
+        let all_started = ms(started.elapsed());
+        for task in &tasks {
+            task.settled().await;
+        }
+        let settled = ms(started.elapsed());
+        per_task_kib =
+            per_task_kib.max(peak_rss_kib().saturating_sub(rss_before) as f64 / n as f64);
+        for task in &tasks {
+            let read = executor.read_output(&task.id);
+            all_done &= read.is_ok_and(|r| r.delta == "done\n");
+        }
+        start_ours.push(all_started);
+        // The last sleep ended 2 s after the last start, at the earliest.
+        settle_ours.push(settled - all_started - 2000.0);
+        fds_leaked = fds_leaked.max(open_fds() as isize - fds_before as isize);
+
+        let base = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let children: Vec<_> = (0..n)
+                .filter_map(|_| {
+                    Command::new("bash")
+                        .args(["-c", command])
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .ok()
+                })
+                .collect();
+            let all_started = ms(started.elapsed());
+            for child in children {
+                let _ = child.wait_with_output();
+            }
+            (all_started, ms(started.elapsed()) - all_started - 2000.0)
+        })
+        .await
+        .unwrap_or((f64::NAN, f64::NAN));
+        start_base.push(base.0);
+        settle_base.push(base.1);
+    }
+    executor.shutdown().await;
+    vec![
+        Row {
+            scenario: format!("4a start {n} background tasks"),
+            ours: Stats::of(start_ours),
+            baseline: Some(Stats::of(start_base)),
+            unit: "ms",
+            peak_rss_mib: Some(per_task_kib * n as f64 / 1024.0),
+            note: format!("{per_task_kib:.1} KiB RSS/task; target < 1000 ms, < 64 KiB/task"),
+        },
+        Row {
+            scenario: format!("4b {n} tasks settled after last sleep ended"),
+            ours: Stats::of(settle_ours),
+            baseline: Some(Stats::of(settle_base)),
+            unit: "ms",
+            peak_rss_mib: None,
+            note: format!(
+                "all read \"done\": {}; fds leaked after settle: {fds_leaked}; target < 1000 ms",
+                if all_done { "yes" } else { "NO" }
+            ),
+        },
+    ]
+}
+
+async fn running(executor: &LocalBashExecutor, id: &BashTaskId) {
+    while !executor
+        .read_output(id)
+        .is_ok_and(|r| r.delta.contains("ready"))
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+async fn kill_latency(options: &Options) -> Vec<Row> {
+    let grace_ms = 1000.0;
+    let executor = LocalBashExecutor::new(LocalConfig {
+        grace_ms,
+        ..local(options)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kills = options.rounds * 4;
+    let mut plain = vec![];
+    let mut base = vec![];
+    for _ in 0..kills {
+        let task = executor
+            .start(spec(&executor, "echo ready; exec sleep 1000"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        running(&executor, &task.id).await;
+        let (elapsed, _) = time_ms(executor.kill(&task.id)).await;
+        plain.push(elapsed);
+        base.push(
+            tokio::task::spawn_blocking(|| {
+                let Ok(mut child) = Command::new("bash").args(["-c", "exec sleep 1000"]).spawn()
+                else {
+                    return f64::NAN;
+                };
+                let started = Instant::now();
+                let _ = child.kill();
+                let _ = child.wait();
+                ms(started.elapsed())
+            })
+            .await
+            .unwrap_or(f64::NAN),
+        );
+    }
+    let mut trapped = vec![];
+    for _ in 0..options.rounds.clamp(1, 3) {
+        let task = executor
+            .start(spec(
+                &executor,
+                "trap '' TERM; echo ready; sleep 1000 & wait",
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        running(&executor, &task.id).await;
+        let (elapsed, _) = time_ms(executor.kill(&task.id)).await;
+        trapped.push(elapsed);
+    }
+    executor.shutdown().await;
+    vec![
+        Row {
+            scenario: "5a kill -> settled, plain sleep".into(),
+            ours: Stats::of(plain),
+            baseline: Some(Stats::of(base)),
+            unit: "ms",
+            peak_rss_mib: None,
+            note: "baseline: Child::kill (SIGKILL one pid) + wait; target < 20 ms".into(),
+        },
+        Row {
+            scenario: "5b kill -> settled, SIGTERM-ignoring tree".into(),
+            ours: Stats::of(trapped),
+            baseline: Some(Stats::of(vec![grace_ms])),
+            unit: "ms",
+            peak_rss_mib: None,
+            note: format!("baseline = the grace ({grace_ms} ms); target grace + 20 ms"),
+        },
+    ]
+}
+
+fn sandboxed(options: &Options, backend: Backend) -> Option<SandboxBashExecutor> {
+    let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+        backend,
+        ..LocalSandboxConfig::default()
+    })
+    .ok()?;
+    SandboxBashExecutor::new(
+        SandboxConfig {
+            local: local(options),
+            mode: SandboxMode::ReadOnly,
+            workspace_root: Some(options.scratch.clone()),
+        },
+        Arc::new(provider),
+    )
+    .ok()
+}
+
+async fn sandbox_overhead(options: &Options) -> Vec<Row> {
+    let plain = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    let mut rows = Vec::new();
+    for (label, backend, target) in [
+        (
+            "6a `true` under Landlock (read-only)",
+            Backend::Landlock,
+            "target <= 1.10x",
+        ),
+        (
+            "6b `true` under bwrap (read-only)",
+            Backend::Bwrap,
+            "reported as measured",
+        ),
+    ] {
+        let Some(confined) = sandboxed(options, backend) else {
+            continue;
+        };
+        if let Err(err) = confined.run(spec(&confined, "true")).await {
+            rows.push(Row {
+                scenario: label.into(),
+                ours: Stats::of(vec![f64::NAN]),
+                baseline: None,
+                unit: "ms/cmd",
+                peak_rss_mib: None,
+                note: format!("skipped: {err}"),
+            });
+            continue;
+        }
+        per_command(&plain, "true", 5).await;
+        let (mut ours, mut base) = (vec![], vec![]);
+        for _ in 0..options.rounds {
+            ours.push(per_command(&confined, "true", options.commands / 2).await);
+            base.push(per_command(&plain, "true", options.commands / 2).await);
+        }
+        confined.shutdown().await;
+        rows.push(Row {
+            scenario: label.into(),
+            ours: Stats::of(ours),
+            baseline: Some(Stats::of(base)),
+            unit: "ms/cmd",
+            peak_rss_mib: None,
+            note: format!("baseline: unconfined LocalBashExecutor; {target}"),
+        });
+    }
+    plain.shutdown().await;
+    rows
+}
+
+/// A minimal JSON-RPC client for `dsh-bash mcp` over stdio.
+struct McpClient {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl McpClient {
+    async fn start(binary: &Path) -> std::io::Result<McpClient> {
+        let mut child = tokio::process::Command::new(binary)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("no pipes"));
+        };
+        let mut client = McpClient {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            next_id: 0,
+        };
+        client
+            .request(
+                "initialize",
+                serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                                   "clientInfo": {"name": "dsh-bash-bench", "version": "0"}}),
+            )
+            .await?;
+        client
+            .send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        Ok(client)
+    }
+
+    async fn send(&mut self, message: serde_json::Value) -> std::io::Result<()> {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await?;
+        self.stdin.flush().await
+    }
+
+    async fn request(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> std::io::Result<serde_json::Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .await?;
+        while let Some(line) = self.lines.next_line().await? {
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if message.get("id").and_then(serde_json::Value::as_u64) == Some(id) {
+                return Ok(message);
+            }
+        }
+        Err(std::io::Error::other("the server closed the connection"))
+    }
+
+    async fn close(mut self) {
+        drop(self.stdin);
+        let _ = self.child.wait().await;
+    }
+}
+
+async fn mcp_round_trip(options: &Options) -> Option<Row> {
+    let binary = options.mcp_binary.as_ref()?;
+    let mut client = McpClient::start(binary).await.ok()?;
+    let direct = LocalBashExecutor::new(local(options)).ok()?;
+    let call = serde_json::json!({"name": "bash", "arguments": {"command": "true", "description": "benchmark a trivial command"}});
+    for _ in 0..5 {
+        client.request("tools/call", call.clone()).await.ok()?;
+    }
+    per_command(&direct, "true", 5).await;
+    let (mut ours, mut base) = (vec![], vec![]);
+    for _ in 0..options.rounds {
+        let started = Instant::now();
+        for _ in 0..options.commands {
+            client.request("tools/call", call.clone()).await.ok()?;
+        }
+        ours.push(ms(started.elapsed()) / options.commands as f64);
+        base.push(per_command(&direct, "true", options.commands).await);
+    }
+    client.close().await;
+    direct.shutdown().await;
+    let added = Stats::of(ours.clone()).median - Stats::of(base.clone()).median;
+    Some(Row {
+        scenario: "7 MCP tools/call bash `true` over stdio".into(),
+        ours: Stats::of(ours),
+        baseline: Some(Stats::of(base)),
+        unit: "ms/call",
+        peak_rss_mib: None,
+        note: format!("added per call: {added:.3} ms (target <= 1 ms); baseline: direct run"),
+    })
+}
+
+/// Runs every scenario and returns the table rows.
+pub async fn run_all(options: &Options) -> Vec<Row> {
+    let mut rows = Vec::new();
+    eprintln!("1/7 per-command overhead");
+    rows.push(overhead(options, "1a run `true`", "true").await);
+    rows.push(overhead(options, "1b run `echo hello`", "echo hello").await);
+    rows.push(
+        overhead(
+            options,
+            "1c run 64 KiB of output",
+            "head -c 65536 /dev/zero",
+        )
+        .await,
+    );
+    eprintln!("2/7 output throughput");
+    rows.extend(throughput(options).await);
+    eprintln!("3/7 both streams at once");
+    rows.push(both_streams(options).await);
+    eprintln!("4/7 concurrency");
+    rows.extend(concurrency(options).await);
+    eprintln!("5/7 kill latency");
+    rows.extend(kill_latency(options).await);
+    eprintln!("6/7 sandbox overhead");
+    rows.extend(sandbox_overhead(options).await);
+    eprintln!("7/7 MCP round trip");
+    rows.extend(mcp_round_trip(options).await);
+    rows
+}

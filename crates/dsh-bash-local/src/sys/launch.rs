@@ -1,0 +1,299 @@
+//! Spawning with `clone(CLONE_VM | CLONE_VFORK)`, as glibc's `posix_spawn`
+//! does: the child borrows the parent's memory until it execs, so no page
+//! tables are copied and nothing is torn down afterwards (a plain `fork`
+//! from a multi-threaded runtime costs more than the `bash` it starts).
+//!
+//! Everything the child needs (argv, envp, cwd, fds) is prepared in the
+//! parent. The child runs on its own stack and only makes raw
+//! async-signal-safe syscalls: reset signal dispositions and mask, dup2 the
+//! standard fds, `setsid`, `prctl`s, the optional restriction, `chdir`,
+//! `execve`. A failure is reported as an errno through a close-on-exec
+//! pipe. All signals are blocked in the spawning thread around the clone,
+//! so no handler of the parent can run on the shared memory in the child.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::contain_child;
+
+/// A restriction run in the child before exec (raw syscalls only).
+pub(crate) type Restriction = dyn Fn() -> io::Result<()> + Send + Sync;
+
+/// What to exec and how.
+pub(crate) struct LaunchPlan<'a> {
+    pub(crate) program: &'a Path,
+    pub(crate) args: &'a [OsString],
+    pub(crate) env: &'a [(OsString, OsString)],
+    pub(crate) cwd: &'a Path,
+    pub(crate) piped_stdin: bool,
+    pub(crate) restriction: Option<&'a Restriction>,
+}
+
+/// A started child: its pid and our ends of its pipes.
+pub(crate) struct Launched {
+    pub(crate) pid: libc::pid_t,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: OwnedFd,
+    pub(crate) stderr: OwnedFd,
+}
+
+fn cstring(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"))
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two fds into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just handed us these two fds.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn dev_null() -> io::Result<OwnedFd> {
+    // SAFETY: open with a static NUL-terminated path.
+    let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just handed us this fd.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The program's path: as given when it contains a slash, else the first
+/// executable match on `PATH` (the child's, else the host's).
+fn resolve(program: &Path, env: &[(OsString, OsString)]) -> io::Result<PathBuf> {
+    if program.as_os_str().as_bytes().contains(&b'/') {
+        return Ok(program.to_owned());
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(program);
+        if let Ok(c) = cstring(candidate.as_os_str().as_bytes()) {
+            // SAFETY: access with a valid NUL-terminated path.
+            if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
+                return Ok(candidate);
+            }
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} not found in PATH", program.display()),
+    ))
+}
+
+/// Everything the child reads, by raw pointer, while the parent waits.
+struct ChildArgs {
+    path: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+    stdio: [RawFd; 3],
+    report: RawFd,
+    parent: libc::pid_t,
+    restriction: Option<*const Restriction>,
+}
+
+/// Reports `errno` to the parent and exits.
+fn fail(report: RawFd, errno: i32) -> ! {
+    let bytes = errno.to_ne_bytes();
+    // SAFETY: write from a stack buffer, then _exit; both async-signal-safe.
+    unsafe {
+        libc::write(report, bytes.as_ptr().cast(), bytes.len());
+        libc::_exit(127)
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the ChildArgs the suspended parent keeps alive.
+    let args = unsafe { &*(arg as *const ChildArgs) };
+    // Default dispositions for every signal with a handler (ours would run
+    // on the parent's memory), then an empty mask.
+    for signal in 1..65 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        let mut old = MaybeUninit::<libc::sigaction>::zeroed();
+        // SAFETY: rt_sigaction query into a stack buffer.
+        if unsafe { libc::sigaction(signal, std::ptr::null(), old.as_mut_ptr()) } != 0 {
+            continue;
+        }
+        // SAFETY: sigaction succeeded, so `old` is initialised.
+        let handler = unsafe { old.assume_init() }.sa_sigaction;
+        if handler != libc::SIG_DFL && (handler != libc::SIG_IGN || signal == libc::SIGPIPE) {
+            // SAFETY: installing SIG_DFL via a zeroed sigaction.
+            unsafe {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(signal, &default, std::ptr::null_mut());
+            }
+        }
+    }
+    // SAFETY: sigprocmask with a stack-allocated empty set.
+    unsafe {
+        let mut empty = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigemptyset(empty.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
+    }
+    for (target, fd) in args.stdio.iter().enumerate() {
+        // SAFETY: dup2 onto the standard fds; clears close-on-exec on them.
+        if unsafe { libc::dup2(*fd, target as RawFd) } < 0 {
+            fail(args.report, errno());
+        }
+    }
+    // SAFETY: we are the freshly cloned child, before exec.
+    if let Err(err) = unsafe { contain_child(args.parent, true) } {
+        fail(args.report, err.raw_os_error().unwrap_or(libc::EIO));
+    }
+    if let Some(restriction) = args.restriction {
+        // SAFETY: the parent keeps the restriction alive until we exec.
+        if let Err(err) = unsafe { (*restriction)() } {
+            fail(args.report, err.raw_os_error().unwrap_or(libc::EPERM));
+        }
+    }
+    // SAFETY: chdir and execve with NUL-terminated strings and arrays the parent prepared.
+    unsafe {
+        if libc::chdir(args.cwd) != 0 {
+            fail(args.report, errno());
+        }
+        libc::execve(args.path, args.argv, args.envp);
+    }
+    fail(args.report, errno())
+}
+
+/// The child's stack: reused across spawns of one spawner thread.
+pub(crate) struct ChildStack(Vec<u8>);
+
+impl Default for ChildStack {
+    fn default() -> Self {
+        ChildStack(vec![0u8; 256 * 1024])
+    }
+}
+
+/// Starts `plan` in a new process. The calling thread is the child's parent
+/// thread (relevant for `PR_SET_PDEATHSIG`).
+pub(crate) fn launch(plan: &LaunchPlan<'_>, stack: &mut ChildStack) -> io::Result<Launched> {
+    let path = cstring(resolve(plan.program, plan.env)?.as_os_str().as_bytes())?;
+    let mut argv_owned = vec![cstring(plan.program.as_os_str().as_bytes())?];
+    for arg in plan.args {
+        argv_owned.push(cstring(arg.as_bytes())?);
+    }
+    let envp_owned = plan
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let mut entry = k.as_bytes().to_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(v.as_bytes());
+            cstring(&entry)
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let argv: Vec<*const libc::c_char> = argv_owned
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let envp: Vec<*const libc::c_char> = envp_owned
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let cwd = cstring(OsStr::new(plan.cwd).as_bytes())?;
+
+    let (stdin_read, stdin_write) = if plan.piped_stdin {
+        let (r, w) = pipe()?;
+        (r, Some(w))
+    } else {
+        (dev_null()?, None)
+    };
+    let (stdout_read, stdout_write) = pipe()?;
+    let (stderr_read, stderr_write) = pipe()?;
+    let (report_read, report_write) = pipe()?;
+    let args = ChildArgs {
+        path: path.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: cwd.as_ptr(),
+        stdio: [
+            stdin_read.as_raw_fd(),
+            stdout_write.as_raw_fd(),
+            stderr_write.as_raw_fd(),
+        ],
+        report: report_write.as_raw_fd(),
+        parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
+        restriction: plan.restriction.map(|r| r as *const Restriction),
+    };
+    let stack_top = {
+        let len = stack.0.len();
+        // 16-byte aligned top of the stack buffer.
+        let top = stack.0.as_mut_ptr().wrapping_add(len) as usize & !15;
+        top as *mut libc::c_void
+    };
+
+    // SAFETY: block every signal around the clone so no handler runs in the
+    // child on shared memory; restored right after.
+    let mut previous = MaybeUninit::<libc::sigset_t>::zeroed();
+    unsafe {
+        let mut all = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigfillset(all.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), previous.as_mut_ptr());
+    }
+    // SAFETY: CLONE_VM|CLONE_VFORK suspends this thread until the child execs
+    // or exits; `args`, the strings and the stack outlive that. The child
+    // only makes async-signal-safe syscalls (see `child`).
+    let pid = unsafe {
+        libc::clone(
+            child,
+            stack_top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &args as *const ChildArgs as *mut libc::c_void,
+        )
+    };
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: restoring the mask saved above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, previous.as_ptr(), std::ptr::null_mut());
+    }
+    if pid < 0 {
+        return Err(clone_error);
+    }
+    drop((stdin_read, stdout_write, stderr_write, report_write));
+    let mut bytes = [0u8; 4];
+    // SAFETY: read into a stack buffer from the report pipe we own.
+    let n = unsafe {
+        libc::read(
+            report_read.as_raw_fd(),
+            bytes.as_mut_ptr().cast(),
+            bytes.len(),
+        )
+    };
+    if n == 4 {
+        let mut status = 0;
+        // SAFETY: reap the child that failed before exec.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(bytes)));
+    }
+    Ok(Launched {
+        pid,
+        stdin: stdin_write,
+        stdout: stdout_read,
+        stderr: stderr_read,
+    })
+}
