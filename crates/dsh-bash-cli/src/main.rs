@@ -44,8 +44,26 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+/// Raises the soft open-file limit to the hard one: every running command
+/// holds a pidfd and two pipes, and 1024 is a common soft default.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a stack struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -236,6 +236,10 @@ impl Stream {
     }
 }
 
+/// The first read buffer of a stream, and the most it grows to.
+const READ_MIN: usize = 4 * 1024;
+const READ_MAX: usize = 1 << 20;
+
 /// Bytes written to a spill file per blocking write. Two batches may be in
 /// flight per stream, which bounds the memory of a spilling stream.
 const SPILL_BATCH: usize = 1 << 20;
@@ -319,7 +323,9 @@ pub(crate) struct Drain {
 impl Drain {
     /// Reads the pipe until EOF (or `stop`), feeding the stream and its spill file.
     pub(crate) async fn run(self, mut pipe: pipe::Receiver) {
-        let mut buf = vec![0u8; 64 * 1024];
+        // Small to start (most commands print little; a thousand idle tasks
+        // must stay cheap), growing while reads fill it.
+        let mut buf = vec![0u8; READ_MIN];
         let mut writer: Option<SpillWriter> = None;
         loop {
             let read = tokio::select! {
@@ -335,7 +341,12 @@ impl Drain {
             };
             match read {
                 Ok(0) => break,
-                Ok(n) => self.feed(&pipe, &buf[..n], &mut writer).await,
+                Ok(n) => {
+                    self.feed(&pipe, &buf[..n], &mut writer).await;
+                    if n == buf.len() && buf.len() < READ_MAX {
+                        buf.resize(buf.len() * 4, 0);
+                    }
+                }
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => {
                     tracing::debug!(%err, label = self.label, "reading command output failed");
