@@ -204,7 +204,7 @@ impl ServerHandler for BashServer {
         });
         let ctx = CallContext {
             session: Some(Arc::clone(&self.session)),
-            call_id: format!("{:?}", context.id),
+            call_id: serde_json::to_string(&context.id).unwrap_or_default(),
             cancel,
             approvals: Some(Arc::new(Elicitation {
                 peer: context.peer.clone(),

@@ -77,6 +77,13 @@
 //! - If the host is SIGKILLed, descendants that left the command's process
 //!   group survive it; the shell and its group do not.
 //! - Completion listeners run on the runtime; keep them short.
+//! - Supervision runs on the Tokio runtime that started the command.
+//!   Dropping the executor without [`dsh_bash::BashExecutor::shutdown`]
+//!   leaves its tasks running until that runtime shuts down; then each
+//!   supervisor's guard kills its whole tree (without a grace). A dropped
+//!   foreground `run` future kills its tree the same way.
+//! - Spill files outlive the executor (a printed path must stay readable);
+//!   retention bounds them while it runs.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;

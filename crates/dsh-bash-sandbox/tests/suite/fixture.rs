@@ -19,12 +19,8 @@ pub fn local() -> LocalConfig {
     }
 }
 
-pub fn executor(backend: Backend, mode: SandboxMode, root: &Path) -> SandboxBashExecutor {
-    let provider = LocalSandboxProvider::new(LocalSandboxConfig {
-        backend,
-        ..LocalSandboxConfig::default()
-    })
-    .unwrap();
+fn over(config: LocalSandboxConfig, mode: SandboxMode, root: &Path) -> SandboxBashExecutor {
+    let provider = LocalSandboxProvider::new(config).unwrap();
     SandboxBashExecutor::new(
         SandboxConfig {
             local: LocalConfig {
@@ -39,27 +35,23 @@ pub fn executor(backend: Backend, mode: SandboxMode, root: &Path) -> SandboxBash
     .unwrap()
 }
 
+pub fn executor(backend: Backend, mode: SandboxMode, root: &Path) -> SandboxBashExecutor {
+    let config = LocalSandboxConfig {
+        backend,
+        ..LocalSandboxConfig::default()
+    };
+    over(config, mode, root)
+}
+
 pub fn runner_executor(runner: &Path, root: &Path) -> SandboxBashExecutor {
-    let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+    let config = LocalSandboxConfig {
         runner: Some(RunnerCommand {
             command: vec![runner.as_os_str().to_owned()],
             failure_signatures: vec!["runner: fatal".into()],
         }),
         ..LocalSandboxConfig::default()
-    })
-    .unwrap();
-    SandboxBashExecutor::new(
-        SandboxConfig {
-            local: LocalConfig {
-                cwd: Some(root.to_owned()),
-                ..local()
-            },
-            mode: SandboxMode::ReadOnly,
-            workspace_root: Some(root.to_owned()),
-        },
-        Arc::new(provider),
-    )
-    .unwrap()
+    };
+    over(config, SandboxMode::ReadOnly, root)
 }
 
 /// The real backends usable here; a missing one is skipped loudly (and

@@ -1,14 +1,14 @@
 //! TBG-01..11 and NTC-01..05: background tasks through the tools.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 
 use dsh_bash::BashExecutor;
-use dsh_tool_bash::{BashTools, Session};
+use dsh_tool_bash::BashTools;
 
-use super::fixture::{bash, call, ctx, Recording};
+use super::fixture::{bash, call, ctx, noticed, settled, Recording};
 
 fn background(command: &str) -> serde_json::Value {
     let mut args = bash(command);
@@ -20,13 +20,7 @@ fn background(command: &str) -> serde_json::Value {
 async fn start_poll_and_kill() {
     let recording = Recording::new(None);
     let tools = BashTools::new(recording.clone());
-    let notices = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&notices);
-    let session = Arc::new(
-        Session::new("s1", None).with_notices(Arc::new(move |text: &str| {
-            sink.lock().unwrap().push(text.to_owned());
-        })),
-    );
+    let (session, notices) = noticed("s1");
     let ctx = ctx(Some(Arc::clone(&session)));
 
     let started = call(&tools, "bash", background("echo one; echo two >&2"), &ctx)
@@ -35,12 +29,7 @@ async fn start_poll_and_kill() {
     assert_eq!(started.text, "started background task bash-1");
     assert_eq!(started.structured["task_id"], "bash-1");
     assert_eq!(recording.last().owner.unwrap().as_str(), "s1");
-    recording
-        .inner
-        .get(&dsh_bash::BashTaskId::new("bash-1"))
-        .unwrap()
-        .settled()
-        .await;
+    settled(&recording, "bash-1").await;
     let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
         .await
         .unwrap();
@@ -113,12 +102,7 @@ async fn lossy_reads_name_the_spill_files() {
     call(&tools, "bash", background("seq 1 1000"), &ctx)
         .await
         .unwrap();
-    recording
-        .inner
-        .get(&dsh_bash::BashTaskId::new("bash-1"))
-        .unwrap()
-        .settled()
-        .await;
+    settled(&recording, "bash-1").await;
     let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
         .await
         .unwrap();
@@ -136,13 +120,7 @@ async fn lossy_reads_name_the_spill_files() {
 async fn cancelling_the_starting_call_kills_the_task_and_ended_sessions_get_no_notice() {
     let recording = Recording::new(None);
     let tools = BashTools::new(recording.clone());
-    let notices = Arc::new(Mutex::new(Vec::<String>::new()));
-    let sink = Arc::clone(&notices);
-    let session = Arc::new(
-        Session::new("gone", None).with_notices(Arc::new(move |text: &str| {
-            sink.lock().unwrap().push(text.to_owned());
-        })),
-    );
+    let (session, notices) = noticed("gone");
     let ctx = ctx(Some(Arc::clone(&session)));
     call(&tools, "bash", background("sleep 30"), &ctx)
         .await
@@ -163,12 +141,7 @@ async fn cancelling_the_starting_call_kills_the_task_and_ended_sessions_get_no_n
     )
     .await
     .unwrap();
-    recording
-        .inner
-        .get(&dsh_bash::BashTaskId::new("bash-2"))
-        .unwrap()
-        .settled()
-        .await;
+    settled(&recording, "bash-2").await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(notices.lock().unwrap().is_empty());
 }

@@ -131,3 +131,22 @@ pub async fn call(
 pub fn bash(command: &str) -> Value {
     serde_json::json!({"command": command, "description": "run a test command"})
 }
+
+/// Waits until background task `id` of the recording executor has settled.
+pub async fn settled(recording: &Recording, id: &str) -> dsh_bash::BashTask {
+    let task = recording
+        .inner
+        .get(&BashTaskId::new(id))
+        .expect("no such task");
+    task.settled().await
+}
+
+/// A session whose notices land in the returned list.
+pub fn noticed(id: &str) -> (Arc<Session>, Arc<Mutex<Vec<String>>>) {
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&notices);
+    let session = Session::new(id, None).with_notices(Arc::new(move |text: &str| {
+        sink.lock().unwrap().push(text.to_owned());
+    }));
+    (Arc::new(session), notices)
+}

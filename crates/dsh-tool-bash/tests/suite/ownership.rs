@@ -7,7 +7,7 @@ use serde_json::json;
 use dsh_bash::BashExecutor;
 use dsh_tool_bash::{BashTools, Session};
 
-use super::fixture::{bash, call, ctx, Recording};
+use super::fixture::{bash, call, ctx, settled, Recording};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_sessions_can_neither_read_nor_kill() {
@@ -70,12 +70,7 @@ async fn unowned_tasks_are_open_to_all() {
     let mut args = bash("echo open");
     args["run_in_background"] = json!(true);
     call(&tools, "bash", args, &ctx(None)).await.unwrap();
-    recording
-        .inner
-        .get(&dsh_bash::BashTaskId::new("bash-1"))
-        .unwrap()
-        .settled()
-        .await;
+    settled(&recording, "bash-1").await;
     let anyone = ctx(Some(Arc::new(Session::new("bob", None))));
     let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &anyone)
         .await
