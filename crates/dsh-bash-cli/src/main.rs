@@ -80,6 +80,9 @@ fn main() -> ExitCode {
         Command::Mcp(args) => runtime.block_on(mcp::serve(args)),
         Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };
+    // Every command has been stopped by now; do not wait for blocking
+    // threads (a stdin read never returns on its own).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     match outcome {
         Ok(code) => code,
         Err(err) => {

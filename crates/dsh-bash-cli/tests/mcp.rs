@@ -51,6 +51,8 @@ fn the_official_python_client_drives_every_scenario() {
         "escalation declined through elicitation",
         "escalation without elicitation fails closed",
         "closing the connection stops background tasks",
+        "progress reported while a call runs",
+        "SIGTERM stops the server and its commands",
     ] {
         assert!(
             stdout.contains(&format!("ok {scenario}")),

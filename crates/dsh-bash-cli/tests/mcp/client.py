@@ -142,6 +142,18 @@ async def background(session, init):
     print("ok background task killed")
 
 
+async def progress(session, init):
+    beats = []
+
+    async def on_progress(value, total, message):
+        beats.append((value, message))
+
+    result = await session.call_tool("bash", bash("sleep 2.5; echo slow"), progress_callback=on_progress)
+    assert text_of(result) == "slow\n", text_of(result)
+    assert beats and beats[0][1].startswith("running for"), beats
+    print("ok progress reported while a call runs")
+
+
 async def cancellation(session, init):
     pidfile = os.path.join(SCRATCH, "cancel.pid")
     async with anyio.create_task_group() as tasks:
@@ -213,6 +225,21 @@ async def closing(params):
     print("ok closing the connection stops background tasks")
 
 
+async def terminated(params):
+    """SIGTERM to the server stops its commands before it exits."""
+    pidfile = os.path.join(SCRATCH, "term.pid")
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("bash", bash(f"echo $$ > {pidfile}; exec sleep 1000", run_in_background=True))
+            pid = await read_pid(pidfile)
+            server_pid = int(text_of(await session.call_tool("bash", bash("echo $PPID"))))
+            os.kill(server_pid, 15)
+            assert await gone(server_pid), "the server ignored SIGTERM"
+            assert await gone(pid), f"SIGTERM to the server left {pid} running"
+    print("ok SIGTERM stops the server and its commands")
+
+
 async def main():
     await session_with(server(), listing)
     await session_with(server("--sandbox", "read-only"), confined_listing)
@@ -231,6 +258,7 @@ async def main():
     print("ok completion announced by notification")
 
     await session_with(server(), cancellation)
+    await session_with(server(), progress)
 
     with tempfile.TemporaryDirectory(dir=SCRATCH) as workspace:
         await escalation(workspace, answering("accept", True), True, "approved")
@@ -243,6 +271,7 @@ async def main():
         print("ok escalation without elicitation fails closed")
 
     await closing(server())
+    await terminated(server())
 
 
 anyio.run(main)

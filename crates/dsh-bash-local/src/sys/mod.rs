@@ -216,3 +216,30 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
 mod launch;
 
 pub(crate) use launch::{launch, ChildStack, LaunchPlan};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_group_kill_never_fails() {
+        // EXE-37..40: non-positive ids are ignored, a vanished group and a
+        // group we may not signal are not errors (and nothing panics).
+        signal_group(0, libc::SIGTERM);
+        signal_group(-7, libc::SIGTERM);
+        signal_group(libc::pid_t::MAX - 1, libc::SIGTERM);
+        assert!(!group_alive(0));
+        assert!(!group_alive(libc::pid_t::MAX - 1));
+        // pid 1's group exists and belongs to someone else (EPERM or us as root).
+        signal_group(1, 0);
+    }
+
+    #[test]
+    fn kernel_randomness_fills_the_buffer() {
+        let mut a = [0u8; 32];
+        let mut b = [0u8; 32];
+        random_bytes(&mut a).unwrap();
+        random_bytes(&mut b).unwrap();
+        assert_ne!(a, b);
+    }
+}
