@@ -102,10 +102,11 @@ pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) {
     }
 }
 
-/// Sends `signal` to every process of group `pgid`. Never fails: a
-/// non-positive pgid is ignored, a vanished group and EPERM are ignored.
+/// Sends `signal` to every process of group `pgid`. Never fails: a pgid
+/// below 2 is ignored (`kill(-1)` would mean every process), a vanished
+/// group and EPERM are ignored.
 pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
-    if pgid <= 0 {
+    if pgid <= 1 {
         return;
     }
     // SAFETY: kill with a negative pid signals a process group; no memory involved.
@@ -114,7 +115,7 @@ pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
 
 /// True if and only if some process still belongs to group `pgid`.
 pub(crate) fn group_alive(pgid: libc::pid_t) -> bool {
-    if pgid <= 0 {
+    if pgid <= 1 {
         return false;
     }
     // SAFETY: signal 0 only checks for existence and permission.
@@ -230,8 +231,9 @@ mod tests {
         signal_group(libc::pid_t::MAX - 1, libc::SIGTERM);
         assert!(!group_alive(0));
         assert!(!group_alive(libc::pid_t::MAX - 1));
-        // pid 1's group exists and belongs to someone else (EPERM or us as root).
+        // 1 would become kill(-1): every process. It must be refused.
         signal_group(1, 0);
+        assert!(!group_alive(1));
     }
 
     #[test]
