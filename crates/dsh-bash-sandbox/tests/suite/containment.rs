@@ -22,24 +22,27 @@ async fn killing_a_confined_task_stops_its_escapees_and_term_ignorers() {
     for backend in backends().await {
         let root = tempfile::tempdir().unwrap();
         let executor = executor(backend.clone(), SandboxMode::ReadOnly, root.path());
-        // Prints host-visible pids: /proc/self/stat of each process.
-        let command = "trap '' TERM; setsid sleep 1000 & ( ( sleep 1000 & ) & ); \
-                       for p in /proc/[0-9]*; do grep -q '^sleep$' $p/comm 2>/dev/null && echo ${p#/proc/}; done; \
+        // The escapees print their own pids (the profiles share the host's
+        // pid namespace, so these are host pids).
+        let command = "trap '' TERM; setsid sleep 1000 & echo $!; ( ( sleep 1000 & echo $! ) & ); \
                        echo end; sleep 1000";
         let task = executor
             .start(executor.resolve(BashExecRequest::new(command)).unwrap())
             .await
             .unwrap();
         let mut seen = String::new();
-        while !seen.contains("end") {
+        let numbers = |text: &str| text.lines().filter(|l| l.parse::<i32>().is_ok()).count();
+        while !(seen.contains("end") && numbers(&seen) == 2) {
             seen.push_str(&executor.read_output(&task.id).unwrap().delta);
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let pids: Vec<i32> = seen.lines().filter_map(|l| l.parse().ok()).collect();
+        assert!(
+            pids.iter().all(|p| alive(*p)),
+            "{backend:?}: escapees not running: {seen}"
+        );
         assert!(executor.kill(&task.id).await.unwrap());
-        for pid in pids.iter().filter(|p| alive(**p)) {
-            // Pids printed from inside a pid namespace would not be ours;
-            // the profiles do not unshare pids, so every printed pid is.
+        for pid in &pids {
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while alive(*pid) {
                 assert!(
