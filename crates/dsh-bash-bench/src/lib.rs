@@ -23,6 +23,7 @@
 //! Figures are wall-clock times on whatever else the machine is doing;
 //! compare ratios from one run, not absolute numbers across machines.
 
+mod mcp_client;
 mod measure;
 mod scenarios;
 

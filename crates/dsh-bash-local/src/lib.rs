@@ -87,6 +87,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod config;
+mod drain;
 mod env;
 mod executor;
 mod output;

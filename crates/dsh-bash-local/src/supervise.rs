@@ -12,7 +12,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
-use crate::output::{Drain, Stream};
+use crate::drain::Drain;
+use crate::output::Stream;
 use crate::spawn::{self, Launch};
 use crate::spill::SpillDir;
 use crate::sys::{self, ExitStatus};

@@ -1,0 +1,217 @@
+//! Draining a pipe into a [`Stream`]: reads without blocking a runtime
+//! thread, and once the stream overflows, writes the complete stream to a
+//! spill file from the blocking pool in batches.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::output::{Pushed, Spill, Stream};
+use crate::spill::SpillDir;
+use crate::sys;
+
+/// The first read buffer of a stream, and the most it grows to.
+const READ_MIN: usize = 4 * 1024;
+const READ_MAX: usize = 1 << 20;
+
+/// Bytes written to a spill file per blocking write. Two batches may be in
+/// flight per stream, which bounds the memory of a spilling stream.
+const SPILL_BATCH: usize = 1 << 20;
+
+/// A batch being written on the blocking pool; hands the file and the
+/// buffer back.
+type Landing = JoinHandle<io::Result<(File, Vec<u8>)>>;
+
+/// Writes a spill file from the async reader without blocking it: batches
+/// are written on the blocking pool, one batch in flight while the next
+/// fills.
+struct SpillWriter {
+    file: Option<File>,
+    pending: Vec<u8>,
+    in_flight: Option<Landing>,
+    written: u64,
+}
+
+impl SpillWriter {
+    fn new(file: File) -> Self {
+        SpillWriter {
+            file: Some(file),
+            pending: Vec::with_capacity(SPILL_BATCH),
+            in_flight: None,
+            written: 0,
+        }
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() >= SPILL_BATCH {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn land(&mut self) -> io::Result<Vec<u8>> {
+        match self.in_flight.take() {
+            Some(handle) => {
+                let (file, mut buffer) = handle.await.map_err(io::Error::other)??;
+                self.file = Some(file);
+                buffer.clear();
+                Ok(buffer)
+            }
+            None => Ok(Vec::with_capacity(SPILL_BATCH)),
+        }
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        let spare = self.land().await?;
+        let batch = std::mem::replace(&mut self.pending, spare);
+        let Some(mut file) = self.file.take() else {
+            return Err(io::Error::other("spill file lost"));
+        };
+        self.written += batch.len() as u64;
+        self.in_flight = Some(tokio::task::spawn_blocking(move || {
+            file.write_all(&batch)?;
+            Ok((file, batch))
+        }));
+        Ok(())
+    }
+
+    /// Writes everything pending and closes the file; the byte count on success.
+    async fn finish(mut self) -> io::Result<u64> {
+        self.flush().await?;
+        self.land().await?;
+        Ok(self.written)
+    }
+}
+
+/// What a stream's reader needs besides the pipe.
+pub(crate) struct Drain {
+    pub(crate) stream: Arc<Stream>,
+    pub(crate) spill: Arc<SpillDir>,
+    pub(crate) label: &'static str,
+    /// Fires when the command has ended and the reader should stop waiting
+    /// for an EOF that a leftover process may withhold.
+    pub(crate) stop: CancellationToken,
+}
+
+impl Drain {
+    /// Reads the pipe until EOF (or `stop`), feeding the stream and its spill file.
+    pub(crate) async fn run(self, mut pipe: pipe::Receiver) {
+        // Small to start (most commands print little; a thousand idle tasks
+        // must stay cheap), growing while reads fill it.
+        let mut buf = vec![0u8; READ_MIN];
+        let mut writer: Option<SpillWriter> = None;
+        loop {
+            let read = tokio::select! {
+                biased;
+                read = pipe.read(&mut buf) => read,
+                () = self.stop.cancelled() => {
+                    // Take what is already buffered in the pipe, then stop.
+                    while let Ok(n @ 1..) = pipe.try_read(&mut buf) {
+                        self.feed(&pipe, &buf[..n], &mut writer).await;
+                    }
+                    break;
+                }
+            };
+            match read {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.feed(&pipe, &buf[..n], &mut writer).await;
+                    if n == buf.len() && buf.len() < READ_MAX {
+                        buf.resize(buf.len() * 4, 0);
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    tracing::debug!(%err, label = self.label, "reading command output failed");
+                    break;
+                }
+            }
+        }
+        if let Some(writer) = writer {
+            self.close_spill(writer).await;
+        }
+        self.stream.finish();
+    }
+
+    async fn feed(&self, pipe: &pipe::Receiver, chunk: &[u8], writer: &mut Option<SpillWriter>) {
+        match self.stream.push(chunk) {
+            Pushed::Kept => {}
+            Pushed::Overflowed(earlier) => {
+                // A heavy stream: a bigger pipe means fewer wake-ups.
+                sys::grow_pipe(pipe.as_fd(), 1 << 20);
+                *writer = self.open_spill(&earlier, chunk).await;
+            }
+            Pushed::Spilling => {
+                if let Some(active) = writer.as_mut() {
+                    if let Err(err) = active.write(chunk).await {
+                        tracing::warn!(%err, label = self.label, "writing a spill file failed");
+                        self.stream.spill_lost();
+                        *writer = None;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn open_spill(&self, earlier: &[u8], chunk: &[u8]) -> Option<SpillWriter> {
+        let spill = Arc::clone(&self.spill);
+        let label = self.label;
+        let created = tokio::task::spawn_blocking(move || spill.create(label)).await;
+        let (file, path) = match created {
+            Ok(Ok(created)) => created,
+            Ok(Err(err)) => {
+                tracing::warn!(%err, "cannot create a spill file; keeping the tail only");
+                self.stream.spill_lost();
+                return None;
+            }
+            Err(err) => {
+                tracing::warn!(%err, "spill file creation panicked");
+                self.stream.spill_lost();
+                return None;
+            }
+        };
+        self.stream.set_spill(Spill::Active(path));
+        let mut writer = SpillWriter::new(file);
+        let wrote = async {
+            writer.write(earlier).await?;
+            writer.write(chunk).await
+        };
+        match wrote.await {
+            Ok(()) => Some(writer),
+            Err(err) => {
+                tracing::warn!(%err, "writing a spill file failed");
+                self.stream.spill_lost();
+                None
+            }
+        }
+    }
+
+    async fn close_spill(&self, writer: SpillWriter) {
+        let Some(path) = self.stream.spill_path() else {
+            return;
+        };
+        match writer.finish().await {
+            Ok(bytes) => {
+                let spill = Arc::clone(&self.spill);
+                let stream = Arc::downgrade(&self.stream);
+                let retained =
+                    tokio::task::spawn_blocking(move || spill.retain(path, bytes, stream)).await;
+                if let Err(err) = retained {
+                    tracing::warn!(%err, "spill retention panicked");
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, path = %path.display(), "finishing a spill file failed; not advertising it");
+                self.stream.spill_lost();
+                let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(path)).await;
+            }
+        }
+    }
+}
