@@ -29,10 +29,14 @@ pub struct ExecutorArgs {
     pub sandbox_backend: String,
 }
 
-/// The local executor's configuration with the options applied.
+/// The local executor's configuration with the options applied (the
+/// workdir made absolute, so every spec and session names a full path).
 pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
     LocalConfig {
-        cwd: args.workdir.clone(),
+        cwd: args
+            .workdir
+            .as_ref()
+            .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone())),
         ..LocalConfig::default()
     }
 }

@@ -235,15 +235,12 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     local.default_timeout_ms = args.timeout.min(args.max_timeout);
     local.max_timeout_ms = args.max_timeout;
     local.max_output_bytes = args.max_output_bytes;
+    let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
     let executor = compose::executor(&args.executor, local)?;
     let tools = Arc::new(BashTools::new(Arc::clone(&executor)));
 
     let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
     let notices = Arc::clone(&peer);
-    let cwd = match &args.executor.workdir {
-        Some(dir) => Some(dir.clone()),
-        None => std::env::current_dir().ok(),
-    };
     let session_id = format!(
         "mcp-{}-{}",
         std::process::id(),

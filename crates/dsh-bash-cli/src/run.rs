@@ -21,8 +21,14 @@ pub struct RunArgs {
     #[arg(long)]
     json: bool,
     /// The command line, run as `bash -c <command>` (several words are joined
-    /// with spaces).
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// with spaces). Everything from the first word on belongs to the
+    /// command; `--` before it is optional.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 

@@ -44,6 +44,18 @@ fn prints_the_rendered_text_and_exits_with_the_code() {
 }
 
 #[test]
+fn the_double_dash_is_optional() {
+    let output = dsh_bash()
+        .args(["run", "echo -n hi; echo"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(output.stdout).unwrap(), "hi\n");
+    let missing = dsh_bash().args(["run"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("COMMAND"));
+}
+
+#[test]
 fn several_words_are_one_command_line() {
     let output = dsh_bash()
         .args(["run", "--", "echo", "a", "b"])
