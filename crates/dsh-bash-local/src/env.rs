@@ -28,12 +28,13 @@ impl ScrubPolicy {
 }
 
 /// Builds the child environment: scrubbed `inherited`, then the overrides,
-/// then `explicit` (which wins, even for secret-looking names).
+/// then `explicit` (which wins, even for secret-looking names). Sorted by
+/// name, one entry per name.
 pub(crate) fn child_env(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
     policy: &ScrubPolicy,
     explicit: Option<&BTreeMap<String, String>>,
-) -> BTreeMap<OsString, OsString> {
+) -> Vec<(OsString, OsString)> {
     let mut env: BTreeMap<OsString, OsString> = inherited
         .into_iter()
         .filter(|(name, _)| !policy.drops(&name.to_string_lossy()))
@@ -44,12 +45,18 @@ pub(crate) fn child_env(
     for (name, value) in explicit.into_iter().flatten() {
         env.insert(name.into(), value.into());
     }
-    env
+    env.into_iter().collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn value<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a str> {
+        env.iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.to_str())
+    }
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         list.iter()
@@ -74,11 +81,11 @@ mod tests {
             None,
         );
         let names: Vec<_> = env
-            .keys()
-            .map(|k| k.to_string_lossy().into_owned())
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["GIT_PAGER", "HOME", "NO_COLOR", "PAGER", "TERM"]);
-        assert_eq!(env[&OsString::from("TERM")], "dumb");
+        assert_eq!(value(&env, "TERM"), Some("dumb"));
     }
 
     #[test]
@@ -96,10 +103,10 @@ mod tests {
             &policy,
             Some(&explicit),
         );
-        assert_eq!(env[&OsString::from("TERM")], "xterm-256color");
-        assert_eq!(env[&OsString::from("MY_KEY")], "mine");
-        assert_eq!(env[&OsString::from("SSH_AUTH_SOCK_KEY")], "a");
-        assert!(!env.contains_key(&OsString::from("OTHER_KEY")));
+        assert_eq!(value(&env, "TERM"), Some("xterm-256color"));
+        assert_eq!(value(&env, "MY_KEY"), Some("mine"));
+        assert_eq!(value(&env, "SSH_AUTH_SOCK_KEY"), Some("a"));
+        assert_eq!(value(&env, "OTHER_KEY"), None);
     }
 
     #[test]

@@ -14,7 +14,6 @@
 //! reaches EOF and it SIGKILLs every group still recorded, so the shell's
 //! children die with the host too, not only the shell.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -36,7 +35,7 @@ pub(crate) struct Launch {
     pub(crate) program: PathBuf,
     pub(crate) args: Vec<OsString>,
     pub(crate) workdir: PathBuf,
-    pub(crate) env: BTreeMap<OsString, OsString>,
+    pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) piped_stdin: bool,
     pub(crate) pre_exec: Option<PreExec>,
 }
@@ -131,15 +130,10 @@ fn serve(queue: mpsc::Receiver<Job>) {
 }
 
 fn spawn_now(launch: &Launch, stack: &mut ChildStack) -> io::Result<Spawned> {
-    let env: Vec<(OsString, OsString)> = launch
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
     let plan = LaunchPlan {
         program: &launch.program,
         args: &launch.args,
-        env: &env,
+        env: &launch.env,
         cwd: &launch.workdir,
         piped_stdin: launch.piped_stdin,
         restriction: launch.pre_exec.as_deref(),

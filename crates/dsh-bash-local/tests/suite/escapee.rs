@@ -37,7 +37,8 @@ async fn a_killed_task_leaves_no_escapee_running() {
 async fn a_timeout_leaves_no_escapee_running() {
     let executor = executor();
     let mut request = BashExecRequest::new(ESCAPEES);
-    request.timeout_ms = Some(1_000.0);
+    // Long enough for all three escapees to start on a loaded machine.
+    request.timeout_ms = Some(2_500.0);
     let result = executor
         .run(executor.resolve(request).unwrap())
         .await
@@ -57,7 +58,12 @@ async fn a_daemon_is_left_alone_on_a_normal_exit() {
     let executor = executor();
     let result = super::fixture::run(
         &executor,
-        "( setsid bash -c 'echo $$ >&3; exec sleep 1000 3>&-' 3>&1 >/dev/null 2>&1 </dev/null & )",
+        // The shell waits (on a fifo) until the daemon is set up, so the
+        // daemon is out of the group before the shell exits.
+        "ready=$(mktemp -u); mkfifo $ready; \
+         ( setsid bash -c 'echo $$ >&3; echo up > \"$0\"; exec sleep 1000 3>&-' $ready \
+           3>&1 >/dev/null 2>&1 </dev/null & ); \
+         read _ < $ready; rm $ready",
     )
     .await;
     let daemon = pids(&result.stdout.text)[0];
