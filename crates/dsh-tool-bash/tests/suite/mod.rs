@@ -3,5 +3,6 @@ mod escalation;
 mod fixture;
 mod ownership;
 mod rendering;
+mod sandboxed;
 mod schemas;
 mod validation;

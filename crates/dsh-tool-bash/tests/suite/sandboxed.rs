@@ -1,0 +1,161 @@
+//! The tools unchanged over the real sandboxing executor: denial and
+//! runner-failure markers (RND, TBG), the hint only while escalation is on
+//! offer.
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use dsh_bash::{BashExecutor, SandboxMode};
+use dsh_bash_local::LocalConfig;
+use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_sandbox_local::{LocalSandboxConfig, LocalSandboxProvider, RunnerCommand};
+use dsh_tool_bash::{BashTools, ESCALATION_HINT};
+
+use super::fixture::{bash, call, ctx};
+
+fn confined(
+    root: &std::path::Path,
+    sandbox: LocalSandboxConfig,
+    mode: SandboxMode,
+) -> Arc<SandboxBashExecutor> {
+    Arc::new(
+        SandboxBashExecutor::new(
+            SandboxConfig {
+                local: LocalConfig {
+                    cwd: Some(root.to_owned()),
+                    ..LocalConfig::default()
+                },
+                mode,
+                workspace_root: Some(root.to_owned()),
+            },
+            Arc::new(LocalSandboxProvider::new(sandbox).unwrap()),
+        )
+        .unwrap(),
+    )
+}
+
+async fn usable(executor: &SandboxBashExecutor) -> bool {
+    match executor
+        .run(
+            executor
+                .resolve(dsh_bash::BashExecRequest::new("true"))
+                .unwrap(),
+        )
+        .await
+    {
+        Ok(_) => true,
+        Err(err) => {
+            let required = std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1");
+            assert!(!required, "no sandbox backend: {err}");
+            eprintln!("SKIP: no sandbox backend here: {err}");
+            false
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn denials_are_marked_with_the_hint_only_when_escalation_is_offered() {
+    let root = tempfile::tempdir().unwrap();
+    let executor = confined(
+        root.path(),
+        LocalSandboxConfig::default(),
+        SandboxMode::ReadOnly,
+    );
+    if !usable(&executor).await {
+        return;
+    }
+    let tools = BashTools::new(executor.clone());
+    let ctx = ctx(None);
+    let out = call(&tools, "bash", bash("echo x > file"), &ctx)
+        .await
+        .unwrap();
+    assert!(
+        out.text.ends_with(&format!(
+            "[sandbox: file access denied under read-only mode]\n{ESCALATION_HINT}\n[exit code: 1]"
+        )),
+        "{}",
+        out.text
+    );
+    assert_eq!(out.structured["sandbox"]["denied"], true);
+
+    let mut background = bash("echo x > file");
+    background["run_in_background"] = json!(true);
+    call(&tools, "bash", background, &ctx).await.unwrap();
+    executor
+        .get(&dsh_bash::BashTaskId::new("bash-1"))
+        .unwrap()
+        .settled()
+        .await;
+    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
+        .await
+        .unwrap();
+    assert!(
+        read.text.ends_with(&format!(
+            "[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]\n{ESCALATION_HINT}"
+        )),
+        "{}",
+        read.text
+    );
+
+    // Under danger-full-access nothing wider is on offer: no hint, no denial.
+    let open = confined(
+        root.path(),
+        LocalSandboxConfig::default(),
+        SandboxMode::DangerFullAccess,
+    );
+    let tools = BashTools::new(open);
+    let out = call(&tools, "bash", bash("echo x > /proc/version"), &ctx)
+        .await
+        .unwrap();
+    assert!(!out.text.contains("[sandbox:"), "{}", out.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_failure_gets_its_own_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let runner = dir.path().join("runner");
+    std::fs::write(
+        &runner,
+        "#!/bin/sh\necho 'runner: fatal: no namespaces' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sandbox = LocalSandboxConfig {
+        runner: Some(RunnerCommand {
+            command: vec![runner.into_os_string()],
+            failure_signatures: vec!["runner: fatal".into()],
+        }),
+        ..LocalSandboxConfig::default()
+    };
+    let executor = confined(dir.path(), sandbox, SandboxMode::ReadOnly);
+    let tools = BashTools::new(executor.clone());
+    let ctx = ctx(None);
+    let err = call(&tools, "bash", bash("true"), &ctx).await.unwrap_err();
+    assert!(
+        err.message
+            .contains("runner said: runner: fatal: no namespaces"),
+        "{}",
+        err.message
+    );
+    let mut background = bash("true");
+    background["run_in_background"] = json!(true);
+    call(&tools, "bash", background, &ctx).await.unwrap();
+    executor
+        .get(&dsh_bash::BashTaskId::new("bash-1"))
+        .unwrap()
+        .settled()
+        .await;
+    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
+        .await
+        .unwrap();
+    assert!(
+        read.text.ends_with(
+            "[sandbox: the sandbox runner failed under read-only mode; the command did not run]"
+        ),
+        "{}",
+        read.text
+    );
+    assert!(!read.text.contains("file access denied"));
+}
