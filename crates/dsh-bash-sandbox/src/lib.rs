@@ -1,6 +1,6 @@
 //! `SandboxBashExecutor`: runs commands with the local executor's mechanics
 //! (process trees, timeouts, SIGTERM→SIGKILL, spill files, tasks) under a
-//! [`SandboxProvider`], and reports what happened as facts.
+//! [`dsh_sandbox::SandboxProvider`], and reports what happened as facts.
 //!
 //! - `resolve` stamps the mode: the request's explicit mode, else the
 //!   configured default (`read-only` by default);
