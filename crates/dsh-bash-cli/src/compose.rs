@@ -27,12 +27,25 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "BACKEND", default_value = "auto",
           value_parser = ["auto", "bwrap", "landlock"], requires = "sandbox")]
     pub sandbox_backend: String,
+    /// Also drop inherited environment variables whose name contains this
+    /// (case-insensitive; repeatable). KEY, SECRET, TOKEN, PASSWORD, PASSWD
+    /// and CREDENTIAL are always dropped.
+    #[arg(long = "scrub", value_name = "PATTERN")]
+    pub scrub: Vec<String>,
+    /// Pass this inherited variable even if its name matches a scrub
+    /// pattern (exact name; repeatable).
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep_env: Vec<String>,
 }
 
 /// The local executor's configuration with the options applied (the
 /// workdir made absolute, so every spec and session names a full path).
 pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
+    let mut scrub = dsh_bash_local::ScrubPolicy::default();
+    scrub.patterns.extend(args.scrub.iter().cloned());
+    scrub.allow.extend(args.keep_env.iter().cloned());
     LocalConfig {
+        scrub,
         cwd: args
             .workdir
             .as_ref()

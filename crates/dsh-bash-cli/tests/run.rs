@@ -153,6 +153,29 @@ fn a_secret_in_the_host_environment_never_reaches_the_command() {
 }
 
 #[test]
+fn scrub_patterns_and_kept_names_are_configurable() {
+    let output = dsh_bash()
+        .args([
+            "run",
+            "--scrub",
+            "internal",
+            "--keep-env",
+            "CI_JOB_TOKEN",
+            "--",
+            "env",
+        ])
+        .env("MY_INTERNAL_URL", "hidden")
+        .env("CI_JOB_TOKEN", "kept")
+        .env("OTHER_TOKEN", "dropped")
+        .output()
+        .unwrap();
+    let env = String::from_utf8(output.stdout).unwrap();
+    assert!(!env.contains("MY_INTERNAL_URL"), "{env}");
+    assert!(env.contains("CI_JOB_TOKEN=kept"), "{env}");
+    assert!(!env.contains("OTHER_TOKEN"), "{env}");
+}
+
+#[test]
 fn a_sigkilled_host_takes_its_commands_with_it() {
     // The command prints the shell's pid and a grandchild's pid, then waits.
     let mut host = dsh_bash()
