@@ -30,16 +30,23 @@ pub(crate) struct ProcEntry {
     pub(crate) pid: libc::pid_t,
     pub(crate) ppid: libc::pid_t,
     pub(crate) pgrp: libc::pid_t,
+    /// True if and only if the process has exited (a zombie awaiting its reaper).
+    pub(crate) exited: bool,
 }
 
 /// Parses `/proc/<pid>/stat` (the command name may contain spaces and parens).
 pub(crate) fn parse_stat(pid: libc::pid_t, stat: &str) -> Option<ProcEntry> {
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
-    let _state = fields.next()?;
+    let state = fields.next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
-    Some(ProcEntry { pid, ppid, pgrp })
+    Some(ProcEntry {
+        pid,
+        ppid,
+        pgrp,
+        exited: matches!(state, "Z" | "X"),
+    })
 }
 
 /// Every process visible in `/proc` (those that vanish mid-scan are skipped).
@@ -97,7 +104,8 @@ pub(crate) fn freeze(tree: Tree, root: Option<&OwnedFd>, members: &mut Members) 
     while quiet_scans < 2 {
         let mut added = false;
         for entry in scan() {
-            if entry.pid == tree.pgid || members.pids.contains(&entry.pid) {
+            // Zombies cannot run, fork or hold anything: nothing to stop.
+            if entry.exited || entry.pid == tree.pgid || members.pids.contains(&entry.pid) {
                 continue;
             }
             let ours = entry.pgrp == tree.pgid
@@ -272,9 +280,11 @@ mod tests {
             ProcEntry {
                 pid: 42,
                 ppid: 7,
-                pgrp: 42
+                pgrp: 42,
+                exited: false,
             }
         );
+        assert!(parse_stat(9, "9 (sh) Z 1 9 9 0").unwrap().exited);
         assert_eq!(parse_stat(1, "garbage"), None);
     }
 
