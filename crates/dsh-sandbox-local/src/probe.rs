@@ -45,11 +45,7 @@ async fn run(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     if let Some(restrict) = pre_exec {
-        // SAFETY: the restriction makes raw async-signal-safe syscalls only
-        // (the contract of `PreExec`).
-        unsafe {
-            command.pre_exec(move || restrict());
-        }
+        crate::sys::restrict_before_exec(&mut command, restrict);
     }
     let child = command
         .spawn()

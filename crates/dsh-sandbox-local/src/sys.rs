@@ -159,3 +159,15 @@ pub(crate) fn restrict_child(
     }
     Ok(())
 }
+
+/// Applies `restriction` to a probe child between fork and exec.
+pub(crate) fn restrict_before_exec(
+    command: &mut tokio::process::Command,
+    restriction: dsh_sandbox::PreExec,
+) {
+    // SAFETY: the restriction makes raw async-signal-safe syscalls only (the
+    // contract of `PreExec`).
+    unsafe {
+        command.pre_exec(move || restriction());
+    }
+}

@@ -247,9 +247,9 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, stack: &mut ChildStack) -> io::Resul
         top as *mut libc::c_void
     };
 
+    let mut previous = MaybeUninit::<libc::sigset_t>::zeroed();
     // SAFETY: block every signal around the clone so no handler runs in the
     // child on shared memory; restored right after.
-    let mut previous = MaybeUninit::<libc::sigset_t>::zeroed();
     unsafe {
         let mut all = MaybeUninit::<libc::sigset_t>::zeroed();
         libc::sigfillset(all.as_mut_ptr());
