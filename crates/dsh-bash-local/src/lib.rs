@@ -47,7 +47,7 @@
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits.
 //! All commands are forked from one dedicated thread that never exits, so
 //! the shell gets SIGKILL exactly when the host process dies. A watchdog (a
-//! `bash` loop in a session of its own, one per host process) records the
+//! `bash` loop in a process group of its own, one per host process) records the
 //! process group of every running command; when the host dies, even by
 //! SIGKILL, its pipe reaches EOF and it SIGKILLs every recorded group.
 //!

@@ -197,10 +197,9 @@ impl Watchdog {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: the closure runs in the forked child before exec and only calls setsid.
-        unsafe {
-            command.pre_exec(|| sys::own_session());
-        }
+        // A process group of its own: a Ctrl-C aimed at the host's
+        // foreground group must not reach the watchdog first.
+        command.process_group(0);
         match command.spawn() {
             Ok(mut child) => {
                 let stdin = child.stdin.take()?;

@@ -55,20 +55,6 @@ pub(crate) unsafe fn contain_child(parent: libc::pid_t, die_with_parent: bool) -
     Ok(())
 }
 
-/// Puts the calling (forked) child into a session of its own; for helpers
-/// that must not share the host's terminal signals.
-///
-/// # Safety
-///
-/// Must only be called in a freshly forked child before exec.
-pub(crate) unsafe fn own_session() -> io::Result<()> {
-    // SAFETY: setsid has no memory-safety preconditions.
-    if unsafe { libc::setsid() } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// Opens a pidfd for `pid`.
 pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
