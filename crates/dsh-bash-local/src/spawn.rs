@@ -9,7 +9,7 @@
 //! exit, so the death signal fires exactly when the host process dies.
 //!
 //! The same threads also feed the **watchdog**: a tiny `bash` loop in a
-//! session of its own that records the process group of every running
+//! process group of its own that records the process group of every running
 //! command. When the host dies, even by SIGKILL, the watchdog's stdin
 //! reaches EOF and it SIGKILLs every group still recorded, so the shell's
 //! children die with the host too, not only the shell.
