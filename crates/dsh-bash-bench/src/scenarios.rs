@@ -122,6 +122,12 @@ async fn overhead(options: &Options, label: &str, command: &str) -> Row {
     }
 }
 
+/// Flushes dirty pages so each timed write starts from the same disk state
+/// (the previous round's writeback would otherwise land on the next one).
+fn settle_disk() {
+    let _ = Command::new("sync").status();
+}
+
 fn shell_ms(script: &str) -> f64 {
     let started = Instant::now();
     let _ = Command::new("bash").args(["-c", script]).status();
@@ -136,6 +142,7 @@ async fn throughput(options: &Options) -> Vec<Row> {
     let (mut ours, mut to_file, mut to_null, mut peaks) = (vec![], vec![], vec![], vec![]);
     let mut spilled_ok = true;
     for _ in 0..options.rounds {
+        settle_disk();
         let ((elapsed, result), peak) =
             with_peak(time_ms(executor.run(spec(&executor, &command)))).await;
         peaks.push(peak);
@@ -154,6 +161,7 @@ async fn throughput(options: &Options) -> Vec<Row> {
             spilled_ok = false;
         }
         let script = format!("{command} > {}", target.display());
+        settle_disk();
         to_file.push(
             tokio::task::spawn_blocking(move || shell_ms(&script))
                 .await
@@ -209,6 +217,7 @@ async fn both_streams(options: &Options) -> Row {
     let (mut ours, mut base, mut peaks) = (vec![], vec![], vec![]);
     let mut complete = true;
     for _ in 0..options.rounds {
+        settle_disk();
         let ((elapsed, result), peak) =
             with_peak(time_ms(executor.run(spec(&executor, &command)))).await;
         ours.push(elapsed);
@@ -226,6 +235,7 @@ async fn both_streams(options: &Options) -> Row {
             }
         }
         let script = baseline.clone();
+        settle_disk();
         base.push(
             tokio::task::spawn_blocking(move || shell_ms(&script))
                 .await

@@ -90,6 +90,13 @@ impl SpillWriter {
     }
 }
 
+/// One turn of the reader: a read (and whether it went straight into the
+/// spill batch), or the command ended and the reader must stop.
+enum Step {
+    Read(io::Result<usize>, bool),
+    Stop,
+}
+
 /// What a stream's reader needs besides the pipe.
 pub(crate) struct Drain {
     pub(crate) stream: Arc<Stream>,
@@ -108,27 +115,38 @@ impl Drain {
         let mut buf = vec![0u8; READ_MIN];
         let mut writer: Option<SpillWriter> = None;
         loop {
-            let read = tokio::select! {
-                biased;
-                read = pipe.read(&mut buf) => read,
-                () = self.stop.cancelled() => {
+            // Once the stream spills, reads land straight in the spill batch
+            // (no copy); before that, in `buf`.
+            let step = match writer.as_mut() {
+                Some(active) => tokio::select! {
+                    biased;
+                    read = pipe.read_buf(&mut active.pending) => Step::Read(read, true),
+                    () = self.stop.cancelled() => Step::Stop,
+                },
+                None => tokio::select! {
+                    biased;
+                    read = pipe.read(&mut buf) => Step::Read(read, false),
+                    () = self.stop.cancelled() => Step::Stop,
+                },
+            };
+            match step {
+                Step::Stop => {
                     // Take what is already buffered in the pipe, then stop.
                     while let Ok(n @ 1..) = pipe.try_read(&mut buf) {
                         self.feed(&pipe, &buf[..n], &mut writer).await;
                     }
                     break;
                 }
-            };
-            match read {
-                Ok(0) => break,
-                Ok(n) => {
+                Step::Read(Ok(0), _) => break,
+                Step::Read(Ok(n), true) => self.landed(n, &mut writer).await,
+                Step::Read(Ok(n), false) => {
                     self.feed(&pipe, &buf[..n], &mut writer).await;
                     if n == buf.len() && buf.len() < READ_MAX {
                         buf.resize(buf.len() * 4, 0);
                     }
                 }
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => {
+                Step::Read(Err(err), _) if err.kind() == io::ErrorKind::Interrupted => {}
+                Step::Read(Err(err), _) => {
                     tracing::debug!(%err, label = self.label, "reading command output failed");
                     break;
                 }
@@ -138,6 +156,23 @@ impl Drain {
             self.close_spill(writer).await;
         }
         self.stream.finish();
+    }
+
+    /// `n` bytes were read straight into the spill batch: keep the tail,
+    /// and hand the batch to the blocking pool once it is full.
+    async fn landed(&self, n: usize, writer: &mut Option<SpillWriter>) {
+        let Some(active) = writer.as_mut() else {
+            return;
+        };
+        let start = active.pending.len() - n;
+        self.stream.push(&active.pending[start..]);
+        if active.pending.len() >= SPILL_BATCH {
+            if let Err(err) = active.flush().await {
+                tracing::warn!(%err, label = self.label, "writing a spill file failed");
+                self.stream.spill_lost();
+                *writer = None;
+            }
+        }
     }
 
     async fn feed(&self, pipe: &pipe::Receiver, chunk: &[u8], writer: &mut Option<SpillWriter>) {
