@@ -348,10 +348,9 @@ impl Inner {
         if !killed_by_shutdown && !self.closed.load(Ordering::Acquire) {
             notify(&self.listeners, &entry.publisher.snapshot());
         }
-        let id = entry.publisher.snapshot().id;
         let evicted = self
             .registry()
-            .settled(&id, self.config.retain_finished_tasks);
+            .settled(entry.publisher.id(), self.config.retain_finished_tasks);
         let paths: Vec<PathBuf> = evicted.iter().flat_map(|e| e.spill_paths()).collect();
         if !paths.is_empty() {
             let spill = Arc::clone(&self.spill);

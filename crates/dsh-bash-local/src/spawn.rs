@@ -26,7 +26,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use tokio::sync::oneshot;
 
-use crate::sys::{self, ChildStack, LaunchPlan};
+use crate::sys::{self, LaunchPlan, Launcher};
 
 pub use dsh_sandbox::PreExec;
 
@@ -110,11 +110,11 @@ fn tell_watchdog(op: char, pgid: libc::pid_t) {
 }
 
 fn serve(queue: mpsc::Receiver<Job>) {
-    let mut stack = ChildStack::default();
+    let mut launcher = Launcher::default();
     while let Ok(job) = queue.recv() {
         match job {
             Job::Spawn(launch, reply) => {
-                let spawned = spawn_now(&launch, &mut stack);
+                let spawned = spawn_now(&launch, &mut launcher);
                 if let Ok(spawned) = &spawned {
                     tell_watchdog('+', spawned.pid);
                 }
@@ -129,7 +129,7 @@ fn serve(queue: mpsc::Receiver<Job>) {
     }
 }
 
-fn spawn_now(launch: &Launch, stack: &mut ChildStack) -> io::Result<Spawned> {
+fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
     let plan = LaunchPlan {
         program: &launch.program,
         args: &launch.args,
@@ -138,7 +138,7 @@ fn spawn_now(launch: &Launch, stack: &mut ChildStack) -> io::Result<Spawned> {
         piped_stdin: launch.piped_stdin,
         restriction: launch.pre_exec.as_deref(),
     };
-    let launched = sys::launch(&plan, stack)?;
+    let launched = sys::launch(&plan, launcher)?;
     let pidfd = match sys::pidfd_open(launched.pid) {
         Ok(fd) => fd,
         Err(err) => {

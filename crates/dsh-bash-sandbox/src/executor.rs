@@ -48,6 +48,13 @@ impl std::fmt::Debug for SandboxBashExecutor {
     }
 }
 
+/// A command as the provider confines it.
+struct Confined {
+    confinement: Confinement,
+    invocation: Invocation,
+    wrapped: bool,
+}
+
 /// The first line of `stderr` (the runner's own explanation).
 fn first_line(stderr: &str) -> Option<String> {
     stderr
@@ -110,17 +117,24 @@ impl SandboxBashExecutor {
         spec.sandbox_mode.unwrap_or(self.mode)
     }
 
-    async fn confine(
-        &self,
-        spec: &BashExecSpec,
-        mode: SandboxMode,
-    ) -> Result<Confinement, BashError> {
+    /// Asks the provider how to run `spec` under `mode`: the confinement,
+    /// the invocation to hand to the local executor, and whether the argv
+    /// was wrapped by a runner (whose exit 128+n means a signal death).
+    async fn confine(&self, spec: &BashExecSpec, mode: SandboxMode) -> Result<Confined, BashError> {
         let plain = self.local.invocation(spec);
         let policy = SandboxPolicy {
             mode,
             workspace_root: self.workspace_root.clone(),
         };
-        Ok(self.provider.confine(&plain.argv, &policy).await?)
+        let confinement = self.provider.confine(&plain.argv, &policy).await?;
+        Ok(Confined {
+            wrapped: confinement.argv != plain.argv,
+            invocation: Invocation {
+                argv: confinement.argv.clone(),
+                pre_exec: confinement.pre_exec.clone(),
+            },
+            confinement,
+        })
     }
 
     async fn run_confined(&self, spec: BashExecSpec) -> Result<BashRunResult, BashError> {
@@ -136,12 +150,11 @@ impl SandboxBashExecutor {
             });
             return Ok(result);
         }
-        let confinement = self.confine(&spec, mode).await?;
-        let wrapped = confinement.argv != self.local.invocation(&spec).argv;
-        let invocation = Invocation {
-            argv: confinement.argv.clone(),
-            pre_exec: confinement.pre_exec.clone(),
-        };
+        let Confined {
+            confinement,
+            invocation,
+            wrapped,
+        } = self.confine(&spec, mode).await?;
         let mut result = match self.local.run_invocation(spec, invocation).await {
             Ok(result) => result,
             // The runner could not even start (missing binary, a pre-exec
@@ -167,12 +180,11 @@ impl SandboxBashExecutor {
         if !mode.confines() {
             return self.local.start(spec).await;
         }
-        let confinement = self.confine(&spec, mode).await?;
-        let wrapped = confinement.argv != self.local.invocation(&spec).argv;
-        let invocation = Invocation {
-            argv: confinement.argv.clone(),
-            pre_exec: confinement.pre_exec.clone(),
-        };
+        let Confined {
+            confinement,
+            invocation,
+            wrapped,
+        } = self.confine(&spec, mode).await?;
         let stamp = Box::new(move |state: &mut TaskState, stderr: &str| {
             let mut info = facts(mode, &confinement);
             let spawn_failed = state.status == TaskStatus::Killed

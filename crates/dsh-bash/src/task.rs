@@ -116,6 +116,11 @@ impl TaskPublisher {
         self.state.send_replace(state);
     }
 
+    /// The task's id.
+    pub fn id(&self) -> &BashTaskId {
+        &self.id
+    }
+
     /// The current state.
     pub fn state(&self) -> TaskState {
         self.state.borrow().clone()

@@ -245,14 +245,18 @@ impl BashTools {
         }
     }
 
+    /// The session's standing override; only meaningful (and only ever
+    /// stamped) under a confining executor.
+    fn standing_mode(&self, ctx: &CallContext) -> Option<SandboxMode> {
+        self.executor.sandbox_mode()?;
+        ctx.session
+            .as_ref()
+            .and_then(|session| effective_sandbox_mode(&session.events()))
+    }
+
     /// The mode this call runs under before any escalation.
     fn current_mode(&self, ctx: &CallContext) -> Option<SandboxMode> {
-        let default = self.executor.sandbox_mode()?;
-        let standing = ctx
-            .session
-            .as_ref()
-            .and_then(|session| effective_sandbox_mode(&session.events()));
-        Some(standing.unwrap_or(default))
+        self.standing_mode(ctx).or(self.executor.sandbox_mode())
     }
 
     /// Checks and asks for an escalation; the granted mode, or the error.
@@ -307,14 +311,8 @@ impl BashTools {
     async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let call = args::bash_call(args)?;
         let granted = self.escalate(&call, ctx).await?;
-        let mode = granted.or_else(|| {
-            // Stamp only a standing override; the executor applies its default.
-            let standing = ctx
-                .session
-                .as_ref()
-                .and_then(|s| effective_sandbox_mode(&s.events()));
-            self.executor.sandbox_mode().and(standing)
-        });
+        // Stamp a grant or a standing override; the executor applies its default.
+        let mode = granted.or_else(|| self.standing_mode(ctx));
         let effective = mode.or(self.executor.sandbox_mode());
         let escalation_offered = effective.is_some_and(|m| m != SandboxMode::DangerFullAccess);
 

@@ -68,17 +68,11 @@ fn dev_null() -> io::Result<OwnedFd> {
 
 /// The program's path: as given when it contains a slash, else the first
 /// executable match on `PATH` (the child's, else the host's).
-fn resolve(program: &Path, env: &[(OsString, OsString)]) -> io::Result<PathBuf> {
+fn resolve(program: &Path, path: &OsStr) -> io::Result<PathBuf> {
     if program.as_os_str().as_bytes().contains(&b'/') {
         return Ok(program.to_owned());
     }
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
-    for dir in std::env::split_paths(&path) {
+    for dir in std::env::split_paths(path) {
         let candidate = dir.join(program);
         if let Ok(c) = cstring(candidate.as_os_str().as_bytes()) {
             // SAFETY: access with a valid NUL-terminated path.
@@ -178,19 +172,47 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     fail(args.report, errno())
 }
 
-/// The child's stack: reused across spawns of one spawner thread.
-pub(crate) struct ChildStack(Vec<u8>);
+/// What one spawner thread reuses across spawns: the child's stack and the
+/// last program resolved on `PATH` (the same shell, every time).
+pub(crate) struct Launcher {
+    stack: Vec<u8>,
+    resolved: Option<(PathBuf, OsString, CString)>,
+}
 
-impl Default for ChildStack {
+impl Default for Launcher {
     fn default() -> Self {
-        ChildStack(vec![0u8; 256 * 1024])
+        Launcher {
+            stack: vec![0u8; 256 * 1024],
+            resolved: None,
+        }
+    }
+}
+
+impl Launcher {
+    /// The executable path of `program` under the child's `PATH` (else the
+    /// host's), from the cache when neither changed.
+    fn path_of(&mut self, program: &Path, env: &[(OsString, OsString)]) -> io::Result<CString> {
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var_os("PATH"))
+            .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+        if let Some((cached, cached_path, resolved)) = &self.resolved {
+            if cached == program && *cached_path == path {
+                return Ok(resolved.clone());
+            }
+        }
+        let resolved = cstring(resolve(program, &path)?.as_os_str().as_bytes())?;
+        self.resolved = Some((program.to_owned(), path, resolved.clone()));
+        Ok(resolved)
     }
 }
 
 /// Starts `plan` in a new process. The calling thread is the child's parent
 /// thread (relevant for `PR_SET_PDEATHSIG`).
-pub(crate) fn launch(plan: &LaunchPlan<'_>, stack: &mut ChildStack) -> io::Result<Launched> {
-    let path = cstring(resolve(plan.program, plan.env)?.as_os_str().as_bytes())?;
+pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Result<Launched> {
+    let path = launcher.path_of(plan.program, plan.env)?;
     let mut argv_owned = vec![cstring(plan.program.as_os_str().as_bytes())?];
     for arg in plan.args {
         argv_owned.push(cstring(arg.as_bytes())?);
@@ -241,9 +263,9 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, stack: &mut ChildStack) -> io::Resul
         restriction: plan.restriction.map(|r| r as *const Restriction),
     };
     let stack_top = {
-        let len = stack.0.len();
+        let len = launcher.stack.len();
         // 16-byte aligned top of the stack buffer.
-        let top = stack.0.as_mut_ptr().wrapping_add(len) as usize & !15;
+        let top = launcher.stack.as_mut_ptr().wrapping_add(len) as usize & !15;
         top as *mut libc::c_void
     };
 
@@ -288,6 +310,8 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, stack: &mut ChildStack) -> io::Resul
         let mut status = 0;
         // SAFETY: reap the child that failed before exec.
         unsafe { libc::waitpid(pid, &mut status, 0) };
+        // The program may have moved: resolve it afresh next time.
+        launcher.resolved = None;
         return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(bytes)));
     }
     Ok(Launched {

@@ -202,7 +202,7 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
 
 mod launch;
 
-pub(crate) use launch::{launch, ChildStack, LaunchPlan};
+pub(crate) use launch::{launch, LaunchPlan, Launcher};
 
 #[cfg(test)]
 mod tests {

@@ -43,14 +43,21 @@ async fn exactly_once_for_completed_and_killed_and_contained() {
     );
 }
 
+/// A listener that counts its calls, and the count.
+fn counter() -> (Arc<AtomicUsize>, dsh_bash::TaskListener) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&calls);
+    let listener: dsh_bash::TaskListener = Arc::new(move |_| {
+        count.fetch_add(1, Ordering::SeqCst);
+    });
+    (calls, listener)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unregistered_listeners_are_not_called() {
     let executor = executor();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&calls);
-    let handle = executor.on_task_done(Arc::new(move |_| {
-        counter.fetch_add(1, Ordering::SeqCst);
-    }));
+    let (calls, counting) = counter();
+    let handle = executor.on_task_done(counting);
     handle.unregister();
     let task = executor.start(spec(&executor, "true")).await.unwrap();
     task.settled().await;
@@ -66,11 +73,8 @@ async fn unregistered_listeners_are_not_called() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn none_after_shutdown() {
     let executor = executor();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&calls);
-    let _listener = executor.on_task_done(Arc::new(move |_| {
-        counter.fetch_add(1, Ordering::SeqCst);
-    }));
+    let (calls, counting) = counter();
+    let _listener = executor.on_task_done(counting);
     let task = executor.start(spec(&executor, "sleep 30")).await.unwrap();
     executor.shutdown().await;
     assert_eq!(task.settled().await.status, TaskStatus::Killed);

@@ -36,6 +36,27 @@ fn confined(
     )
 }
 
+/// Starts `command` in the background, waits for it, and reads it.
+async fn settled_read(
+    tools: &BashTools,
+    executor: &SandboxBashExecutor,
+    command: &str,
+    ctx: &dsh_tool_bash::CallContext,
+) -> dsh_tool_bash::ToolOutput {
+    let mut background = bash(command);
+    background["run_in_background"] = json!(true);
+    let started = call(tools, "bash", background, ctx).await.unwrap();
+    let id = started.structured["task_id"].as_str().unwrap().to_owned();
+    executor
+        .get(&dsh_bash::BashTaskId::new(&id))
+        .unwrap()
+        .settled()
+        .await;
+    call(tools, "bash_output", json!({ "task_id": id }), ctx)
+        .await
+        .unwrap()
+}
+
 async fn usable(executor: &SandboxBashExecutor) -> bool {
     match executor
         .run(
@@ -80,17 +101,7 @@ async fn denials_are_marked_with_the_hint_only_when_escalation_is_offered() {
     );
     assert_eq!(out.structured["sandbox"]["denied"], true);
 
-    let mut background = bash("echo x > file");
-    background["run_in_background"] = json!(true);
-    call(&tools, "bash", background, &ctx).await.unwrap();
-    executor
-        .get(&dsh_bash::BashTaskId::new("bash-1"))
-        .unwrap()
-        .settled()
-        .await;
-    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
-        .await
-        .unwrap();
+    let read = settled_read(&tools, executor.as_ref(), "echo x > file", &ctx).await;
     assert!(
         read.text.ends_with(&format!(
             "[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]\n{ESCALATION_HINT}"
@@ -139,17 +150,7 @@ async fn a_runner_failure_gets_its_own_marker() {
         "{}",
         err.message
     );
-    let mut background = bash("true");
-    background["run_in_background"] = json!(true);
-    call(&tools, "bash", background, &ctx).await.unwrap();
-    executor
-        .get(&dsh_bash::BashTaskId::new("bash-1"))
-        .unwrap()
-        .settled()
-        .await;
-    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
-        .await
-        .unwrap();
+    let read = settled_read(&tools, executor.as_ref(), "true", &ctx).await;
     assert!(
         read.text.ends_with(
             "[sandbox: the sandbox runner failed under read-only mode; the command did not run]"
