@@ -4,6 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use dsh_sandbox::Restriction;
+
 use dsh_bash::{
     signal_name, task_channel, BashError, BashExecRequest, BashExecSpec, BashExecutor,
     BashRunResult, BashTask, BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken,
@@ -15,7 +17,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::{positive_finite, ConfigError, LocalConfig};
 use crate::env::child_env;
 use crate::output::{join_delta, Stream};
-use crate::spawn::{Launch, PreExec};
+use crate::spawn::Launch;
 use crate::spill::{SpillDir, SpillLimits};
 use crate::supervise::{supervise, Ended, Stop, StopCause, Watch};
 use crate::sys::ExitStatus;
@@ -50,28 +52,35 @@ impl std::fmt::Debug for LocalBashExecutor {
 }
 
 /// How to run a resolved spec: the argv to exec (normally
-/// `<shell> -c <command>`) and an optional restriction applied between fork
-/// and exec. Confining executors replace the argv with a wrapped one.
-#[derive(Clone)]
+/// `<shell> -c <command>`), the restriction the launcher applies between
+/// fork and exec, and changes to the command's environment. Confining
+/// executors replace the argv with a wrapped one.
+#[derive(Clone, Debug, Default)]
 pub struct Invocation {
     /// Program and arguments; the first element is the program.
     pub argv: Vec<OsString>,
-    /// Applied in the child before exec; see [`PreExec`] for its contract.
-    pub pre_exec: Option<PreExec>,
+    /// Applied in the child before exec by the launcher's own code (data,
+    /// not a callback). Inherited descriptors above 2 are closed for every
+    /// command whatever this says.
+    pub restriction: Restriction,
+    /// Applied after the credential scrub: `Some` sets, `None` removes.
+    pub environment: Vec<(OsString, Option<OsString>)>,
 }
 
-impl std::fmt::Debug for Invocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Invocation")
-            .field("argv", &self.argv)
-            .field("pre_exec", &self.pre_exec.is_some())
-            .finish()
-    }
+/// How a background task ended, as the launcher saw it: what a
+/// [`SettleStamp`] decides from.
+#[derive(Clone, Copy, Debug)]
+pub struct Settled<'a> {
+    /// The collected stderr tail.
+    pub stderr: &'a str,
+    /// False if and only if the process could not be started at all (the
+    /// launcher's exec report said so); nothing ran.
+    pub spawned: bool,
 }
 
-/// Amends the settled state of a background task (sandbox facts) from its
-/// collected stderr, before listeners and waiters see it.
-pub type SettleStamp = Box<dyn FnOnce(&mut TaskState, &str) + Send>;
+/// Amends the settled state of a background task (sandbox facts) before
+/// listeners and waiters see it.
+pub type SettleStamp = Box<dyn FnOnce(&mut TaskState, Settled<'_>) + Send>;
 
 fn ms(value: f64) -> Duration {
     Duration::from_secs_f64(value / 1000.0)
@@ -82,6 +91,15 @@ fn status_parts(status: ExitStatus) -> (Option<i32>, Option<String>) {
         ExitStatus::Exited(code) => (Some(code), None),
         ExitStatus::Signaled(signal) => (None, Some(signal_name(signal))),
     }
+}
+
+/// The program an invocation runs, for messages.
+fn program_of(invocation: &Invocation) -> String {
+    invocation
+        .argv
+        .first()
+        .map(|p| Path::new(p).display().to_string())
+        .unwrap_or_default()
 }
 
 fn check_workdir(workdir: &Path) -> Result<(), BashError> {
@@ -134,7 +152,8 @@ impl LocalBashExecutor {
                 "-c".into(),
                 spec.command.clone().into(),
             ],
-            pre_exec: None,
+            restriction: Restriction::default(),
+            environment: Vec::new(),
         }
     }
 
@@ -222,13 +241,25 @@ impl Inner {
     fn launch(&self, spec: &BashExecSpec, invocation: Invocation) -> Launch {
         let mut argv = invocation.argv.into_iter();
         let program = argv.next().unwrap_or_default();
+        let mut env = child_env(std::env::vars_os(), &self.config.scrub, spec.env.as_ref());
+        for (name, value) in invocation.environment {
+            let at = env.binary_search_by(|(k, _)| k.cmp(&name));
+            match (at, value) {
+                (Ok(i), Some(value)) => env[i].1 = value,
+                (Err(i), Some(value)) => env.insert(i, (name, value)),
+                (Ok(i), None) => {
+                    env.remove(i);
+                }
+                (Err(_), None) => {}
+            }
+        }
         Launch {
             program: PathBuf::from(program),
             args: argv.collect(),
             workdir: spec.workdir.clone(),
-            env: child_env(std::env::vars_os(), &self.config.scrub, spec.env.as_ref()),
+            env,
             piped_stdin: spec.stdin.is_some(),
-            pre_exec: invocation.pre_exec,
+            restriction: invocation.restriction,
         }
     }
 
@@ -269,13 +300,13 @@ impl Inner {
         let cap = usize::try_from(self.config.max_output_bytes).unwrap_or(usize::MAX);
         let (stdout, stderr) = (Stream::new(cap), Stream::new(cap));
         let timeout = Duration::from_millis(spec.timeout_ms);
+        let program = program_of(&invocation);
         let ended = self
             .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), stop)
             .await
             .map_err(|source| BashError::Spawn {
                 message: format!(
-                    "cannot run {} in {}: {source}",
-                    self.config.shell.display(),
+                    "cannot run {program} in {}: {source}",
                     spec.workdir.display()
                 ),
                 source,
@@ -305,11 +336,13 @@ impl Inner {
         stamp: Option<SettleStamp>,
     ) {
         let streams = (&entry.stdout, &entry.stderr);
+        let mut spawned = true;
+        let program = program_of(&invocation);
         let ended = match check_workdir(&spec.workdir) {
             Ok(()) => self
                 .supervise(&spec, invocation, streams, None, &entry.stop)
                 .await
-                .map_err(|err| format!("cannot run {}: {err}", self.config.shell.display())),
+                .map_err(|err| format!("cannot run {program}: {err}")),
             Err(err) => Err(err.to_string()),
         };
         let mut state = match ended {
@@ -327,6 +360,7 @@ impl Inner {
                 }
             }
             Err(reason) => {
+                spawned = false;
                 entry
                     .stderr
                     .push(format!("spawn failed: {reason}\n").as_bytes());
@@ -341,7 +375,13 @@ impl Inner {
         };
         if let Some(stamp) = stamp {
             let stderr = entry.stderr.collected().text;
-            stamp(&mut state, &stderr);
+            stamp(
+                &mut state,
+                Settled {
+                    stderr: &stderr,
+                    spawned,
+                },
+            );
         }
         entry.publisher.publish(state);
         let killed_by_shutdown = entry.stop.cause() == Some(StopCause::Shutdown);

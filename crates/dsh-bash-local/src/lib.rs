@@ -99,5 +99,4 @@ mod tasks;
 mod tree;
 
 pub use config::{ConfigError, LocalConfig, ScrubPolicy};
-pub use executor::{Invocation, LocalBashExecutor, SettleStamp};
-pub use spawn::PreExec;
+pub use executor::{Invocation, LocalBashExecutor, SettleStamp, Settled};

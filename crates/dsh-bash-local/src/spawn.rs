@@ -26,9 +26,9 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use tokio::sync::oneshot;
 
-use crate::sys::{self, LaunchPlan, Launcher};
+use dsh_sandbox::Restriction;
 
-pub use dsh_sandbox::PreExec;
+use crate::sys::{self, LaunchPlan, Launcher};
 
 /// Everything needed to fork and exec one command.
 pub(crate) struct Launch {
@@ -37,7 +37,7 @@ pub(crate) struct Launch {
     pub(crate) workdir: PathBuf,
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) piped_stdin: bool,
-    pub(crate) pre_exec: Option<PreExec>,
+    pub(crate) restriction: Restriction,
 }
 
 /// A freshly spawned command: its pid (also its process group), a pidfd
@@ -136,7 +136,7 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
         env: &launch.env,
         cwd: &launch.workdir,
         piped_stdin: launch.piped_stdin,
-        restriction: launch.pre_exec.as_deref(),
+        restriction: &launch.restriction,
     };
     let launched = sys::launch(&plan, launcher)?;
     let pidfd = match sys::pidfd_open(launched.pid) {

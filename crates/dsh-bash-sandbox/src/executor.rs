@@ -4,10 +4,15 @@ use std::sync::Arc;
 use dsh_bash::{
     BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashSandboxInfo,
     BashTask, BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode,
-    TaskListener, TaskState, TaskStatus,
+    TaskListener, TaskState,
 };
-use dsh_bash_local::{ConfigError, Invocation, LocalBashExecutor, LocalConfig};
-use dsh_sandbox::{Confinement, SandboxPolicy, SandboxProvider, SandboxUnavailable};
+use dsh_bash_local::{ConfigError, Invocation, LocalBashExecutor, LocalConfig, Settled};
+use dsh_sandbox::{
+    Confinement, RunnerOutcome, SandboxPolicy, SandboxProvider, SandboxUnavailable, Workspace,
+    WorkspaceError,
+};
+use tempfile::TempDir;
+use tokio_util::task::TaskTracker;
 
 /// The local configuration plus the sandbox defaults.
 #[derive(Clone, Debug)]
@@ -30,29 +35,56 @@ impl Default for SandboxConfig {
     }
 }
 
+/// A sandboxing executor that cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxConfigError {
+    /// The local executor's configuration is unusable.
+    #[error(transparent)]
+    Local(#[from] ConfigError),
+    /// The workspace root cannot be resolved, or resolves to `/`.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+}
+
 /// Runs bash commands confined by a [`SandboxProvider`].
 #[derive(Clone)]
 pub struct SandboxBashExecutor {
     local: LocalBashExecutor,
     provider: Arc<dyn SandboxProvider>,
     mode: SandboxMode,
-    workspace_root: PathBuf,
+    workspace: Workspace,
+    cleanups: TaskTracker,
 }
 
 impl std::fmt::Debug for SandboxBashExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SandboxBashExecutor")
             .field("mode", &self.mode)
-            .field("workspace_root", &self.workspace_root)
+            .field("workspace", &self.workspace.path())
             .finish_non_exhaustive()
     }
 }
 
-/// A command as the provider confines it.
+/// A command as the provider confines it, with the private temporary
+/// directory it owns until its tree is gone.
 struct Confined {
     confinement: Confinement,
     invocation: Invocation,
     wrapped: bool,
+    private_tmp: Option<TempDir>,
+}
+
+/// Removes a command's private temporary directory on the blocking pool (it
+/// may hold anything the command wrote), tracked so shutdown waits for it.
+fn discard(cleanups: &TaskTracker, private_tmp: Option<TempDir>) {
+    if let Some(dir) = private_tmp {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            cleanups.spawn_blocking(move || drop(dir));
+        } else {
+            drop(dir);
+        }
+    }
 }
 
 /// The first line of `stderr` (the runner's own explanation).
@@ -74,22 +106,26 @@ fn failed(exit_code: Option<i32>, wrapped: bool) -> bool {
     }
 }
 
-fn facts(mode: SandboxMode, confinement: &Confinement) -> BashSandboxInfo {
+fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) -> BashSandboxInfo {
     BashSandboxInfo {
         mode,
         backend: Some(confinement.backend.clone()),
         denied: false,
         enforcement: Some(confinement.enforcement),
         runner_failed: false,
+        gaps: confinement.gaps.clone(),
+        workspace: Some(workspace.path().to_owned()),
     }
 }
 
 impl SandboxBashExecutor {
-    /// Builds the executor. The workspace root is made absolute now.
+    /// Builds the executor. The workspace root is resolved now, once: its
+    /// canonical path and an open handle (a later symlink swap of the path
+    /// changes nothing); `/` is refused.
     pub fn new(
         config: SandboxConfig,
         provider: Arc<dyn SandboxProvider>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, SandboxConfigError> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let base = config
             .local
@@ -101,16 +137,17 @@ impl SandboxBashExecutor {
             .clone()
             .map_or(base.clone(), |root| base.join(root));
         Ok(SandboxBashExecutor {
+            workspace: Workspace::open(&workspace_root)?,
             local: LocalBashExecutor::new(config.local)?,
             provider,
             mode: config.mode,
-            workspace_root,
+            cleanups: TaskTracker::new(),
         })
     }
 
-    /// The absolute workspace root writable under `workspace-write`.
+    /// The canonical workspace root writable under `workspace-write`.
     pub fn workspace_root(&self) -> &std::path::Path {
-        &self.workspace_root
+        self.workspace.path()
     }
 
     fn mode_of(&self, spec: &BashExecSpec) -> SandboxMode {
@@ -122,18 +159,41 @@ impl SandboxBashExecutor {
     /// was wrapped by a runner (whose exit 128+n means a signal death).
     async fn confine(&self, spec: &BashExecSpec, mode: SandboxMode) -> Result<Confined, BashError> {
         let plain = self.local.invocation(spec);
+        let private_tmp = if mode == SandboxMode::WorkspaceWrite {
+            let dir = tempfile::Builder::new()
+                .prefix("dsh-bash-tmp-")
+                .tempdir()
+                .map_err(|err| {
+                    SandboxUnavailable::new(
+                        mode,
+                        Some(format!("cannot create the command's private TMPDIR: {err}")),
+                    )
+                })?;
+            Some(dir)
+        } else {
+            None
+        };
         let policy = SandboxPolicy {
             mode,
-            workspace_root: self.workspace_root.clone(),
+            workspace: self.workspace.clone(),
+            private_tmp: private_tmp.as_ref().map(|dir| dir.path().to_owned()),
         };
-        let confinement = self.provider.confine(&plain.argv, &policy).await?;
+        let confinement = match self.provider.confine(&plain.argv, &policy).await {
+            Ok(confinement) => confinement,
+            Err(refused) => {
+                discard(&self.cleanups, private_tmp);
+                return Err(refused.into());
+            }
+        };
         Ok(Confined {
-            wrapped: confinement.argv != plain.argv,
+            wrapped: confinement.runner_report.is_some(),
             invocation: Invocation {
                 argv: confinement.argv.clone(),
-                pre_exec: confinement.pre_exec.clone(),
+                restriction: confinement.restriction.clone(),
+                environment: confinement.environment.clone(),
             },
             confinement,
+            private_tmp,
         })
     }
 
@@ -147,6 +207,8 @@ impl SandboxBashExecutor {
                 denied: false,
                 enforcement: None,
                 runner_failed: false,
+                gaps: Vec::new(),
+                workspace: None,
             });
             return Ok(result);
         }
@@ -154,22 +216,30 @@ impl SandboxBashExecutor {
             confinement,
             invocation,
             wrapped,
+            private_tmp,
         } = self.confine(&spec, mode).await?;
-        let mut result = match self.local.run_invocation(spec, invocation).await {
+        let ran = self.local.run_invocation(spec, invocation).await;
+        if let Some(dir) = private_tmp {
+            // Gone before the result is: a printed TMPDIR never outlives it.
+            let _ = self.cleanups.spawn_blocking(move || drop(dir)).await;
+        }
+        let mut result = match ran {
             Ok(result) => result,
-            // The runner could not even start (missing binary, a pre-exec
-            // restriction the kernel refused): nothing ran.
+            // The runner could not even start (missing binary, a restriction
+            // the kernel refused, reported by the launcher): nothing ran.
             Err(BashError::Spawn { message, .. }) => {
                 return Err(SandboxUnavailable::new(mode, Some(message)).into())
             }
             Err(other) => return Err(other),
         };
         let stderr = &result.stderr.text;
-        let nonzero = result.exit_code.is_some_and(|code| code != 0);
-        if nonzero && confinement.runner_failure_in(stderr) {
+        // Structural: only the runner's own status channel says whether the
+        // command started; nothing the command printed is consulted.
+        let stopped = result.aborted || result.timed_out;
+        if confinement.runner_outcome() == RunnerOutcome::NeverStarted && !stopped {
             return Err(SandboxUnavailable::new(mode, first_line(stderr)).into());
         }
-        let mut info = facts(mode, &confinement);
+        let mut info = facts(mode, &confinement, &self.workspace);
         info.denied = failed(result.exit_code, wrapped) && confinement.denial_in(stderr);
         result.sandbox = Some(info);
         Ok(result)
@@ -184,17 +254,22 @@ impl SandboxBashExecutor {
             confinement,
             invocation,
             wrapped,
+            private_tmp,
         } = self.confine(&spec, mode).await?;
-        let stamp = Box::new(move |state: &mut TaskState, stderr: &str| {
-            let mut info = facts(mode, &confinement);
-            let spawn_failed = state.status == TaskStatus::Killed
-                && state.exit_code.is_none()
-                && state.signal.is_none();
-            let nonzero = state.exit_code.is_some_and(|code| code != 0);
-            if spawn_failed || (nonzero && confinement.runner_failure_in(stderr)) {
+        let workspace = self.workspace.clone();
+        let cleanups = self.cleanups.clone();
+        let stamp = Box::new(move |state: &mut TaskState, settled: Settled<'_>| {
+            discard(&cleanups, private_tmp);
+            let mut info = facts(mode, &confinement, &workspace);
+            // A task stopped while the runner was still setting up never
+            // started either, but that is the stop, not a runner failure.
+            let stopped = state.status == dsh_bash::TaskStatus::Killed;
+            let never_started = confinement.runner_outcome() == RunnerOutcome::NeverStarted;
+            if !settled.spawned || (never_started && !stopped) {
                 info.runner_failed = true;
             } else {
-                info.denied = failed(state.exit_code, wrapped) && confinement.denial_in(stderr);
+                info.denied =
+                    failed(state.exit_code, wrapped) && confinement.denial_in(settled.stderr);
             }
             state.sandbox = Some(info);
         });
@@ -247,6 +322,10 @@ impl BashExecutor for SandboxBashExecutor {
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
-        self.local.shutdown()
+        Box::pin(async move {
+            self.local.shutdown().await;
+            self.cleanups.close();
+            self.cleanups.wait().await;
+        })
     }
 }

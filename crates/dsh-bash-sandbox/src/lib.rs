@@ -9,10 +9,19 @@
 //! - a confined run asks the provider on every call for exactly
 //!   `bash -c <command>`; no usable backend → `SANDBOX_UNAVAILABLE`, nothing
 //!   runs;
-//! - runner failure is classified first (foreground: a `SANDBOX_UNAVAILABLE`
-//!   error with the runner's first stderr line; background: `runner_failed`),
-//!   then denial (non-zero exit AND this backend's denial phrase on stderr;
-//!   never on exit 0 or signal death);
+//! - runner failure is classified first, structurally: the launcher's exec
+//!   report (a restriction the kernel refused, a missing runner) or the
+//!   runner's own status channel (bwrap's `--json-status-fd`) — never text
+//!   the command can print (foreground: a `SANDBOX_UNAVAILABLE` error with
+//!   the runner's first stderr line; background: `runner_failed`); then
+//!   denial (non-zero exit AND this backend's denial phrase on stderr; never
+//!   on exit 0 or signal death);
+//! - the workspace is resolved once at construction (canonical path and an
+//!   open handle; `/` is refused) and reported in every result's facts with
+//!   the backend, the enforcement and its gaps;
+//! - under `workspace-write` each command gets a private temporary
+//!   directory, removed once its tree is gone (before a foreground result
+//!   returns; shutdown waits for background ones);
 //! - background facts are stamped before listeners and waiters see the task
 //!   settled; each task is judged by its own confinement.
 //!
@@ -51,4 +60,4 @@
 
 mod executor;
 
-pub use executor::{SandboxBashExecutor, SandboxConfig};
+pub use executor::{SandboxBashExecutor, SandboxConfig, SandboxConfigError};

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{SandboxEnforcement, SandboxMode};
+use crate::{SandboxEnforcement, SandboxGap, SandboxMode};
 
 /// One collected output stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,8 +33,18 @@ pub struct BashSandboxInfo {
     /// `danger-full-access`.
     pub enforcement: Option<SandboxEnforcement>,
     /// True if and only if the sandbox runner itself failed and the command
-    /// never ran. Outranks `denied`.
+    /// never ran. Outranks `denied`. Decided structurally (the runner's own
+    /// status channel, the launcher's exec report), never from text the
+    /// command can print.
     pub runner_failed: bool,
+    /// What the backend does not govern on this host; empty exactly when
+    /// `enforcement` is `full` (and for `danger-full-access`).
+    #[serde(default)]
+    pub gaps: Vec<SandboxGap>,
+    /// The workspace root as resolved once (canonical path); absent for
+    /// `danger-full-access`.
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
 }
 
 /// A finished (or killed) foreground run. Every field is an independent fact:

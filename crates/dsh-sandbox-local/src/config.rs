@@ -15,14 +15,15 @@ pub enum Backend {
 
 /// An operator-configured bwrap-shaped runner: it is invoked as
 /// `<command…> <bwrap profile…> -- <argv…>` with no selection and no probe.
+///
+/// The profile includes `--json-status-fd N`: the runner must write bwrap's
+/// `{"child-pid": …}` status there once the command started (a wrapper that
+/// passes its arguments to bwrap does). Without it every run counts as a
+/// runner failure: a runner's failure is never guessed from stderr text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunnerCommand {
     /// The program and its leading arguments.
     pub command: Vec<OsString>,
-    /// Stderr phrases that mean the runner itself failed (at least one
-    /// non-blank). Not-found and not-executable phrases for the program are
-    /// added automatically.
-    pub failure_signatures: Vec<String>,
 }
 
 /// How a [`crate::LocalSandboxProvider`] chooses and checks its backend.
@@ -61,9 +62,6 @@ pub enum ConfigError {
     /// The runner command is empty.
     #[error("invalid runner: the command is empty; give the program (and its leading arguments)")]
     EmptyRunner,
-    /// The runner has no usable failure phrase.
-    #[error("invalid runner: give at least one non-blank failure signature (a stderr phrase that means the runner itself failed)")]
-    NoFailureSignature,
 }
 
 impl LocalSandboxConfig {
@@ -75,13 +73,6 @@ impl LocalSandboxConfig {
         if let Some(runner) = &self.runner {
             if runner.command.is_empty() {
                 return Err(ConfigError::EmptyRunner);
-            }
-            if runner
-                .failure_signatures
-                .iter()
-                .all(|s| s.trim().is_empty())
-            {
-                return Err(ConfigError::NoFailureSignature);
             }
         }
         Ok(())

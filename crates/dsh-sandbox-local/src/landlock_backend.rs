@@ -1,26 +1,35 @@
-//! The Landlock backend: a ruleset built in the parent, applied to the child
-//! between fork and exec without any helper binary.
+//! The Landlock backend: a ruleset built in the parent (through the
+//! workspace handle opened at resolution), a syscall filter, and a
+//! capability drop, all applied to the child by the launcher between fork
+//! and exec without any helper binary.
 //!
 //! Handled accesses are the write-type ones of ABI 5 (write, truncate,
 //! remove, make-*, refer, device ioctl), best effort downgraded to the
-//! running kernel. Reads are never restricted.
+//! running kernel; reads are never restricted. Scopes (ABI 6) confine
+//! signals and abstract unix sockets to the sandbox. Devices can never be
+//! created (`MAKE_CHAR`/`MAKE_BLOCK` are granted nowhere).
 //!
-//! | mode | writable | enforcement |
+//! | mode | writable | gaps |
 //! |---|---|---|
-//! | read-only | `/dev/null` (the file) | `full` on ABI ≥ 3 with the seccomp filter refusing chmod/chown/utimes/xattr syscalls; else `partial` |
-//! | workspace-write | also `/tmp` and the workspace root | `partial`: Landlock does not govern chmod, chown, timestamps or extended attributes, and a filter cannot tell inside from outside the workspace |
+//! | read-only | `/dev/null` | none on ABI ≥ 6 |
+//! | workspace-write | also the workspace and the command's private `TMPDIR` | `metadata` (chmod, chown, times outside the workspace) |
+//!
+//! Older kernels add `truncate` (ABI < 3) and `signals` +
+//! `abstract-sockets` (ABI < 6); an architecture without a filter adds
+//! `syscalls` (and `metadata` in read-only).
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::sync::Arc;
 
-use dsh_sandbox::{Confinement, SandboxEnforcement, SandboxMode, SandboxPolicy};
+use dsh_sandbox::{
+    Confinement, Restriction, SandboxEnforcement, SandboxGap, SandboxMode, SandboxPolicy,
+};
 use landlock::{
-    AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI,
+    AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use crate::sys::{self, SeccompProgram};
+use crate::error::SandboxError;
 
 /// The backend's name in results.
 pub(crate) const NAME: &str = "landlock";
@@ -31,63 +40,113 @@ fn handled() -> BitFlags<AccessFs> {
     AccessFs::from_write(ABI::V5)
 }
 
+/// Everything a writable tree allows: all handled rights but devices.
+fn writable() -> BitFlags<AccessFs> {
+    handled() & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
 fn file_write() -> BitFlags<AccessFs> {
     AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
 }
 
-fn ruleset(policy: &SandboxPolicy) -> Result<OwnedFd, String> {
+fn ruleset(policy: &SandboxPolicy) -> Result<OwnedFd, SandboxError> {
+    let ruleset = |step: &'static str| {
+        move |err: landlock::RulesetError| SandboxError::Landlock {
+            step,
+            detail: err.to_string(),
+        }
+    };
     let mut created = Ruleset::default()
         .handle_access(handled())
+        .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .and_then(Ruleset::create)
-        .map_err(|err| format!("cannot create a Landlock ruleset: {err}"))?;
-    let dev_null =
-        PathFd::new("/dev/null").map_err(|err| format!("cannot open /dev/null: {err}"))?;
+        .map_err(ruleset("create the ruleset"))?;
+    let dev_null = PathFd::new("/dev/null").map_err(|err| SandboxError::Landlock {
+        step: "open /dev/null",
+        detail: err.to_string(),
+    })?;
     created = created
         .add_rule(PathBeneath::new(dev_null, file_write()))
-        .map_err(|err| format!("cannot allow /dev/null: {err}"))?;
+        .map_err(ruleset("allow /dev/null"))?;
     if policy.mode == SandboxMode::WorkspaceWrite {
-        for dir in [Path::new("/tmp"), policy.workspace_root.as_path()] {
-            let fd = PathFd::new(dir)
-                .map_err(|err| format!("cannot open {} for the ruleset: {err}", dir.display()))?;
+        created = created
+            .add_rule(PathBeneath::new(policy.workspace.handle(), writable()))
+            .map_err(ruleset("allow the workspace"))?;
+        if let Some(tmp) = &policy.private_tmp {
+            let fd = PathFd::new(tmp).map_err(|err| SandboxError::Landlock {
+                step: "open the private TMPDIR",
+                detail: err.to_string(),
+            })?;
             created = created
-                .add_rule(PathBeneath::new(fd, handled()))
-                .map_err(|err| format!("cannot allow {}: {err}", dir.display()))?;
+                .add_rule(PathBeneath::new(fd, writable()))
+                .map_err(ruleset("allow the private TMPDIR"))?;
         }
     }
+    Option::<OwnedFd>::from(created).ok_or(SandboxError::LandlockUnsupported)
+}
+
+/// A ruleset that handles no file access and only scopes signals and
+/// abstract unix sockets to the sandbox: what bubblewrap's namespaces leave
+/// open while the network namespace is shared. `None` before ABI 6.
+pub(crate) fn scope_only() -> Option<OwnedFd> {
+    let created = Ruleset::default()
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)
+        .and_then(Ruleset::create)
+        .ok()?;
     Option::<OwnedFd>::from(created)
-        .ok_or_else(|| "Landlock is not supported by this kernel".into())
 }
 
-/// How completely Landlock enforces `mode` on a kernel of ABI `abi`.
-pub(crate) fn enforcement(mode: SandboxMode, abi: i64, seccomp: bool) -> SandboxEnforcement {
-    if mode == SandboxMode::ReadOnly && abi >= 3 && seccomp {
-        SandboxEnforcement::Full
-    } else {
-        SandboxEnforcement::Partial
+/// What Landlock cannot govern for `mode` on a kernel of ABI `abi`, with or
+/// without the syscall filter.
+pub(crate) fn gaps(mode: SandboxMode, abi: i64, filtered: bool) -> Vec<SandboxGap> {
+    let mut gaps = Vec::new();
+    if mode == SandboxMode::WorkspaceWrite || !filtered {
+        gaps.push(SandboxGap::Metadata);
     }
+    if abi < 3 {
+        gaps.push(SandboxGap::Truncate);
+    }
+    if abi < 6 {
+        gaps.push(SandboxGap::Signals);
+        gaps.push(SandboxGap::AbstractSockets);
+    }
+    if !filtered {
+        gaps.push(SandboxGap::Syscalls);
+    }
+    gaps
 }
 
-/// Confines `argv` with a pre-exec Landlock restriction.
+/// Confines `argv` with a launcher-applied Landlock restriction.
 pub(crate) fn confine(
     argv: &[OsString],
     policy: &SandboxPolicy,
     abi: i64,
-) -> Result<Confinement, String> {
+) -> Result<Confinement, SandboxError> {
     let ruleset = Arc::new(ruleset(policy)?);
-    let seccomp = match policy.mode {
-        SandboxMode::ReadOnly => SeccompProgram::deny_metadata_changes().map(Arc::new),
-        _ => None,
-    };
-    let enforcement = enforcement(policy.mode, abi, seccomp.is_some());
+    let filter = crate::seccomp::filter(policy.mode);
+    let gaps = gaps(policy.mode, abi, filter.is_some());
+    let mut environment = crate::provider::environment();
+    if let (SandboxMode::WorkspaceWrite, Some(tmp)) = (policy.mode, &policy.private_tmp) {
+        environment.push(("TMPDIR".into(), Some(tmp.clone().into_os_string())));
+    }
     Ok(Confinement {
         argv: argv.to_vec(),
-        pre_exec: Some(Arc::new(move || {
-            sys::restrict_child(&ruleset, seccomp.as_deref())
-        })),
+        restriction: Restriction {
+            drop_capabilities: true,
+            landlock_ruleset: Some(ruleset),
+            seccomp_filter: filter.map(Arc::from),
+            keep_fds: Vec::new(),
+        },
+        environment,
         backend: NAME.into(),
-        enforcement,
+        enforcement: if gaps.is_empty() {
+            SandboxEnforcement::Full
+        } else {
+            SandboxEnforcement::Partial
+        },
+        gaps,
         denial_signatures: vec![DENIAL.into()],
-        runner_failure_signatures: Vec::new(),
+        runner_report: None,
     })
 }
 
@@ -96,22 +155,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn enforcement_is_honest_about_the_abi() {
+    fn gaps_are_honest_about_mode_abi_and_filter() {
+        assert!(gaps(SandboxMode::ReadOnly, 6, true).is_empty());
         assert_eq!(
-            enforcement(SandboxMode::ReadOnly, 5, true),
-            SandboxEnforcement::Full
+            gaps(SandboxMode::WorkspaceWrite, 7, true),
+            [SandboxGap::Metadata]
         );
         assert_eq!(
-            enforcement(SandboxMode::ReadOnly, 2, true),
-            SandboxEnforcement::Partial
+            gaps(SandboxMode::ReadOnly, 5, true),
+            [SandboxGap::Signals, SandboxGap::AbstractSockets]
         );
         assert_eq!(
-            enforcement(SandboxMode::ReadOnly, 5, false),
-            SandboxEnforcement::Partial
+            gaps(SandboxMode::ReadOnly, 2, true),
+            [
+                SandboxGap::Truncate,
+                SandboxGap::Signals,
+                SandboxGap::AbstractSockets
+            ]
         );
         assert_eq!(
-            enforcement(SandboxMode::WorkspaceWrite, 7, true),
-            SandboxEnforcement::Partial
+            gaps(SandboxMode::ReadOnly, 6, false),
+            [SandboxGap::Metadata, SandboxGap::Syscalls]
         );
+    }
+
+    #[test]
+    fn devices_are_never_writable() {
+        assert!(!writable().contains(AccessFs::MakeChar));
+        assert!(!writable().contains(AccessFs::MakeBlock));
+        assert!(writable().contains(AccessFs::MakeReg));
     }
 }

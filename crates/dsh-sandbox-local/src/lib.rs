@@ -1,61 +1,145 @@
 //! `LocalSandboxProvider`: confines commands on Linux with bubblewrap or
 //! Landlock, chosen by functional probes, failing closed when neither works.
 //!
-//! Selection (`Backend::Auto`) probes bubblewrap first (it governs every
-//! file effect through a read-only mount: `full` in both modes), then
-//! Landlock (see the enforcement table in the Landlock section below). The
-//! verdict, including "unavailable", is computed once per provider, even
-//! when the first calls race, and cached. Either backend can be forced; an
-//! operator may instead configure a bwrap-shaped runner command, which
-//! skips selection and probes.
+//! Selection (`Backend::Auto`) probes bubblewrap first, then Landlock. A
+//! probe runs a short command through the same launcher as every real
+//! command and passes only if a write outside its policy failed, the
+//! command exited 0 and (for a runner) the runner reported that it started
+//! it. The verdict, including "unavailable", is computed once per provider,
+//! even when the first calls race, and cached. Either backend can be
+//! forced; an operator may instead configure a bwrap-shaped runner command,
+//! which skips selection and probes.
 //!
-//! # Landlock
+//! # Threat model
 //!
-//! The ruleset is built in the parent; between fork and exec the child only
-//! calls `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self` on the
-//! prepared fd and, in `read-only`, installs a prepared seccomp filter that
-//! refuses chmod/chown/utimes/xattr syscalls (Landlock does not govern
-//! them). In `workspace-write` those metadata changes stay possible outside
-//! the workspace, so Landlock reports `partial` there.
+//! The command is hostile: it may be written by a model steered by a
+//! malicious file, run as root or as an unprivileged user. What follows is
+//! what the sandbox promises under both backends and both confining modes,
+//! and what the result reports where a kernel cannot keep it
+//! (`enforcement: partial` with the missing pieces named in `gaps`;
+//! `full` only where every promise below holds). The escape suite in
+//! `dsh-bash-cli/tests/escape.rs` tries each of them, as root and as uid
+//! 65534, under each backend and mode, and checks the outside afterwards.
+//!
+//! A confined command can never:
+//! - **change anything on disk outside what its mode allows** — contents,
+//!   names, mode, owner, times, xattrs, inode flags, device nodes
+//!   (`read-only`: only `/dev/null`; `workspace-write`: also the workspace
+//!   and its own private temporary directory). Gap under Landlock in
+//!   `workspace-write`: `metadata` (chmod and times of files outside the
+//!   workspace that the user owns; Landlock does not govern them and a
+//!   syscall filter cannot tell inside from outside);
+//! - **reach a process outside the sandbox**: no signal, no ptrace or
+//!   `process_vm_*`, no `/proc/<pid>/{root,cwd,fd,mem,environ}`, no
+//!   `prlimit`/`setpriority`/`ioprio`/scheduler change of another process
+//!   (bwrap: a pid namespace of its own; Landlock: its ptrace restriction,
+//!   the signal scope of ABI 6 — gap `signals` before — and the filter);
+//! - **use a capability, even started as root** (bwrap: a user namespace and
+//!   `--cap-drop ALL`; Landlock: bounding, ambient, inheritable, permitted
+//!   and effective sets emptied, securebits locked, `no_new_privs`);
+//! - **use a descriptor it was not given**: everything above 2 is closed at
+//!   exec, for every command, confined or not;
+//! - **reach IPC outside**: SysV IPC and POSIX message queues are
+//!   namespaced (bwrap) or refused (Landlock); abstract unix sockets are
+//!   scoped to the sandbox by Landlock (ABI 6; gap `abstract-sockets`
+//!   before, under both backends, while the network namespace is shared);
+//! - **leave anything in shared temp space**: each command gets a private
+//!   temporary directory (`TMPDIR` points to it; under bwrap it is mounted
+//!   on `/tmp`, in read-only mode an in-memory one), removed when its task
+//!   ends. Under bwrap the host's `/tmp` is therefore not visible inside,
+//!   except the workspace; under Landlock programs that ignore `TMPDIR` and
+//!   write `/tmp` directly are refused;
+//! - **forge a runner failure**: bwrap's own `--json-status-fd` says
+//!   whether the command started; the Landlock path fails before exec and
+//!   the launcher reports the errno. No text the command prints is ever
+//!   read as a runner failure.
+//!
+//! What a confined command may still do, by design, and what to do about
+//! it:
+//! - **read** whatever its user can read (as root without capabilities:
+//!   what the permission bits allow uid 0);
+//! - **use the network**, including loopback services (a `network` policy is
+//!   future work);
+//! - **connect to pathname unix sockets** it can reach: container runtimes
+//!   (`/var/run/docker.sock`, `/run/podman/podman.sock`,
+//!   `/run/containerd/containerd.sock`), session and system buses
+//!   (`/run/user/<uid>/bus`, `/run/dbus/system_bus_socket`), agents
+//!   (`ssh-agent`, `gpg-agent` under `/run/user/<uid>/gnupg`), X11
+//!   (`/tmp/.X11-unix`, not visible under bwrap). Whoever can talk to such a
+//!   socket may act through it outside the sandbox; keep them out of reach
+//!   of the agent's user. The variables that point at them
+//!   (`SSH_AUTH_SOCK`, `GPG_AGENT_INFO`, `DBUS_SESSION_BUS_ADDRESS`,
+//!   `DOCKER_HOST`, `CONTAINER_HOST`, `KRB5CCNAME`) are removed from a
+//!   confined command's environment;
+//! - use CPU, memory and processes within the host's limits (containment
+//!   and kills are the executor's job, see `dsh-bash-local`).
+//!
+//! # The mechanisms
+//!
+//! The provider hands the launcher a [`dsh_sandbox::Restriction`] as data
+//! (a Landlock ruleset fd, a seccomp program built with `seccompiler`, a
+//! capability drop, descriptors to keep); no provider code ever runs in the
+//! forked child.
+//!
+//! - **bubblewrap**: `--unshare-user --unshare-pid --unshare-ipc
+//!   --unshare-uts --unshare-cgroup-try --new-session --die-with-parent
+//!   --cap-drop ALL --ro-bind / / --dev /dev --proc /proc`, a private
+//!   `/tmp`, the workspace bound (`--ro-bind-fd`/`--bind-fd`) through the
+//!   handle opened when the workspace was resolved, `--json-status-fd`;
+//!   bwrap itself runs under a scope-only Landlock domain. `full` on a
+//!   kernel with Landlock ABI 6+.
+//! - **Landlock**: write-type accesses handled (ABI 5, best effort), the
+//!   workspace allowed through its handle, devices creatable nowhere,
+//!   signal and abstract-socket scopes, capabilities dropped, and a syscall
+//!   filter for what Landlock does not govern (io_uring, ptrace,
+//!   `process_vm_*`, other processes' limits and priorities, inode-flag
+//!   ioctls, xattr changes, device `mknod`, keyrings, bpf, perf, SysV and
+//!   POSIX message-queue IPC; plus chmod/chown/utimes in read-only). `full`
+//!   in read-only on ABI 6+; `partial` (`metadata`) in workspace-write.
 //!
 //! # Example
 //!
 //! ```no_run
-//! use dsh_sandbox::{SandboxMode, SandboxPolicy, SandboxProvider};
+//! // no_run: confinement needs bubblewrap or a Landlock kernel, which a
+//! // doc-test machine may lack.
+//! use dsh_sandbox::{SandboxMode, SandboxPolicy, SandboxProvider, Workspace};
 //! use dsh_sandbox_local::{LocalSandboxConfig, LocalSandboxProvider};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let provider = LocalSandboxProvider::new(LocalSandboxConfig::default())?;
 //! let argv = ["bash", "-c", "touch /etc/x"].map(std::ffi::OsString::from);
-//! let policy = SandboxPolicy { mode: SandboxMode::ReadOnly, workspace_root: "/src".into() };
+//! let policy = SandboxPolicy {
+//!     mode: SandboxMode::ReadOnly,
+//!     workspace: Workspace::open("/src/project".as_ref())?,
+//!     private_tmp: None,
+//! };
 //! let confinement = provider.confine(&argv, &policy).await?;
-//! println!("{} ({})", confinement.backend, confinement.enforcement);
+//! println!("{} ({}, gaps {:?})", confinement.backend, confinement.enforcement, confinement.gaps);
 //! # Ok(())
 //! # }
 //! ```
 //!
 //! # Platform support
 //!
-//! Linux. Landlock needs a 5.13+ kernel with Landlock enabled; bubblewrap
-//! needs the `bwrap` binary and user namespaces (or root). Elsewhere every
-//! confined mode fails closed without probing.
-//!
-//! # Caveats
-//!
-//! Modes govern file effects only: not network access and not process
-//! visibility.
+//! Linux. Landlock needs a 5.13+ kernel with Landlock enabled (ABI 6, Linux
+//! 6.12, for `full`); bubblewrap needs the `bwrap` binary and user
+//! namespaces. Elsewhere every confined mode fails closed without probing.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(target_os = "linux")]
 mod bwrap;
 mod config;
+mod error;
 #[cfg(target_os = "linux")]
 mod landlock_backend;
 #[cfg(target_os = "linux")]
 mod probe;
 mod provider;
 #[cfg(target_os = "linux")]
+mod seccomp;
+#[cfg(target_os = "linux")]
 mod sys;
 
 pub use config::{Backend, ConfigError, LocalSandboxConfig, RunnerCommand};
+pub use error::SandboxError;
 pub use provider::LocalSandboxProvider;

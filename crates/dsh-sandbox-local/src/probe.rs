@@ -1,13 +1,18 @@
 //! Functional probes: a backend is usable only if it really confines a
-//! short-lived child (a write outside the policy must fail while the child
-//! still exits 0), within the probe timeout.
+//! short-lived child, started through the same launcher as every command
+//! (a write outside the policy must fail while the child still exits 0, and
+//! a runner must report that it started the child), within the probe
+//! timeout.
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use dsh_sandbox::{Confinement, PreExec, SandboxMode, SandboxPolicy};
+use dsh_bash::{BashExecRequest, BashExecutor};
+use dsh_bash_local::{Invocation, LocalBashExecutor, LocalConfig};
+use dsh_sandbox::{Confinement, RunnerOutcome, SandboxMode, SandboxPolicy, Workspace};
+
+use crate::error::SandboxError;
 
 /// The probe command: writes to /dev/null must work, a write to `target`
 /// must fail.
@@ -21,73 +26,92 @@ fn probe_argv(target: &Path) -> Vec<OsString> {
     ]
 }
 
-/// The read-only policy the probes enforce.
-pub(crate) fn probe_policy(root: &Path) -> SandboxPolicy {
-    SandboxPolicy {
-        mode: SandboxMode::ReadOnly,
-        workspace_root: root.to_owned(),
+fn failed(backend: &'static str, reason: impl Into<String>) -> SandboxError {
+    SandboxError::Probe {
+        backend,
+        reason: reason.into(),
     }
 }
 
-async fn run(
-    argv: Vec<OsString>,
-    pre_exec: Option<PreExec>,
-    timeout: Duration,
-) -> Result<(), String> {
-    let Some((program, args)) = argv.split_first() else {
-        return Err("empty probe command".into());
-    };
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if let Some(restrict) = pre_exec {
-        crate::sys::restrict_before_exec(&mut command, restrict);
-    }
-    let child = command
-        .spawn()
-        .map_err(|err| format!("cannot run {}: {err}", Path::new(program).display()))?;
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Err(_) => Err(format!("probe timed out after {} ms", timeout.as_millis())),
-        Ok(Err(err)) => Err(format!("probe failed: {err}")),
-        Ok(Ok(output)) if output.status.success() => Ok(()),
-        Ok(Ok(output)) => {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let line = stderr.lines().next().unwrap_or("").trim().to_owned();
-            Err(if line.is_empty() {
-                format!("probe exited with {}", output.status)
-            } else {
-                line
-            })
-        }
-    }
-}
-
-/// Runs `confinement` of the probe command; Ok if it confined for real.
+/// Runs the probe command under the confinement `build` makes for a
+/// read-only policy; Ok if it confined for real.
 pub(crate) async fn check(
-    build: impl FnOnce(&[OsString], &SandboxPolicy) -> Result<Confinement, String>,
+    backend: &'static str,
+    build: impl FnOnce(&[OsString], &SandboxPolicy) -> Result<Confinement, SandboxError>,
     timeout: Duration,
-) -> Result<Confinement, String> {
+) -> Result<(), SandboxError> {
     let scratch = tempfile::Builder::new()
         .prefix("dsh-sandbox-probe-")
         .tempdir()
-        .map_err(|err| format!("cannot create the probe scratch dir: {err}"))?;
-    let target = scratch.path().join("must-not-exist");
-    let policy = probe_policy(scratch.path());
+        .map_err(|err| {
+            failed(
+                backend,
+                format!("cannot create the probe scratch dir: {err}"),
+            )
+        })?;
+    let workspace = Workspace::open(scratch.path())
+        .map_err(|err| failed(backend, format!("probe workspace: {err}")))?;
+    let target = workspace.path().join("must-not-exist");
+    let policy = SandboxPolicy {
+        mode: SandboxMode::ReadOnly,
+        workspace,
+        private_tmp: None,
+    };
     let confinement = build(&probe_argv(&target), &policy)?;
-    let outcome = run(
-        confinement.argv.clone(),
-        confinement.pre_exec.clone(),
-        timeout,
-    )
-    .await;
-    let leaked = target.exists();
-    outcome?;
-    if leaked {
-        return Err("the probe could write outside its policy".into());
+    let executor = LocalBashExecutor::new(LocalConfig {
+        cwd: Some(scratch.path().to_owned()),
+        default_timeout_ms: timeout.as_secs_f64() * 1000.0,
+        max_timeout_ms: timeout.as_secs_f64() * 1000.0,
+        ..LocalConfig::default()
+    })
+    .map_err(|err| failed(backend, format!("probe executor: {err}")))?;
+    let outcome = async {
+        let spec = executor.resolve(BashExecRequest::new("sandbox probe"))?;
+        executor
+            .run_invocation(
+                spec,
+                Invocation {
+                    argv: confinement.argv.clone(),
+                    restriction: confinement.restriction.clone(),
+                    environment: confinement.environment.clone(),
+                },
+            )
+            .await
     }
-    Ok(confinement)
+    .await;
+    executor.shutdown().await;
+    let leaked = target.exists();
+    let result = outcome.map_err(|err| failed(backend, err.to_string()))?;
+    if result.timed_out {
+        return Err(failed(
+            backend,
+            format!("probe timed out after {} ms", timeout.as_millis()),
+        ));
+    }
+    if confinement.runner_outcome() == RunnerOutcome::NeverStarted {
+        let line = result.stderr.text.lines().next().unwrap_or("").trim();
+        return Err(failed(
+            backend,
+            if line.is_empty() {
+                "the runner did not start the probe".to_owned()
+            } else {
+                line.to_owned()
+            },
+        ));
+    }
+    if leaked {
+        return Err(failed(backend, "the probe could write outside its policy"));
+    }
+    if result.exit_code != Some(0) {
+        let line = result.stderr.text.lines().next().unwrap_or("").trim();
+        return Err(failed(
+            backend,
+            if line.is_empty() {
+                format!("probe exited with {:?}", result.exit_code)
+            } else {
+                line.to_owned()
+            },
+        ));
+    }
+    Ok(())
 }

@@ -1,13 +1,34 @@
 use std::ffi::OsString;
-use std::path::Path;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_sandbox::{
-    BoxFuture, Confinement, SandboxEnforcement, SandboxPolicy, SandboxProvider, SandboxUnavailable,
-};
+use dsh_sandbox::{BoxFuture, Confinement, SandboxPolicy, SandboxProvider, SandboxUnavailable};
 use tokio::sync::OnceCell;
 
-use crate::config::{Backend, ConfigError, LocalSandboxConfig, RunnerCommand};
+use crate::config::{Backend, ConfigError, LocalSandboxConfig};
+use crate::error::SandboxError;
+
+/// Variables that hand a confined command a door to a service outside (an
+/// agent, a session bus, a container runtime): removed from its
+/// environment. The sockets themselves stay reachable by path where the
+/// mode lets the command read them; see the crate docs.
+pub(crate) const SOCKET_VARIABLES: [&str; 6] = [
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "KRB5CCNAME",
+];
+
+/// The environment changes every confined command gets.
+pub(crate) fn environment() -> Vec<(OsString, Option<OsString>)> {
+    SOCKET_VARIABLES
+        .iter()
+        .map(|name| (OsString::from(name), None))
+        .collect()
+}
 
 /// The backend the probes chose, or why none can be used.
 #[derive(Clone, Debug)]
@@ -22,6 +43,8 @@ enum Verdict {
 pub struct LocalSandboxProvider {
     config: LocalSandboxConfig,
     verdict: OnceCell<Verdict>,
+    #[cfg(target_os = "linux")]
+    scope: std::sync::OnceLock<Option<Arc<OwnedFd>>>,
 }
 
 impl LocalSandboxProvider {
@@ -31,6 +54,8 @@ impl LocalSandboxProvider {
         Ok(LocalSandboxProvider {
             config,
             verdict: OnceCell::new(),
+            #[cfg(target_os = "linux")]
+            scope: std::sync::OnceLock::new(),
         })
     }
 
@@ -51,33 +76,56 @@ impl LocalSandboxProvider {
         self.verdict.get_or_init(|| self.select()).await
     }
 
+    /// The scope-only Landlock ruleset bubblewrap runs under (one per
+    /// provider; a ruleset fd can be enforced any number of times).
+    #[cfg(target_os = "linux")]
+    fn scope(&self) -> Option<Arc<OwnedFd>> {
+        self.scope
+            .get_or_init(|| crate::landlock_backend::scope_only().map(Arc::new))
+            .clone()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn wrap_bwrap(
+        &self,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+    ) -> Result<Confinement, SandboxError> {
+        let bwrap = [self.config.bwrap.clone().into_os_string()];
+        crate::bwrap::confine(&bwrap, policy, argv, self.scope(), crate::bwrap::NAME)
+    }
+
     #[cfg(target_os = "linux")]
     async fn select(&self) -> Verdict {
         let timeout = Duration::from_secs_f64(self.config.probe_timeout_ms / 1000.0);
         let mut reasons = Vec::new();
         if matches!(self.config.backend, Backend::Auto | Backend::Bwrap) {
-            let bwrap = [self.config.bwrap.clone().into_os_string()];
-            match crate::probe::check(
-                |argv, policy| Ok(self.wrap_bwrap(&bwrap, argv, policy)),
-                timeout,
-            )
-            .await
-            {
-                Ok(_) => return Verdict::Bwrap,
-                Err(why) => reasons.push(format!("bwrap: {why}")),
-            }
-        }
-        if matches!(self.config.backend, Backend::Auto | Backend::Landlock) {
-            let abi = crate::sys::landlock_abi();
             let probed = crate::probe::check(
-                |argv, policy| crate::landlock_backend::confine(argv, policy, abi),
+                crate::bwrap::NAME,
+                |argv, policy| self.wrap_bwrap(argv, policy),
                 timeout,
             )
             .await;
             match probed {
-                Ok(_) if abi > 0 => return Verdict::Landlock { abi },
-                Ok(_) => reasons.push("landlock: not supported by this kernel".into()),
-                Err(why) => reasons.push(format!("landlock: {why}")),
+                Ok(()) => return Verdict::Bwrap,
+                Err(why) => reasons.push(why.to_string()),
+            }
+        }
+        if matches!(self.config.backend, Backend::Auto | Backend::Landlock) {
+            let abi = crate::sys::landlock_abi();
+            if abi <= 0 {
+                reasons.push(SandboxError::LandlockUnsupported.to_string());
+            } else {
+                let probed = crate::probe::check(
+                    crate::landlock_backend::NAME,
+                    |argv, policy| crate::landlock_backend::confine(argv, policy, abi),
+                    timeout,
+                )
+                .await;
+                match probed {
+                    Ok(()) => return Verdict::Landlock { abi },
+                    Err(why) => reasons.push(why.to_string()),
+                }
             }
         }
         tracing::warn!(reasons = %reasons.join("; "), "no usable sandbox backend");
@@ -90,69 +138,22 @@ impl LocalSandboxProvider {
     }
 
     #[cfg(target_os = "linux")]
-    fn wrap_bwrap(
-        &self,
-        runner: &[OsString],
-        argv: &[OsString],
-        policy: &SandboxPolicy,
-    ) -> Confinement {
-        Confinement {
-            argv: crate::bwrap::wrap(runner, policy, argv),
-            pre_exec: None,
-            backend: crate::bwrap::NAME.into(),
-            enforcement: SandboxEnforcement::Full,
-            denial_signatures: vec![crate::bwrap::DENIAL.into()],
-            runner_failure_signatures: vec![crate::bwrap::RUNNER_FAILURE.into()],
-        }
-    }
-
-    #[cfg(target_os = "linux")]
-    fn wrap_runner(
-        runner: &RunnerCommand,
-        argv: &[OsString],
-        policy: &SandboxPolicy,
-    ) -> Confinement {
-        let program = runner
-            .command
-            .first()
-            .map(|p| Path::new(p).display().to_string())
-            .unwrap_or_default();
-        let mut failures = runner.failure_signatures.clone();
-        failures.extend([
-            format!("{program}: command not found"),
-            format!("{program}: not found"),
-            format!("{program}: No such file or directory"),
-            format!("{program}: Permission denied"),
-        ]);
-        Confinement {
-            argv: crate::bwrap::wrap(&runner.command, policy, argv),
-            pre_exec: None,
-            backend: "runner".into(),
-            enforcement: SandboxEnforcement::Full,
-            denial_signatures: vec![
-                crate::bwrap::DENIAL.into(),
-                crate::landlock_backend::DENIAL.into(),
-            ],
-            runner_failure_signatures: failures,
-        }
-    }
-
-    #[cfg(target_os = "linux")]
     async fn confine_now(
         &self,
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confinement, SandboxUnavailable> {
+        let unavailable =
+            |err: SandboxError| SandboxUnavailable::new(policy.mode, Some(err.to_string()));
         if let Some(runner) = &self.config.runner {
-            return Ok(Self::wrap_runner(runner, argv, policy));
+            return crate::bwrap::confine(&runner.command, policy, argv, self.scope(), "runner")
+                .map_err(unavailable);
         }
         match self.verdict().await {
-            Verdict::Bwrap => {
-                let bwrap = [self.config.bwrap.clone().into_os_string()];
-                Ok(self.wrap_bwrap(&bwrap, argv, policy))
+            Verdict::Bwrap => self.wrap_bwrap(argv, policy).map_err(unavailable),
+            Verdict::Landlock { abi } => {
+                crate::landlock_backend::confine(argv, policy, *abi).map_err(unavailable)
             }
-            Verdict::Landlock { abi } => crate::landlock_backend::confine(argv, policy, *abi)
-                .map_err(|why| SandboxUnavailable::new(policy.mode, Some(why))),
             Verdict::Unavailable(why) => {
                 Err(SandboxUnavailable::new(policy.mode, Some(why.clone())))
             }
@@ -177,14 +178,7 @@ impl SandboxProvider for LocalSandboxProvider {
     ) -> BoxFuture<'a, Result<Confinement, SandboxUnavailable>> {
         Box::pin(async move {
             if !policy.mode.confines() {
-                return Ok(Confinement {
-                    argv: argv.to_vec(),
-                    pre_exec: None,
-                    backend: "none".into(),
-                    enforcement: SandboxEnforcement::Full,
-                    denial_signatures: Vec::new(),
-                    runner_failure_signatures: Vec::new(),
-                });
+                return Ok(Confinement::unconfined(argv));
             }
             self.confine_now(argv, policy).await
         })

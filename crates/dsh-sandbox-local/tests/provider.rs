@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use dsh_sandbox::{SandboxEnforcement, SandboxMode, SandboxPolicy, SandboxProvider};
+use dsh_sandbox::{SandboxEnforcement, SandboxMode, SandboxPolicy, SandboxProvider, Workspace};
 use dsh_sandbox_local::{
     Backend, ConfigError, LocalSandboxConfig, LocalSandboxProvider, RunnerCommand,
 };
@@ -18,7 +18,8 @@ fn argv() -> Vec<OsString> {
 fn policy(mode: SandboxMode) -> SandboxPolicy {
     SandboxPolicy {
         mode,
-        workspace_root: "/".into(),
+        workspace: Workspace::open(Path::new(env!("CARGO_TARGET_TMPDIR"))).unwrap(),
+        private_tmp: None,
     }
 }
 
@@ -119,9 +120,14 @@ async fn a_probe_passes_only_on_exit_zero_and_auto_falls_back_to_landlock() {
         Ok(confinement) => {
             assert_eq!(confinement.backend, "landlock");
             assert_eq!(confinement.argv, argv(), "Landlock restricts the same argv");
-            assert!(confinement.pre_exec.is_some());
+            let restriction = &confinement.restriction;
+            assert!(restriction.landlock_ruleset.is_some());
+            assert!(restriction.drop_capabilities);
+            assert!(restriction.seccomp_filter.is_some());
+            assert!(confinement.runner_report.is_none());
             assert_eq!(confinement.denial_signatures, ["permission denied"]);
             assert_eq!(confinement.enforcement, SandboxEnforcement::Full);
+            assert!(confinement.gaps.is_empty());
         }
         Err(err) => {
             require(&format!("landlock ({err})"));
@@ -166,12 +172,13 @@ async fn a_missing_binary_is_unusable_and_a_slow_probe_is_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_that_does_not_confine_is_refused() {
-    // A "bwrap" that runs the command unconfined exits 0 but lets the probe write.
+    // A "bwrap" that reports the child started, then runs it unconfined:
+    // exits 0 but lets the probe write.
     let dir = tempfile::tempdir().unwrap();
     let liar = script(
         dir.path(),
         "bwrap",
-        "while [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"",
+        "while [ \"$1\" != -- ]; do if [ \"$1\" = --json-status-fd ]; then echo '{\"child-pid\": 1}' > /proc/self/fd/$2; fi; shift; done; shift; exec \"$@\"",
     );
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend: Backend::Bwrap,
@@ -183,18 +190,14 @@ async fn a_probe_that_does_not_confine_is_refused() {
         .confine(&argv(), &policy(SandboxMode::ReadOnly))
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().contains("exited") || err.to_string().contains("outside"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("outside its policy"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_runner_skips_probes_and_reports_its_phrases() {
+async fn an_operator_runner_skips_probes_and_gets_the_status_channel() {
     let runner = LocalSandboxProvider::new(LocalSandboxConfig {
         runner: Some(RunnerCommand {
             command: vec!["/opt/sandbox/run".into(), "--strict".into()],
-            failure_signatures: vec!["run: fatal".into()],
         }),
         ..LocalSandboxConfig::default()
     })
@@ -207,34 +210,27 @@ async fn an_operator_runner_skips_probes_and_reports_its_phrases() {
     assert_eq!(confinement.enforcement, SandboxEnforcement::Full);
     assert_eq!(
         &confinement.argv[..3],
-        ["/opt/sandbox/run", "--strict", "--ro-bind"].map(OsString::from)
+        ["/opt/sandbox/run", "--strict", "--unshare-user"].map(OsString::from)
     );
     assert!(confinement.argv.ends_with(&argv()));
+    assert!(confinement
+        .argv
+        .contains(&OsString::from("--json-status-fd")));
     assert!(confinement.denial_in("x: Read-only file system"));
-    assert!(confinement.denial_in("x: Permission denied"));
-    assert!(confinement.runner_failure_in("run: fatal error"));
-    assert!(confinement.runner_failure_in("sh: /opt/sandbox/run: not found"));
-    assert!(confinement.runner_failure_in("/opt/sandbox/run: Permission denied"));
+    // Never run: its report says the command did not start, whatever any
+    // stderr would have said.
+    assert_eq!(
+        confinement.runner_outcome(),
+        dsh_sandbox::RunnerOutcome::NeverStarted
+    );
+    // The status pipe and the workspace handle (workspace-write) are kept.
+    assert_eq!(confinement.restriction.keep_fds.len(), 2);
 }
 
 #[test]
 fn runner_and_probe_configuration_is_validated() {
-    let blank = LocalSandboxConfig {
-        runner: Some(RunnerCommand {
-            command: vec!["run".into()],
-            failure_signatures: vec!["  ".into()],
-        }),
-        ..LocalSandboxConfig::default()
-    };
-    assert!(matches!(
-        LocalSandboxProvider::new(blank),
-        Err(ConfigError::NoFailureSignature)
-    ));
     let empty = LocalSandboxConfig {
-        runner: Some(RunnerCommand {
-            command: vec![],
-            failure_signatures: vec!["x".into()],
-        }),
+        runner: Some(RunnerCommand { command: vec![] }),
         ..LocalSandboxConfig::default()
     };
     assert!(matches!(
@@ -259,11 +255,11 @@ async fn danger_full_access_is_never_wrapped_and_confined_modes_always_are() {
         .await
         .unwrap();
     assert_eq!(open.argv, argv());
-    assert!(open.pre_exec.is_none());
+    assert!(open.restriction.is_empty());
     for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
         if let Ok(confined) = provider.confine(&argv(), &policy(mode)).await {
             assert!(
-                confined.argv != argv() || confined.pre_exec.is_some(),
+                confined.argv != argv() || confined.restriction.landlock_ruleset.is_some(),
                 "{mode} ran unwrapped"
             );
         }

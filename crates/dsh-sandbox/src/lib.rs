@@ -1,25 +1,30 @@
 //! The sandbox seam of dsh-bash: the vocabulary every sandbox backend and
 //! every consumer agrees on.
 //!
-//! A sandbox mode governs **file effects only** (not network, not process
-//! visibility):
+//! A sandbox mode says what a command may change on disk:
 //!
 //! | mode | may write |
 //! |---|---|
 //! | [`SandboxMode::ReadOnly`] | `/dev/null` only |
-//! | [`SandboxMode::WorkspaceWrite`] | also the workspace root and a temp area |
+//! | [`SandboxMode::WorkspaceWrite`] | also the workspace root and its own private temporary directory |
 //! | [`SandboxMode::DangerFullAccess`] | anything the user can (no confinement) |
 //!
-//! How strongly a backend enforces a mode is reported as
-//! [`SandboxEnforcement`]: `full` when every promised effect is governed,
-//! `partial` when the running kernel or backend cannot govern some of them.
+//! Every confining mode also keeps the command away from processes,
+//! capabilities, descriptors and IPC outside the sandbox (the threat model
+//! is written down in `dsh-sandbox-local`). How completely a backend keeps
+//! those promises on this host is reported as [`SandboxEnforcement`] plus
+//! the [`SandboxGap`]s it cannot close: `full` exactly when there are none.
 //!
 //! A [`SandboxProvider`] turns the exact argv of a command and a
-//! [`SandboxPolicy`] into a [`Confinement`]: what to spawn instead and/or a
-//! restriction applied between fork and exec, plus the facts a consumer
-//! needs to classify the outcome (backend, enforcement, denial and runner
-//! failure signatures). With no usable backend it fails closed with
-//! [`SandboxUnavailable`]: a confined mode never silently runs unconfined.
+//! [`SandboxPolicy`] (mode, [`Workspace`] resolved once, private temporary
+//! directory) into a [`Confinement`]: what to spawn instead, the
+//! [`Restriction`] the launcher applies between fork and exec — described as
+//! data (a Landlock ruleset fd, a seccomp program, a capability drop,
+//! descriptors to keep), never as code that would run in the forked child —
+//! environment changes, and the facts a consumer reports (backend,
+//! enforcement, gaps, a structural [`RunnerReport`]). With no usable backend
+//! it fails closed with [`SandboxUnavailable`]: a confined mode never
+//! silently runs unconfined.
 //!
 //! # Example
 //!
@@ -37,7 +42,8 @@
 //!
 //! # Platform support
 //!
-//! This crate is pure data and compiles everywhere.
+//! This crate is data and traits; it compiles on every Unix (descriptors
+//! are `std::os::fd`).
 //!
 //! # Caveats
 //!
@@ -45,10 +51,15 @@
 //! crates.
 #![forbid(unsafe_code)]
 
+mod gap;
 mod mode;
 mod provider;
+mod workspace;
 
+pub use gap::SandboxGap;
 pub use mode::{ParseModeError, SandboxEnforcement, SandboxMode};
 pub use provider::{
-    BoxFuture, Confinement, PreExec, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+    BoxFuture, BpfInstruction, Confinement, Restriction, RunnerOutcome, RunnerReport,
+    SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
+pub use workspace::{Workspace, WorkspaceError};

@@ -1,85 +1,152 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::future::Future;
-use std::io;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::{SandboxEnforcement, SandboxMode};
+use crate::{SandboxEnforcement, SandboxGap, SandboxMode, Workspace};
 
 /// A boxed, sendable future, so provider and executor traits stay
 /// object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A restriction applied in the child between fork and exec (for example
-/// `landlock_restrict_self` on a ruleset prepared in the parent).
-///
-/// It runs after `fork` in a possibly multi-threaded process, so it must
-/// only make raw async-signal-safe syscalls: no allocation, no locks, no
-/// logging.
-pub type PreExec = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
+/// One classic-BPF instruction of a seccomp program (`struct sock_filter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BpfInstruction {
+    /// The opcode.
+    pub code: u16,
+    /// Jump offset when true.
+    pub jt: u8,
+    /// Jump offset when false.
+    pub jf: u8,
+    /// The operand.
+    pub k: u32,
+}
 
-/// What a command may touch: the mode and the workspace root it refers to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What the launcher applies to the child between fork and exec, described
+/// as data: the launcher's own `sys` code applies it with raw
+/// async-signal-safe syscalls, so no caller-supplied code ever runs in the
+/// forked child.
+///
+/// Order of application: every descriptor above 2 except `keep_fds` is
+/// closed at exec (for every command, restricted or not); capabilities are
+/// dropped; `no_new_privs` is set whenever anything else is asked for; then
+/// the Landlock ruleset and finally the seccomp filter are enforced.
+#[derive(Clone, Debug, Default)]
+pub struct Restriction {
+    /// Drop every capability (bounding, ambient, inheritable, permitted,
+    /// effective) and lock the securebits, so even a command started as root
+    /// holds none and cannot regain any through exec.
+    pub drop_capabilities: bool,
+    /// A Landlock ruleset to enforce with `landlock_restrict_self`.
+    pub landlock_ruleset: Option<Arc<OwnedFd>>,
+    /// A seccomp filter to install (`SECCOMP_MODE_FILTER`).
+    pub seccomp_filter: Option<Arc<[BpfInstruction]>>,
+    /// Descriptors that stay open across exec at their current numbers (for
+    /// example a status pipe whose number is in the argv).
+    pub keep_fds: Vec<Arc<OwnedFd>>,
+}
+
+impl Restriction {
+    /// True if and only if nothing beyond closing inherited descriptors is
+    /// asked for.
+    pub fn is_empty(&self) -> bool {
+        !self.drop_capabilities
+            && self.landlock_ruleset.is_none()
+            && self.seccomp_filter.is_none()
+            && self.keep_fds.is_empty()
+    }
+}
+
+/// What a command may touch: the mode, the workspace it refers to, and the
+/// private temporary directory of this one command.
+#[derive(Clone, Debug)]
 pub struct SandboxPolicy {
     /// The mode to enforce.
     pub mode: SandboxMode,
-    /// The absolute workspace root (writable under `workspace-write`).
-    pub workspace_root: PathBuf,
+    /// The workspace root (writable under `workspace-write`).
+    pub workspace: Workspace,
+    /// An empty private directory for this command's temporary files,
+    /// writable under `workspace-write` and presented as `TMPDIR` (as `/tmp`
+    /// under bubblewrap). Its owner removes it once the command's tree is
+    /// gone. `None`: no writable temporary space.
+    pub private_tmp: Option<PathBuf>,
+}
+
+/// Whether the sandbox runner started the command, read from a channel the
+/// command cannot write to (never from its output).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunnerOutcome {
+    /// The runner started the command; whatever the exit, it is the
+    /// command's.
+    Started,
+    /// The runner failed before the command started; nothing ran.
+    NeverStarted,
+}
+
+/// A runner's structural report (for bubblewrap: its `--json-status-fd`).
+pub trait RunnerReport: Send + Sync + fmt::Debug {
+    /// The outcome, read once the runner has exited.
+    fn outcome(&self) -> RunnerOutcome;
 }
 
 /// How to run one exact argv confined.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Confinement {
     /// The argv to spawn instead of the caller's (the caller's own argv when
-    /// the restriction is applied by `pre_exec` alone). First element is the
-    /// program.
+    /// the restriction alone confines). First element is the program.
     pub argv: Vec<OsString>,
-    /// A restriction to apply between fork and exec, if the backend needs one.
-    pub pre_exec: Option<PreExec>,
-    /// Which backend confines it (`bwrap`, `landlock`, `runner`).
+    /// What the launcher applies between fork and exec.
+    pub restriction: Restriction,
+    /// Environment changes for the command: `Some` sets, `None` removes.
+    pub environment: Vec<(OsString, Option<OsString>)>,
+    /// Which backend confines it (`bwrap`, `landlock`, `runner`, `none`).
     pub backend: String,
     /// How completely the backend enforces the mode on this host.
     pub enforcement: SandboxEnforcement,
-    /// Case-insensitive stderr substrings that this backend's denials produce.
+    /// What is not governed; empty exactly when `enforcement` is `full`.
+    pub gaps: Vec<SandboxGap>,
+    /// Case-insensitive stderr substrings that this backend's denials
+    /// produce (a hint for the `denied` fact, never for runner failure).
     pub denial_signatures: Vec<String>,
-    /// Case-insensitive stderr substrings that mean the runner itself failed
-    /// and the command never ran.
-    pub runner_failure_signatures: Vec<String>,
-}
-
-impl fmt::Debug for Confinement {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Confinement")
-            .field("argv", &self.argv)
-            .field("pre_exec", &self.pre_exec.is_some())
-            .field("backend", &self.backend)
-            .field("enforcement", &self.enforcement)
-            .field("denial_signatures", &self.denial_signatures)
-            .field("runner_failure_signatures", &self.runner_failure_signatures)
-            .finish()
-    }
-}
-
-/// True if and only if `stderr` contains one of `signatures`, ignoring case.
-pub(crate) fn mentions(stderr: &str, signatures: &[String]) -> bool {
-    let stderr = stderr.to_lowercase();
-    signatures
-        .iter()
-        .filter(|s| !s.trim().is_empty())
-        .any(|s| stderr.contains(&s.to_lowercase()))
+    /// The runner's structural report, when the argv wraps a runner.
+    pub runner_report: Option<Arc<dyn RunnerReport>>,
 }
 
 impl Confinement {
-    /// True if and only if `stderr` carries one of this backend's denial phrases.
-    pub fn denial_in(&self, stderr: &str) -> bool {
-        mentions(stderr, &self.denial_signatures)
+    /// The command exactly as given, with nothing confined (for
+    /// `danger-full-access`).
+    pub fn unconfined(argv: &[OsString]) -> Self {
+        Confinement {
+            argv: argv.to_vec(),
+            restriction: Restriction::default(),
+            environment: Vec::new(),
+            backend: "none".into(),
+            enforcement: SandboxEnforcement::Full,
+            gaps: Vec::new(),
+            denial_signatures: Vec::new(),
+            runner_report: None,
+        }
     }
 
-    /// True if and only if `stderr` says the runner itself failed.
-    pub fn runner_failure_in(&self, stderr: &str) -> bool {
-        mentions(stderr, &self.runner_failure_signatures)
+    /// True if and only if `stderr` carries one of this backend's denial
+    /// phrases (case-insensitive).
+    pub fn denial_in(&self, stderr: &str) -> bool {
+        let stderr = stderr.to_lowercase();
+        self.denial_signatures
+            .iter()
+            .filter(|s| !s.trim().is_empty())
+            .any(|s| stderr.contains(&s.to_lowercase()))
+    }
+
+    /// The runner's outcome; a confinement without a runner always starts
+    /// the command (a failed restriction is a spawn error, not an outcome).
+    pub fn runner_outcome(&self) -> RunnerOutcome {
+        self.runner_report
+            .as_ref()
+            .map_or(RunnerOutcome::Started, |report| report.outcome())
     }
 }
 
@@ -165,19 +232,26 @@ mod tests {
             .ends_with("(runner said: bwrap: No permissions to create new namespace)"));
     }
 
+    #[derive(Debug)]
+    struct Never;
+
+    impl RunnerReport for Never {
+        fn outcome(&self) -> RunnerOutcome {
+            RunnerOutcome::NeverStarted
+        }
+    }
+
     #[test]
-    fn signatures_match_case_insensitively_and_ignore_blanks() {
-        let confinement = Confinement {
-            argv: vec![],
-            pre_exec: None,
-            backend: "bwrap".into(),
-            enforcement: SandboxEnforcement::Full,
-            denial_signatures: vec!["read-only file system".into()],
-            runner_failure_signatures: vec!["  ".into(), "bwrap:".into()],
-        };
+    fn denials_match_case_insensitively_and_runner_outcome_is_structural() {
+        let mut confinement = Confinement::unconfined(&["true".into()]);
+        confinement.denial_signatures = vec!["  ".into(), "read-only file system".into()];
         assert!(confinement.denial_in("touch: x: Read-Only File System"));
         assert!(!confinement.denial_in("Permission denied"));
-        assert!(confinement.runner_failure_in("BWRAP: cannot mount"));
-        assert!(!confinement.runner_failure_in("anything else"));
+        // Without a runner the command always started; with one, only its
+        // report decides (no stderr text is consulted).
+        assert_eq!(confinement.runner_outcome(), RunnerOutcome::Started);
+        confinement.runner_report = Some(Arc::new(Never));
+        assert_eq!(confinement.runner_outcome(), RunnerOutcome::NeverStarted);
+        assert!(confinement.restriction.is_empty());
     }
 }

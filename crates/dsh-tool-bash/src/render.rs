@@ -248,6 +248,8 @@ mod tests {
             denied: true,
             enforcement: Some(SandboxEnforcement::Full),
             runner_failed: false,
+            gaps: Vec::new(),
+            workspace: Some("/ws".into()),
         });
         let plain = render_run_result(&r, false);
         assert!(plain.ends_with(

@@ -6,8 +6,8 @@
 //! Everything the child needs (argv, envp, cwd, fds) is prepared in the
 //! parent. The child runs on its own stack and only makes raw
 //! async-signal-safe syscalls: reset signal dispositions and mask, dup2 the
-//! standard fds, `setsid`, `prctl`s, the optional restriction, `chdir`,
-//! `execve`. A failure is reported as an errno through a close-on-exec
+//! standard fds, `setsid`, `prctl`s, close every inherited descriptor above
+//! 2 at exec, the restriction (see `restrict.rs`), `chdir`, `execve`. A failure is reported as an errno through a close-on-exec
 //! pipe. All signals are blocked in the spawning thread around the clone,
 //! so no handler of the parent can run on the shared memory in the child.
 
@@ -19,9 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::contain_child;
-
-/// A restriction run in the child before exec (raw syscalls only).
-pub(crate) type Restriction = dyn Fn() -> io::Result<()> + Send + Sync;
+use super::restrict::{self, Prepared};
 
 /// What to exec and how.
 pub(crate) struct LaunchPlan<'a> {
@@ -30,7 +28,7 @@ pub(crate) struct LaunchPlan<'a> {
     pub(crate) env: &'a [(OsString, OsString)],
     pub(crate) cwd: &'a Path,
     pub(crate) piped_stdin: bool,
-    pub(crate) restriction: Option<&'a Restriction>,
+    pub(crate) restriction: &'a dsh_sandbox::Restriction,
 }
 
 /// A started child: its pid and our ends of its pipes.
@@ -96,7 +94,7 @@ struct ChildArgs {
     stdio: [RawFd; 3],
     report: RawFd,
     parent: libc::pid_t,
-    restriction: Option<*const Restriction>,
+    restriction: *const Prepared,
 }
 
 /// Reports `errno` to the parent and exits.
@@ -156,11 +154,10 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     if let Err(err) = unsafe { contain_child(args.parent, true) } {
         fail(args.report, err.raw_os_error().unwrap_or(libc::EIO));
     }
-    if let Some(restriction) = args.restriction {
-        // SAFETY: the parent keeps the restriction alive until we exec.
-        if let Err(err) = unsafe { (*restriction)() } {
-            fail(args.report, err.raw_os_error().unwrap_or(libc::EPERM));
-        }
+    // SAFETY: we are the freshly cloned child (own descriptor table); the
+    // parent keeps the prepared restriction alive until we exec.
+    if let Err(errno) = unsafe { restrict::apply(&*args.restriction) } {
+        fail(args.report, errno);
     }
     // SAFETY: chdir and execve with NUL-terminated strings and arrays the parent prepared.
     unsafe {
@@ -238,6 +235,7 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Resu
         .chain([std::ptr::null()])
         .collect();
     let cwd = cstring(OsStr::new(plan.cwd).as_bytes())?;
+    let restriction = Prepared::new(plan.restriction);
 
     let (stdin_read, stdin_write) = if plan.piped_stdin {
         let (r, w) = pipe()?;
@@ -260,7 +258,7 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Resu
         ],
         report: report_write.as_raw_fd(),
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
-        restriction: plan.restriction.map(|r| r as *const Restriction),
+        restriction: &restriction as *const Prepared,
     };
     let stack_top = {
         let len = launcher.stack.len();

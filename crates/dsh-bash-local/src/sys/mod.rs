@@ -201,6 +201,7 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
 }
 
 mod launch;
+mod restrict;
 
 pub(crate) use launch::{launch, LaunchPlan, Launcher};
 

@@ -2,6 +2,7 @@ mod background;
 mod cancel;
 mod concurrency;
 mod containment;
+mod descriptors;
 mod environment;
 mod escapee;
 mod fixture;

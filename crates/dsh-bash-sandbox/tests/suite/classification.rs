@@ -150,3 +150,88 @@ async fn runner_failure_is_checked_first_and_carries_the_first_stderr_line() {
     .unwrap_err();
     assert_eq!(err.code(), "SANDBOX_UNAVAILABLE", "{err}");
 }
+
+/// A command cannot make its own run look like a sandbox failure: text
+/// that mimics a runner error, with a non-zero exit, is the command's own
+/// result (its exit code and its stdout), under every real backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_runner_error_is_the_commands_own_result() {
+    for backend in backends().await {
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            let root = tempfile::tempdir().unwrap();
+            let executor = executor(backend.clone(), mode, root.path());
+            let result = run(
+                &executor,
+                "echo kept; echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2; echo 'landlock: fatal' >&2; exit 1",
+                None,
+            )
+            .await;
+            assert_eq!(result.exit_code, Some(1), "{backend:?}/{mode}: {result:?}");
+            assert_eq!(result.stdout.text, "kept\n", "{backend:?}/{mode}");
+            let facts = result.sandbox.unwrap();
+            assert!(!facts.runner_failed, "{backend:?}/{mode}");
+            assert!(!facts.denied, "{backend:?}/{mode}");
+        }
+    }
+}
+
+/// The runner's structural report alone decides: "never started" is a
+/// refusal even with a clean exit, "started" is the command's result even
+/// with a runner-looking stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_runner_report_decides_runner_failure() {
+    use std::sync::Arc;
+
+    use dsh_bash::BashExecutor;
+    use dsh_bash_local::LocalConfig;
+    use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+    use dsh_sandbox::RunnerOutcome;
+
+    use super::fixture::{local, Recorder};
+
+    let over = |outcome| {
+        let recorder = Arc::new(Recorder {
+            runner: Some(outcome),
+            ..Recorder::default()
+        });
+        SandboxBashExecutor::new(
+            SandboxConfig {
+                local: LocalConfig {
+                    cwd: Some("/tmp".into()),
+                    ..local()
+                },
+                mode: SandboxMode::ReadOnly,
+                workspace_root: None,
+            },
+            recorder as Arc<dyn dsh_sandbox::SandboxProvider>,
+        )
+        .unwrap()
+    };
+    let started = over(RunnerOutcome::Started);
+    let result = run(&started, "echo 'runner: fatal' >&2; exit 1", None).await;
+    assert_eq!(result.exit_code, Some(1));
+    assert!(!result.sandbox.unwrap().runner_failed);
+
+    let never = over(RunnerOutcome::NeverStarted);
+    let err = never
+        .run(
+            never
+                .resolve(dsh_bash::BashExecRequest::new("echo 'why it failed' >&2"))
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let BashError::SandboxUnavailable(refused) = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(refused.detail(), Some("why it failed"));
+    let task = never
+        .start(
+            never
+                .resolve(dsh_bash::BashExecRequest::new("true"))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(task.settled().await.sandbox.unwrap().runner_failed);
+}

@@ -17,30 +17,51 @@ fn alive(pid: i32) -> bool {
     })
 }
 
+/// The host pids of live processes whose command line contains `token`.
+fn with_token(token: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(token))
+                && alive(*pid)
+        })
+        .collect()
+}
+
+fn backend_tag(backend: &dsh_sandbox_local::Backend) -> u8 {
+    match backend {
+        dsh_sandbox_local::Backend::Bwrap => 1,
+        _ => 2,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_confined_task_stops_its_escapees_and_term_ignorers() {
     for backend in backends().await {
         let root = tempfile::tempdir().unwrap();
         let executor = executor(backend.clone(), SandboxMode::ReadOnly, root.path());
-        // The escapees print their own pids (the profiles share the host's
-        // pid namespace, so these are host pids).
-        let command = "trap '' TERM; setsid sleep 1000 & echo $!; ( ( sleep 1000 & echo $! ) & ); \
-                       echo end; sleep 1000";
+        // Under bwrap the escapees live in a pid namespace of their own, so
+        // they are found from the host by a token in their command line.
+        let token = format!("1000.{}{}", std::process::id(), backend_tag(&backend));
+        let command = format!(
+            "trap '' TERM; setsid sleep {token} & ( ( sleep {token} & ) & ); echo end; sleep {token}"
+        );
         let task = executor
             .start(executor.resolve(BashExecRequest::new(command)).unwrap())
             .await
             .unwrap();
-        let mut seen = String::new();
-        let numbers = |text: &str| text.lines().filter(|l| l.parse::<i32>().is_ok()).count();
-        while !(seen.contains("end") && numbers(&seen) == 2) {
-            seen.push_str(&executor.read_output(&task.id).unwrap().delta);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut pids = with_token(&token);
+        while pids.len() < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{backend:?}: escapees not running: {pids:?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
+            pids = with_token(&token);
         }
-        let pids: Vec<i32> = seen.lines().filter_map(|l| l.parse().ok()).collect();
-        assert!(
-            pids.iter().all(|p| alive(*p)),
-            "{backend:?}: escapees not running: {seen}"
-        );
         assert!(executor.kill(&task.id).await.unwrap());
         for pid in &pids {
             let deadline = std::time::Instant::now() + Duration::from_secs(10);

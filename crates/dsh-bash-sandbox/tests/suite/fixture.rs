@@ -8,7 +8,8 @@ use dsh_bash::{BashExecRequest, BashExecutor, BashRunResult, SandboxMode};
 use dsh_bash_local::LocalConfig;
 use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
 use dsh_sandbox::{
-    BoxFuture, Confinement, SandboxEnforcement, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+    BoxFuture, Confinement, RunnerOutcome, RunnerReport, SandboxEnforcement, SandboxGap,
+    SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider, RunnerCommand};
 
@@ -47,7 +48,6 @@ pub fn runner_executor(runner: &Path, root: &Path) -> SandboxBashExecutor {
     let config = LocalSandboxConfig {
         runner: Some(RunnerCommand {
             command: vec![runner.as_os_str().to_owned()],
-            failure_signatures: vec!["runner: fatal".into()],
         }),
         ..LocalSandboxConfig::default()
     };
@@ -89,6 +89,16 @@ pub async fn run(
         .unwrap()
 }
 
+/// A runner report double with a fixed outcome.
+#[derive(Debug)]
+pub struct Reported(pub RunnerOutcome);
+
+impl RunnerReport for Reported {
+    fn outcome(&self) -> RunnerOutcome {
+        self.0
+    }
+}
+
 /// A provider double: records every (argv, policy) and confines nothing
 /// (returns the argv unchanged with fixed facts).
 #[derive(Default)]
@@ -96,6 +106,8 @@ pub struct Recorder {
     pub calls: Mutex<Vec<(Vec<OsString>, SandboxPolicy)>>,
     pub enforcement: Option<SandboxEnforcement>,
     pub refuse: bool,
+    /// When set, the confinement carries a runner report with this outcome.
+    pub runner: Option<RunnerOutcome>,
 }
 
 impl SandboxProvider for Recorder {
@@ -112,13 +124,20 @@ impl SandboxProvider for Recorder {
             if self.refuse {
                 return Err(SandboxUnavailable::new(policy.mode, None));
             }
+            let enforcement = self.enforcement.unwrap_or(SandboxEnforcement::Full);
             Ok(Confinement {
-                argv: argv.to_vec(),
-                pre_exec: None,
+                enforcement,
+                gaps: if enforcement == SandboxEnforcement::Full {
+                    Vec::new()
+                } else {
+                    vec![SandboxGap::Metadata]
+                },
                 backend: "recorder".into(),
-                enforcement: self.enforcement.unwrap_or(SandboxEnforcement::Full),
                 denial_signatures: vec!["permission denied".into()],
-                runner_failure_signatures: vec!["recorder: broken".into()],
+                runner_report: self
+                    .runner
+                    .map(|outcome| Arc::new(Reported(outcome)) as Arc<dyn RunnerReport>),
+                ..Confinement::unconfined(argv)
             })
         })
     }

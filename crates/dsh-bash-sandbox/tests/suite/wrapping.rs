@@ -60,7 +60,7 @@ async fn the_provider_gets_exactly_bash_c_and_the_policy_on_every_run_and_start(
         ["bash", "-c", "echo 'a b' \"c'd\""].map(OsString::from)
     );
     assert_eq!(calls[0].1.mode, SandboxMode::ReadOnly);
-    assert_eq!(calls[0].1.workspace_root, std::path::Path::new("/tmp"));
+    assert_eq!(calls[0].1.workspace.path(), std::path::Path::new("/tmp"));
     assert_eq!(calls[2].1.mode, SandboxMode::WorkspaceWrite);
     let facts = result.sandbox.unwrap();
     assert_eq!(facts.mode, SandboxMode::ReadOnly);

@@ -136,7 +136,6 @@ async fn a_runner_failure_gets_its_own_marker() {
     let sandbox = LocalSandboxConfig {
         runner: Some(RunnerCommand {
             command: vec![runner.into_os_string()],
-            failure_signatures: vec!["runner: fatal".into()],
         }),
         ..LocalSandboxConfig::default()
     };

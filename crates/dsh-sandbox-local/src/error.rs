@@ -1,0 +1,35 @@
+use std::io;
+
+/// Why a backend could not confine a command (turned into
+/// `SANDBOX_UNAVAILABLE` with this text as the detail; nothing runs).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// A Landlock ruleset step failed.
+    #[error("landlock: cannot {step}: {detail}")]
+    Landlock {
+        /// What was being done.
+        step: &'static str,
+        /// What the landlock crate or the kernel said.
+        detail: String,
+    },
+    /// The kernel has no Landlock.
+    #[error("landlock: not supported by this kernel")]
+    LandlockUnsupported,
+    /// A descriptor for the runner could not be prepared.
+    #[error("cannot prepare the {what} for the sandbox runner: {cause}")]
+    Descriptor {
+        /// Which descriptor.
+        what: &'static str,
+        /// What the OS said.
+        cause: io::Error,
+    },
+    /// A probe showed the backend does not confine here.
+    #[error("{backend}: {reason}")]
+    Probe {
+        /// The backend probed.
+        backend: &'static str,
+        /// What the probe saw.
+        reason: String,
+    },
+}

@@ -1,0 +1,233 @@
+//! The syscall filter of the Landlock backend, built with `seccompiler`:
+//! what Landlock does not govern, refused with `EPERM` (a foreign
+//! architecture's syscall ABI kills the process).
+//!
+//! Refused in both confining modes:
+//! - `io_uring_*` (its operations bypass this filter, e.g. xattr changes);
+//! - `ptrace`, `process_vm_readv`/`process_vm_writev`;
+//! - `prlimit64`, `setpriority`, `ioprio_set`, `sched_set*` aimed at any
+//!   process but the caller (pid/who 0);
+//! - inode-flag and fs-xattr ioctls (`chattr`), every xattr change;
+//! - `mknod`/`mknodat` of character and block devices;
+//! - keyrings (`add_key`, `request_key`, `keyctl`), `bpf`,
+//!   `perf_event_open`;
+//! - SysV IPC (`msg*`, `sem*`, `shm*`) and POSIX message queues (`mq_*`).
+//!
+//! Refused in `read-only` only (Landlock cannot say where, so in
+//! `workspace-write` they stay possible outside the workspace and the
+//! result names the `metadata` gap): chmod, chown and timestamp changes.
+//!
+//! On x86_64 the x32 entry points of every refused syscall are refused too.
+
+use std::collections::BTreeMap;
+
+use dsh_sandbox::{BpfInstruction, SandboxMode};
+use seccompiler::{
+    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
+
+/// `FS_IOC_SETFLAGS` (64- and 32-bit forms) and `FS_IOC_FSSETXATTR`.
+const INODE_FLAG_IOCTLS: [u64; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
+
+/// `setxattrat(2)` and `removexattrat(2)` (Linux 6.13): one number on every
+/// architecture, not yet in every libc.
+const SYS_SETXATTRAT: i64 = 463;
+const SYS_REMOVEXATTRAT: i64 = 466;
+
+/// `IOPRIO_WHO_USER` of `ioprio_set(2)`.
+const IOPRIO_WHO_USER: u64 = 3;
+
+/// The x32 syscall bit (x86_64 only).
+const X32: i64 = 0x4000_0000;
+
+fn target() -> Option<TargetArch> {
+    std::env::consts::ARCH.try_into().ok()
+}
+
+fn always() -> Vec<SeccompRule> {
+    Vec::new()
+}
+
+fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> Option<SeccompRule> {
+    let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).ok()?;
+    SeccompRule::new(vec![condition]).ok()
+}
+
+/// Refused when argument `arg` names another process (is not 0).
+fn not_self(arg: u8) -> Option<Vec<SeccompRule>> {
+    Some(vec![condition(arg, SeccompCmpOp::Ne, 0)?])
+}
+
+/// Refused when the mode argument `arg` makes a character or block device.
+fn device_node(arg: u8) -> Option<Vec<SeccompRule>> {
+    let format = u64::from(libc::S_IFMT);
+    Some(vec![
+        condition(
+            arg,
+            SeccompCmpOp::MaskedEq(format),
+            u64::from(libc::S_IFCHR),
+        )?,
+        condition(
+            arg,
+            SeccompCmpOp::MaskedEq(format),
+            u64::from(libc::S_IFBLK),
+        )?,
+    ])
+}
+
+fn rules(mode: SandboxMode) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let unconditional = [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_keyctl,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmdt,
+        libc::SYS_shmctl,
+        libc::SYS_mq_open,
+        libc::SYS_mq_unlink,
+        libc::SYS_mq_timedsend,
+        libc::SYS_mq_timedreceive,
+        libc::SYS_mq_notify,
+        libc::SYS_mq_getsetattr,
+    ];
+    for nr in unconditional {
+        rules.insert(nr, always());
+    }
+    rules.insert(SYS_SETXATTRAT, always());
+    rules.insert(SYS_REMOVEXATTRAT, always());
+    rules.insert(libc::SYS_prlimit64, not_self(0)?);
+    // setpriority(PRIO_USER, 0, ..) and ioprio_set(IOPRIO_WHO_USER, 0, ..)
+    // mean "every process of my user": refused whatever `who` says.
+    let mut setpriority = not_self(1)?;
+    setpriority.push(condition(0, SeccompCmpOp::Eq, libc::PRIO_USER as u64)?);
+    rules.insert(libc::SYS_setpriority, setpriority);
+    let mut ioprio = not_self(1)?;
+    ioprio.push(condition(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?);
+    rules.insert(libc::SYS_ioprio_set, ioprio);
+    for nr in [
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+    ] {
+        rules.insert(nr, not_self(0)?);
+    }
+    rules.insert(libc::SYS_mknodat, device_node(2)?);
+    let ioctls = INODE_FLAG_IOCTLS
+        .iter()
+        .map(|cmd| {
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *cmd)
+                .ok()
+                .and_then(|c| SeccompRule::new(vec![c]).ok())
+        })
+        .collect::<Option<Vec<_>>>()?;
+    rules.insert(libc::SYS_ioctl, ioctls);
+    if mode == SandboxMode::ReadOnly {
+        for nr in [
+            libc::SYS_fchmod,
+            libc::SYS_fchmodat,
+            libc::SYS_fchmodat2,
+            libc::SYS_fchown,
+            libc::SYS_fchownat,
+            libc::SYS_utimensat,
+        ] {
+            rules.insert(nr, always());
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        rules.insert(libc::SYS_mknod, device_node(1)?);
+        if mode == SandboxMode::ReadOnly {
+            for nr in [
+                libc::SYS_chmod,
+                libc::SYS_chown,
+                libc::SYS_lchown,
+                libc::SYS_utime,
+                libc::SYS_utimes,
+                libc::SYS_futimesat,
+            ] {
+                rules.insert(nr, always());
+            }
+        }
+        // The same calls through the x32 ABI: the same numbers with the x32
+        // bit, plus the x32-only numbers of ioctl (514), ptrace (521),
+        // process_vm_readv (539) and process_vm_writev (540).
+        let native: Vec<(i64, Vec<SeccompRule>)> =
+            rules.iter().map(|(nr, r)| (nr | X32, r.clone())).collect();
+        rules.extend(native);
+        if let Some(ioctl) = rules.get(&libc::SYS_ioctl).cloned() {
+            rules.insert(514 | X32, ioctl);
+        }
+        for nr in [521, 539, 540] {
+            rules.insert(nr | X32, always());
+        }
+    }
+    Some(rules)
+}
+
+/// The filter for `mode` on this architecture; `None` where `seccompiler`
+/// has no target for it (the result then names the `syscalls` gap).
+pub(crate) fn filter(mode: SandboxMode) -> Option<Vec<BpfInstruction>> {
+    let filter = SeccompFilter::new(
+        rules(mode)?,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        target()?,
+    )
+    .ok()?;
+    let program: seccompiler::BpfProgram = filter.try_into().ok()?;
+    Some(
+        program
+            .into_iter()
+            .map(|i| BpfInstruction {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_modes_build_and_read_only_refuses_more() {
+        let read_only = filter(SandboxMode::ReadOnly).expect("a filter for this architecture");
+        let write = filter(SandboxMode::WorkspaceWrite).expect("a filter for this architecture");
+        assert!(
+            read_only.len() > write.len(),
+            "{} vs {}",
+            read_only.len(),
+            write.len()
+        );
+        assert!(read_only.len() < usize::from(u16::MAX));
+    }
+}

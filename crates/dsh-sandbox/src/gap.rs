@@ -1,0 +1,66 @@
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One promise of the threat model that a backend cannot keep on this host;
+/// reported beside `enforcement: partial`, so nothing is claimed that is not
+/// enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum SandboxGap {
+    /// Mode, owner and times of files outside the workspace can still be
+    /// changed (Landlock does not govern them, and a syscall filter cannot
+    /// tell inside the workspace from outside).
+    Metadata,
+    /// Truncating files outside the policy (Landlock ABI < 3).
+    Truncate,
+    /// Signals to processes of the same user outside the sandbox (Landlock
+    /// ABI < 6 has no signal scope).
+    Signals,
+    /// Connections to abstract unix sockets served outside the sandbox
+    /// (Landlock ABI < 6 has no socket scope).
+    AbstractSockets,
+    /// The syscall filter (io_uring, keyrings, SysV IPC, inode flags, other
+    /// processes' limits) could not be built for this architecture.
+    Syscalls,
+}
+
+impl SandboxGap {
+    /// The stable name (`metadata`, `abstract-sockets`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxGap::Metadata => "metadata",
+            SandboxGap::Truncate => "truncate",
+            SandboxGap::Signals => "signals",
+            SandboxGap::AbstractSockets => "abstract-sockets",
+            SandboxGap::Syscalls => "syscalls",
+        }
+    }
+}
+
+impl fmt::Display for SandboxGap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_stable_and_serde_agrees() {
+        for gap in [
+            SandboxGap::Metadata,
+            SandboxGap::Truncate,
+            SandboxGap::Signals,
+            SandboxGap::AbstractSockets,
+            SandboxGap::Syscalls,
+        ] {
+            let json = serde_json::to_string(&gap).unwrap();
+            assert_eq!(json, format!("\"{gap}\""));
+            assert_eq!(serde_json::from_str::<SandboxGap>(&json).unwrap(), gap);
+        }
+    }
+}
