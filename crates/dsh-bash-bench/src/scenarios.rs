@@ -447,7 +447,11 @@ async fn kill_latency(options: &Options) -> Vec<Row> {
     ]
 }
 
-fn sandboxed(options: &Options, backend: Backend) -> Option<SandboxBashExecutor> {
+fn sandboxed(
+    options: &Options,
+    backend: Backend,
+    mode: SandboxMode,
+) -> Option<SandboxBashExecutor> {
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend,
         ..LocalSandboxConfig::default()
@@ -456,7 +460,7 @@ fn sandboxed(options: &Options, backend: Backend) -> Option<SandboxBashExecutor>
     SandboxBashExecutor::new(
         SandboxConfig {
             local: local(options),
-            mode: SandboxMode::ReadOnly,
+            mode,
             workspace_root: Some(options.scratch.clone()),
         },
         Arc::new(provider),
@@ -467,19 +471,33 @@ fn sandboxed(options: &Options, backend: Backend) -> Option<SandboxBashExecutor>
 async fn sandbox_overhead(options: &Options) -> Vec<Row> {
     let plain = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
     let mut rows = Vec::new();
-    for (label, backend, target) in [
+    for (label, backend, mode, target) in [
         (
             "6a `true` under Landlock (read-only)",
             Backend::Landlock,
-            "target <= 1.10x",
+            SandboxMode::ReadOnly,
+            "target <= 1.15x",
         ),
         (
             "6b `true` under bwrap (read-only)",
             Backend::Bwrap,
-            "reported as measured",
+            SandboxMode::ReadOnly,
+            "aim <= 2.5x",
+        ),
+        (
+            "6c `true` under Landlock (workspace-write)",
+            Backend::Landlock,
+            SandboxMode::WorkspaceWrite,
+            "+ a private TMPDIR per command; target <= 1.15x",
+        ),
+        (
+            "6d `true` under bwrap (workspace-write)",
+            Backend::Bwrap,
+            SandboxMode::WorkspaceWrite,
+            "+ a private TMPDIR per command; aim <= 2.5x",
         ),
     ] {
-        let Some(confined) = sandboxed(options, backend) else {
+        let Some(confined) = sandboxed(options, backend, mode) else {
             continue;
         };
         if let Err(err) = confined.run(spec(&confined, "true")).await {

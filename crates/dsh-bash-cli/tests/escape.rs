@@ -137,6 +137,24 @@ const ATTEMPTS: &[Attempt] = &[
         "echo pwned > /tmp/$TAG",
     ),
     attempt("/dev/shm (host)", "echo pwned > /dev/shm/$TAG"),
+    attempt(
+        "write a host sysctl (its own value)",
+        "v=$(cat /proc/sys/net/ipv4/tcp_keepalive_time); echo $v > /proc/sys/net/ipv4/tcp_keepalive_time && echo ESCAPED",
+    ),
+    attempt(
+        "private TMPDIR made unremovable",
+        "mkdir -p $TMPDIR/keep/sub && echo payload > $TMPDIR/keep/sub/f && chmod 000 $TMPDIR/keep/sub $TMPDIR/keep",
+    ),
+    Attempt {
+        // fscrypt policy on a directory, inode generation of a file: both
+        // change the disk through a read-only descriptor, which Landlock
+        // does not govern; reaching the filesystem at all (any answer but
+        // the filter's EPERM) counts. Under bwrap the read-only mount
+        // answers EROFS, and the target snapshot is the judge.
+        name: "filesystem ioctls through read-only descriptors",
+        command: "$PY -c 'import errno, fcntl, os, struct\nfor path, flags, cmd, arg in [(os.environ[\"T\"], os.O_RDONLY | os.O_DIRECTORY, 0x800c6613, struct.pack(\"BBBB8s\", 0, 1, 4, 0, bytes(8))), (os.environ[\"T\"] + \"/file\", os.O_RDONLY, 0x40086604, struct.pack(\"l\", 4919))]:\n    try:\n        fcntl.ioctl(os.open(path, flags), cmd, arg)\n        print(\"ESCAPED\")\n    except OSError as e:\n        e.errno != errno.EPERM and print(\"ESCAPED\", e)'",
+        only: Some("landlock"),
+    },
     Attempt {
         // Under bwrap io_uring obeys the read-only mounts; under Landlock its
         // xattr operations would bypass both Landlock and the syscall
@@ -764,8 +782,8 @@ fn controls(user: User, backend: &str, base: &Path) {
             backend,
             mode,
             (&real, None, &real),
-            &[],
-            "echo kept; echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2; exit 1",
+            &[("SSH_AUTH_SOCK", "/run/user/0/agent.sock".to_owned())],
+            "echo kept$SSH_AUTH_SOCK; echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2; exit 1",
         );
         let result = forged.result.as_ref().unwrap_or_else(|| {
             panic!(
@@ -774,6 +792,7 @@ fn controls(user: User, backend: &str, base: &Path) {
             )
         });
         assert_eq!(result["exit_code"], 1, "{tag}: {result}");
+        // The agent socket variable never reaches a confined command.
         assert_eq!(result["stdout"]["text"], "kept\n", "{tag}");
         assert_eq!(result["sandbox"]["runner_failed"], false, "{tag}");
 

@@ -42,6 +42,16 @@
 //! needs a delegated hierarchy; a supervisor process would cost a fork per
 //! command.
 //!
+//! # Descriptors
+//!
+//! A command starts with stdin, stdout and stderr and nothing else: every
+//! descriptor above 2 the host holds (close-on-exec or not) is closed at
+//! exec, except those a confining executor's [`dsh_sandbox::Restriction`]
+//! keeps on purpose (a runner's status pipe). The restriction itself is
+//! data applied by this crate's launcher with raw syscalls between fork and
+//! exec (capability drop, `no_new_privs`, a Landlock ruleset, a seccomp
+//! program); no caller code runs in the forked child.
+//!
 //! # Dying with the host
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits.

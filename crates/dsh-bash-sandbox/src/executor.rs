@@ -11,8 +11,9 @@ use dsh_sandbox::{
     Confinement, RunnerOutcome, SandboxPolicy, SandboxProvider, SandboxUnavailable, Workspace,
     WorkspaceError,
 };
-use tempfile::TempDir;
 use tokio_util::task::TaskTracker;
+
+use crate::private_tmp::PrivateTmp;
 
 /// The local configuration plus the sandbox defaults.
 #[derive(Clone, Debug)]
@@ -72,17 +73,17 @@ struct Confined {
     confinement: Confinement,
     invocation: Invocation,
     wrapped: bool,
-    private_tmp: Option<TempDir>,
+    private_tmp: Option<PrivateTmp>,
 }
 
 /// Removes a command's private temporary directory on the blocking pool (it
 /// may hold anything the command wrote), tracked so shutdown waits for it.
-fn discard(cleanups: &TaskTracker, private_tmp: Option<TempDir>) {
+fn discard(cleanups: &TaskTracker, private_tmp: Option<PrivateTmp>) {
     if let Some(dir) = private_tmp {
         if tokio::runtime::Handle::try_current().is_ok() {
-            cleanups.spawn_blocking(move || drop(dir));
+            cleanups.spawn_blocking(move || dir.remove());
         } else {
-            drop(dir);
+            dir.remove();
         }
     }
 }
@@ -160,15 +161,12 @@ impl SandboxBashExecutor {
     async fn confine(&self, spec: &BashExecSpec, mode: SandboxMode) -> Result<Confined, BashError> {
         let plain = self.local.invocation(spec);
         let private_tmp = if mode == SandboxMode::WorkspaceWrite {
-            let dir = tempfile::Builder::new()
-                .prefix("dsh-bash-tmp-")
-                .tempdir()
-                .map_err(|err| {
-                    SandboxUnavailable::new(
-                        mode,
-                        Some(format!("cannot create the command's private TMPDIR: {err}")),
-                    )
-                })?;
+            let dir = PrivateTmp::create().map_err(|err| {
+                SandboxUnavailable::new(
+                    mode,
+                    Some(format!("cannot create the command's private TMPDIR: {err}")),
+                )
+            })?;
             Some(dir)
         } else {
             None
@@ -221,7 +219,7 @@ impl SandboxBashExecutor {
         let ran = self.local.run_invocation(spec, invocation).await;
         if let Some(dir) = private_tmp {
             // Gone before the result is: a printed TMPDIR never outlives it.
-            let _ = self.cleanups.spawn_blocking(move || drop(dir)).await;
+            let _ = self.cleanups.spawn_blocking(move || dir.remove()).await;
         }
         let mut result = match ran {
             Ok(result) => result,

@@ -59,5 +59,6 @@
 #![forbid(unsafe_code)]
 
 mod executor;
+mod private_tmp;
 
 pub use executor::{SandboxBashExecutor, SandboxConfig, SandboxConfigError};

@@ -6,7 +6,9 @@
 //! visible, so none can be signalled, traced or read through
 //! `/proc/<pid>`), its own IPC, UTS and (where possible) cgroup namespaces,
 //! a new session, death with its parent, a minimal `/dev`, every bind
-//! `nodev`, the host read-only, and a private `/tmp`:
+//! `nodev`, the host read-only, `/proc/sys`, `/proc/sysrq-trigger` and
+//! `/proc/fs` read-only over the fresh `/proc` (root inside is still uid 0
+//! to sysctl permission checks), and a private `/tmp`:
 //!
 //! - read-only: `--ro-bind / /`, an in-memory `--tmpfs /tmp`, and the
 //!   workspace bound again read-only through the handle opened at
@@ -68,6 +70,19 @@ pub(crate) fn profile(policy: &SandboxPolicy, status_fd: i32, workspace_fd: i32)
         "/dev",
         "--proc",
         "/proc",
+        // Root inside is host uid 0 to the kernel's sysctl permission check
+        // (not a capability check): without these, `core_pattern` and every
+        // network sysctl would be writable, and the core helper runs as
+        // host root.
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
+        "--ro-bind-try",
+        "/proc/sysrq-trigger",
+        "/proc/sysrq-trigger",
+        "--ro-bind-try",
+        "/proc/fs",
+        "/proc/fs",
     ]);
     match (policy.mode, &policy.private_tmp) {
         (SandboxMode::WorkspaceWrite, Some(tmp)) => {

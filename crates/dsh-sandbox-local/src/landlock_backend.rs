@@ -20,10 +20,11 @@
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use dsh_sandbox::{
-    Confinement, Restriction, SandboxEnforcement, SandboxGap, SandboxMode, SandboxPolicy,
+    BpfInstruction, Confinement, Restriction, SandboxEnforcement, SandboxGap, SandboxMode,
+    SandboxPolicy,
 };
 use landlock::{
     AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
@@ -116,14 +117,44 @@ pub(crate) fn gaps(mode: SandboxMode, abi: i64, filtered: bool) -> Vec<SandboxGa
     gaps
 }
 
+/// What does not change from one command to the next, built once per
+/// provider: the syscall filter of each mode and the read-only ruleset (a
+/// ruleset fd can be enforced any number of times).
+#[derive(Debug, Default)]
+pub(crate) struct Prepared {
+    filters: [OnceLock<Option<Arc<[BpfInstruction]>>>; 2],
+    read_only: OnceLock<Arc<OwnedFd>>,
+}
+
+impl Prepared {
+    fn filter(&self, mode: SandboxMode) -> Option<Arc<[BpfInstruction]>> {
+        let slot = usize::from(mode == SandboxMode::WorkspaceWrite);
+        self.filters[slot]
+            .get_or_init(|| crate::seccomp::filter(mode).map(Arc::from))
+            .clone()
+    }
+
+    fn ruleset(&self, policy: &SandboxPolicy) -> Result<Arc<OwnedFd>, SandboxError> {
+        if policy.mode != SandboxMode::ReadOnly {
+            return ruleset(policy).map(Arc::new);
+        }
+        if let Some(cached) = self.read_only.get() {
+            return Ok(Arc::clone(cached));
+        }
+        let built = Arc::new(ruleset(policy)?);
+        Ok(Arc::clone(self.read_only.get_or_init(|| built)))
+    }
+}
+
 /// Confines `argv` with a launcher-applied Landlock restriction.
 pub(crate) fn confine(
     argv: &[OsString],
     policy: &SandboxPolicy,
     abi: i64,
+    prepared: &Prepared,
 ) -> Result<Confinement, SandboxError> {
-    let ruleset = Arc::new(ruleset(policy)?);
-    let filter = crate::seccomp::filter(policy.mode);
+    let ruleset = prepared.ruleset(policy)?;
+    let filter = prepared.filter(policy.mode);
     let gaps = gaps(policy.mode, abi, filter.is_some());
     let mut environment = crate::provider::environment();
     if let (SandboxMode::WorkspaceWrite, Some(tmp)) = (policy.mode, &policy.private_tmp) {
@@ -134,7 +165,7 @@ pub(crate) fn confine(
         restriction: Restriction {
             drop_capabilities: true,
             landlock_ruleset: Some(ruleset),
-            seccomp_filter: filter.map(Arc::from),
+            seccomp_filter: filter,
             keep_fds: Vec::new(),
         },
         environment,

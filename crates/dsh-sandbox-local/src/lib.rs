@@ -74,6 +74,24 @@
 //! - use CPU, memory and processes within the host's limits (containment
 //!   and kills are the executor's job, see `dsh-bash-local`).
 //!
+//! Known limits, stated rather than claimed away:
+//! - a confined command may **bind** an abstract unix socket name while it
+//!   runs; a host client that later connects to that name reaches it (the
+//!   scope only stops connections going out). Under bwrap the name dies
+//!   with the sandbox's pid namespace; under Landlock with the command's
+//!   processes;
+//! - under Landlock, a `setsid` daemon the command leaves running (the
+//!   executor stops leftovers of the command's process group, not yet
+//!   every escapee, see `dsh-bash-local`) may keep writing in the private
+//!   `TMPDIR` while it is removed, and so leave part of it behind;
+//! - under bwrap as an unprivileged user, `mknod NAME c 0 0` creates an
+//!   overlayfs "whiteout" in the workspace: a device number no driver
+//!   serves, on a `nodev` mount;
+//! - filesystem-specific ioctls are refused by type (`'f'`, `'X'`, `'v'`,
+//!   btrfs, f2fs) under Landlock; a filesystem with commands of another
+//!   type that change the disk through a read-only descriptor is not
+//!   covered.
+//!
 //! # The mechanisms
 //!
 //! The provider hands the launcher a [`dsh_sandbox::Restriction`] as data

@@ -45,6 +45,8 @@ pub struct LocalSandboxProvider {
     verdict: OnceCell<Verdict>,
     #[cfg(target_os = "linux")]
     scope: std::sync::OnceLock<Option<Arc<OwnedFd>>>,
+    #[cfg(target_os = "linux")]
+    landlock: crate::landlock_backend::Prepared,
 }
 
 impl LocalSandboxProvider {
@@ -56,6 +58,8 @@ impl LocalSandboxProvider {
             verdict: OnceCell::new(),
             #[cfg(target_os = "linux")]
             scope: std::sync::OnceLock::new(),
+            #[cfg(target_os = "linux")]
+            landlock: crate::landlock_backend::Prepared::default(),
         })
     }
 
@@ -118,7 +122,17 @@ impl LocalSandboxProvider {
             } else {
                 let probed = crate::probe::check(
                     crate::landlock_backend::NAME,
-                    |argv, policy| crate::landlock_backend::confine(argv, policy, abi),
+                    |argv, policy| {
+                        // The probe's workspace is its own: not the cached
+                        // read-only ruleset's (which names no workspace,
+                        // but stays per provider all the same).
+                        crate::landlock_backend::confine(
+                            argv,
+                            policy,
+                            abi,
+                            &crate::landlock_backend::Prepared::default(),
+                        )
+                    },
                     timeout,
                 )
                 .await;
@@ -152,7 +166,8 @@ impl LocalSandboxProvider {
         match self.verdict().await {
             Verdict::Bwrap => self.wrap_bwrap(argv, policy).map_err(unavailable),
             Verdict::Landlock { abi } => {
-                crate::landlock_backend::confine(argv, policy, *abi).map_err(unavailable)
+                crate::landlock_backend::confine(argv, policy, *abi, &self.landlock)
+                    .map_err(unavailable)
             }
             Verdict::Unavailable(why) => {
                 Err(SandboxUnavailable::new(policy.mode, Some(why.clone())))

@@ -7,7 +7,10 @@
 //! - `ptrace`, `process_vm_readv`/`process_vm_writev`;
 //! - `prlimit64`, `setpriority`, `ioprio_set`, `sched_set*` aimed at any
 //!   process but the caller (pid/who 0);
-//! - inode-flag and fs-xattr ioctls (`chattr`), every xattr change;
+//! - filesystem-specific ioctls (inode flags and `chattr`, fs xattrs,
+//!   fscrypt policies, inode generations, btrfs subvolumes and snapshots,
+//!   ext4/XFS/f2fs commands) but a few read-only ones and reflink clones;
+//!   every xattr change;
 //! - `mknod`/`mknodat` of character and block devices;
 //! - keyrings (`add_key`, `request_key`, `keyctl`), `bpf`,
 //!   `perf_event_open`;
@@ -27,8 +30,51 @@ use seccompiler::{
     TargetArch,
 };
 
-/// `FS_IOC_SETFLAGS` (64- and 32-bit forms) and `FS_IOC_FSSETXATTR`.
-const INODE_FLAG_IOCTLS: [u64; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
+/// The ioctl "type" bytes of filesystem-specific commands, which Landlock
+/// does not govern on regular files and directories and which change
+/// things on disk through a read-only descriptor: `'f'` (inode flags,
+/// fscrypt policies, ext4), `'X'` (fs xattrs, XFS), `'v'` (inode
+/// generation), `0x94` (btrfs subvolumes, snapshots, flags) and `0xf5`
+/// (f2fs).
+const FILESYSTEM_IOCTL_TYPES: [u64; 5] = [0x66, 0x58, 0x76, 0x94, 0xf5];
+
+/// The read-only or content-writing commands of those types that stay
+/// allowed: `FS_IOC_GETFLAGS` (both widths), `FS_IOC_FIEMAP`,
+/// `FS_IOC_GETVERSION`, `FS_IOC_FSGETXATTR`, and `FICLONE`/`FICLONERANGE`
+/// (which write only through a descriptor Landlock let open for writing).
+const ALLOWED_FILESYSTEM_IOCTLS: [u64; 7] = [
+    0x8008_6601,
+    0x8004_6601,
+    0xc020_660b,
+    0x8008_7601,
+    0x801c_581f,
+    0x4004_9409,
+    0x4020_940d,
+];
+
+/// Every filesystem-specific ioctl but the allowed ones (command numbers
+/// are 32-bit: compared as such).
+fn filesystem_ioctls() -> Option<Vec<SeccompRule>> {
+    FILESYSTEM_IOCTL_TYPES
+        .iter()
+        .map(|kind| {
+            let mut conditions = vec![SeccompCondition::new(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(0xff00),
+                kind << 8,
+            )
+            .ok()?];
+            for allowed in ALLOWED_FILESYSTEM_IOCTLS {
+                conditions.push(
+                    SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, allowed)
+                        .ok()?,
+                );
+            }
+            SeccompRule::new(conditions).ok()
+        })
+        .collect()
+}
 
 /// `setxattrat(2)` and `removexattrat(2)` (Linux 6.13): one number on every
 /// architecture, not yet in every libc.
@@ -138,15 +184,7 @@ fn rules(mode: SandboxMode) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
         rules.insert(nr, not_self(0)?);
     }
     rules.insert(libc::SYS_mknodat, device_node(2)?);
-    let ioctls = INODE_FLAG_IOCTLS
-        .iter()
-        .map(|cmd| {
-            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *cmd)
-                .ok()
-                .and_then(|c| SeccompRule::new(vec![c]).ok())
-        })
-        .collect::<Option<Vec<_>>>()?;
-    rules.insert(libc::SYS_ioctl, ioctls);
+    rules.insert(libc::SYS_ioctl, filesystem_ioctls()?);
     if mode == SandboxMode::ReadOnly {
         for nr in [
             libc::SYS_fchmod,
