@@ -7,11 +7,31 @@ use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// The directory; removed by [`PrivateTmp::remove`] (never on drop, so no
-/// runtime thread ever walks it).
+/// The directory; removed by [`PrivateTmp::remove`] on the paths that know
+/// the command is over, and otherwise when dropped (a cancelled call, a
+/// task that never started), then on the blocking pool when a runtime is
+/// there, so no runtime thread ever walks it.
 #[derive(Debug)]
 pub(crate) struct PrivateTmp {
-    path: PathBuf,
+    path: Option<PathBuf>,
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let remove = move || remove_logged(&path);
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(remove)),
+                Err(_) => remove(),
+            }
+        }
+    }
+}
+
+fn remove_logged(path: &Path) {
+    if let Err(err) = remove_tree(path) {
+        tracing::warn!(path = %path.display(), %err, "cannot remove a command's private TMPDIR");
+    }
 }
 
 impl PrivateTmp {
@@ -22,17 +42,19 @@ impl PrivateTmp {
             .prefix("dsh-bash-tmp-")
             .permissions(Permissions::from_mode(0o700))
             .tempdir()?;
-        Ok(PrivateTmp { path: dir.keep() })
+        Ok(PrivateTmp {
+            path: Some(dir.keep()),
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
-        &self.path
+        self.path.as_deref().unwrap_or(Path::new(""))
     }
 
     /// Removes the directory and everything in it (blocking).
-    pub(crate) fn remove(self) {
-        if let Err(err) = remove_tree(&self.path) {
-            tracing::warn!(path = %self.path.display(), %err, "cannot remove a command's private TMPDIR");
+    pub(crate) fn remove(mut self) {
+        if let Some(path) = self.path.take() {
+            remove_logged(&path);
         }
     }
 }
@@ -83,5 +105,12 @@ mod tests {
         tmp.remove();
         assert!(!path.exists());
         assert!(outside.path().join("precious").exists());
+
+        // Dropped without a runtime (a call abandoned early): removed too.
+        let dropped = PrivateTmp::create().unwrap();
+        let path = dropped.path().to_owned();
+        fs::write(path.join("f"), "x").unwrap();
+        drop(dropped);
+        assert!(!path.exists());
     }
 }

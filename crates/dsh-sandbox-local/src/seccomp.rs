@@ -34,9 +34,9 @@ use seccompiler::{
 /// does not govern on regular files and directories and which change
 /// things on disk through a read-only descriptor: `'f'` (inode flags,
 /// fscrypt policies, ext4), `'X'` (fs xattrs, XFS), `'v'` (inode
-/// generation), `0x94` (btrfs subvolumes, snapshots, flags) and `0xf5`
-/// (f2fs).
-const FILESYSTEM_IOCTL_TYPES: [u64; 5] = [0x66, 0x58, 0x76, 0x94, 0xf5];
+/// generation), `0x94` (btrfs subvolumes, snapshots, flags), `0xf5`
+/// (f2fs), `'r'` (FAT attributes) and `0xbc` (bcachefs subvolumes).
+const FILESYSTEM_IOCTL_TYPES: [u64; 7] = [0x66, 0x58, 0x76, 0x94, 0xf5, 0x72, 0xbc];
 
 /// The read-only or content-writing commands of those types that stay
 /// allowed: `FS_IOC_GETFLAGS` (both widths), `FS_IOC_FIEMAP`,
@@ -100,7 +100,16 @@ fn condition(arg: u8, op: SeccompCmpOp, value: u64) -> Option<SeccompRule> {
     SeccompRule::new(vec![condition]).ok()
 }
 
-/// Refused when argument `arg` names another process (is not 0).
+/// A condition on an `int` argument: the kernel ignores the upper 32 bits,
+/// so only the lower ones are compared (a 64-bit `Eq` could be dodged by
+/// setting high bits).
+fn int_condition(arg: u8, op: SeccompCmpOp, value: u64) -> Option<SeccompRule> {
+    let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).ok()?;
+    SeccompRule::new(vec![condition]).ok()
+}
+
+/// Refused when argument `arg` names another process (is not 0; compared
+/// on all 64 bits, so high bits can only make it refuse more).
 fn not_self(arg: u8) -> Option<Vec<SeccompRule>> {
     Some(vec![condition(arg, SeccompCmpOp::Ne, 0)?])
 }
@@ -170,10 +179,10 @@ fn rules(mode: SandboxMode) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
     // setpriority(PRIO_USER, 0, ..) and ioprio_set(IOPRIO_WHO_USER, 0, ..)
     // mean "every process of my user": refused whatever `who` says.
     let mut setpriority = not_self(1)?;
-    setpriority.push(condition(0, SeccompCmpOp::Eq, libc::PRIO_USER as u64)?);
+    setpriority.push(int_condition(0, SeccompCmpOp::Eq, libc::PRIO_USER as u64)?);
     rules.insert(libc::SYS_setpriority, setpriority);
     let mut ioprio = not_self(1)?;
-    ioprio.push(condition(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?);
+    ioprio.push(int_condition(0, SeccompCmpOp::Eq, IOPRIO_WHO_USER)?);
     rules.insert(libc::SYS_ioprio_set, ioprio);
     for nr in [
         libc::SYS_sched_setaffinity,
@@ -214,14 +223,14 @@ fn rules(mode: SandboxMode) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
         }
         // The same calls through the x32 ABI: the same numbers with the x32
         // bit, plus the x32-only numbers of ioctl (514), ptrace (521),
-        // process_vm_readv (539) and process_vm_writev (540).
+        // mq_notify (527), process_vm_readv (539) and process_vm_writev (540).
         let native: Vec<(i64, Vec<SeccompRule>)> =
             rules.iter().map(|(nr, r)| (nr | X32, r.clone())).collect();
         rules.extend(native);
         if let Some(ioctl) = rules.get(&libc::SYS_ioctl).cloned() {
             rules.insert(514 | X32, ioctl);
         }
-        for nr in [521, 539, 540] {
+        for nr in [521, 527, 539, 540] {
             rules.insert(nr | X32, always());
         }
     }
