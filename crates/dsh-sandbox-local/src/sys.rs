@@ -36,3 +36,13 @@ pub(crate) fn status_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     Ok((read, write))
 }
+
+/// True if and only if the kernel serves the x32 syscall ABI (probed with
+/// `getpid` through the x32 entry point).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn x32_served() -> bool {
+    const X32_SYSCALL_BIT: libc::c_long = 0x4000_0000;
+    // SAFETY: getpid through the x32 entry point: no arguments, no memory.
+    let rc = unsafe { libc::syscall(libc::SYS_getpid | X32_SYSCALL_BIT) };
+    !(rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+}
