@@ -301,11 +301,10 @@ mod tests {
         assert!(read_only.len() < usize::from(u16::MAX));
         // Short enough that attaching it stays cheap (twice as long where
         // the kernel serves x32).
-        let limit = if cfg!(target_arch = "x86_64") && crate::sys::x32_served() {
-            1200
-        } else {
-            600
-        };
+        #[cfg(target_arch = "x86_64")]
+        let limit = if crate::sys::x32_served() { 1200 } else { 600 };
+        #[cfg(not(target_arch = "x86_64"))]
+        let limit = 600;
         assert!(read_only.len() < limit, "{} instructions", read_only.len());
     }
 }
