@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use dsh_bash::{BashExecRequest, BashExecutor, BashTaskId, SandboxMode};
-use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use dsh_bash_local::{ContainmentChoice, LocalBashExecutor, LocalConfig};
 use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
@@ -96,7 +96,29 @@ async fn with_peak<F: std::future::Future>(work: F) -> (F::Output, f64) {
 }
 
 async fn overhead(options: &Options, label: &str, command: &str) -> Row {
-    let executor = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    overhead_with(options, label, command, ContainmentChoice::Auto).await
+}
+
+async fn overhead_with(
+    options: &Options,
+    label: &str,
+    command: &str,
+    containment: ContainmentChoice,
+) -> Row {
+    let executor = LocalBashExecutor::new(LocalConfig {
+        containment,
+        ..local(options)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mechanism = executor
+        .run(spec(&executor, "true"))
+        .await
+        .ok()
+        .and_then(|r| r.containment)
+        .map_or("unknown", |c| match c {
+            dsh_bash::Containment::Cgroup => "cgroup",
+            _ => "process-tree",
+        });
     // Warm both paths (spawner thread, page cache).
     per_command(&executor, command, 5).await;
     per_plain_command(command, 5).await;
@@ -116,7 +138,7 @@ async fn overhead(options: &Options, label: &str, command: &str) -> Row {
         unit: "ms/cmd",
         peak_rss_mib: Some(peak),
         note: format!(
-            "{} sequential runs/round vs Command::output(); target <= 1.10x",
+            "containment: {mechanism}; {} sequential runs/round vs Command::output(); target <= 1.10x",
             options.commands
         ),
     }
@@ -567,6 +589,15 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
     eprintln!("1/7 per-command overhead");
     rows.push(overhead(options, "1a run `true`", "true").await);
+    rows.push(
+        overhead_with(
+            options,
+            "1a' run `true`, process-tree forced",
+            "true",
+            ContainmentChoice::ProcessTree,
+        )
+        .await,
+    );
     rows.push(overhead(options, "1b run `echo hello`", "echo hello").await);
     rows.push(
         overhead(

@@ -35,6 +35,20 @@ pub struct LocalConfig {
     /// How many spill bytes are kept at most (the newest file is always
     /// kept). Default 2 GiB.
     pub retain_spill_bytes: u64,
+    /// Which containment to use. Default [`ContainmentChoice::Auto`].
+    pub containment: ContainmentChoice,
+}
+
+/// Which mechanism contains commands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContainmentChoice {
+    /// A cgroup per command where one can be created (root on a cgroup v2
+    /// host, or a writable delegated subtree), else the process-tree walk.
+    #[default]
+    Auto,
+    /// Always the process-tree walk.
+    ProcessTree,
 }
 
 impl Default for LocalConfig {
@@ -52,6 +66,7 @@ impl Default for LocalConfig {
             retain_finished_tasks: 256,
             retain_spill_files: 512,
             retain_spill_bytes: 2 << 30,
+            containment: ContainmentChoice::Auto,
         }
     }
 }

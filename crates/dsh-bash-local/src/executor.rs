@@ -260,6 +260,7 @@ impl Inner {
             env,
             piped_stdin: spec.stdin.is_some(),
             restriction: invocation.restriction,
+            containment: self.config.containment,
         }
     }
 
@@ -325,6 +326,7 @@ impl Inner {
             stderr: stderr.collected(),
             leftovers_stopped: u32::try_from(ended.leftovers).unwrap_or(u32::MAX),
             sandbox: None,
+            containment: Some(ended.containment),
         })
     }
 

@@ -16,9 +16,9 @@
 
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -28,6 +28,8 @@ use tokio::sync::oneshot;
 
 use dsh_sandbox::Restriction;
 
+use crate::cgroup::{CgroupHost, CommandCgroup};
+use crate::config::ContainmentChoice;
 use crate::sys::{self, LaunchPlan, Launcher};
 
 /// Everything needed to fork and exec one command.
@@ -38,6 +40,7 @@ pub(crate) struct Launch {
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) piped_stdin: bool,
     pub(crate) restriction: Restriction,
+    pub(crate) containment: ContainmentChoice,
 }
 
 /// A freshly spawned command: its pid (also its process group), a pidfd
@@ -48,6 +51,8 @@ pub(crate) struct Spawned {
     pub(crate) stdin: Option<OwnedFd>,
     pub(crate) stdout: OwnedFd,
     pub(crate) stderr: OwnedFd,
+    /// The command's own cgroup; `None` under the process-tree walk.
+    pub(crate) cgroup: Option<CommandCgroup>,
 }
 
 enum Job {
@@ -75,6 +80,10 @@ impl Spawners {
 fn spawners() -> io::Result<&'static Spawners> {
     static SPAWNERS: OnceLock<Result<Spawners, String>> = OnceLock::new();
     let spawners = SPAWNERS.get_or_init(|| {
+        // The watchdog runs from the first spawn on: with cgroups it is
+        // never told anything, yet kills the host's parent cgroup at host
+        // death.
+        drop(watchdog().lock());
         let mut queues = Vec::with_capacity(SPAWNER_THREADS);
         for index in 0..SPAWNER_THREADS {
             let (jobs, queue) = mpsc::channel::<Job>();
@@ -116,7 +125,11 @@ fn serve(queue: mpsc::Receiver<Job>) {
             Job::Spawn(launch, reply) => {
                 let spawned = spawn_now(&launch, &mut launcher);
                 if let Ok(spawned) = &spawned {
-                    tell_watchdog('+', spawned.pid);
+                    // A cgroup needs no message: the watchdog kills the
+                    // host's parent cgroup at host death.
+                    if spawned.cgroup.is_none() {
+                        tell_watchdog('+', spawned.pid);
+                    }
                 }
                 if let Err(Ok(orphan)) = reply.send(spawned) {
                     // The caller is gone: nobody will supervise this process.
@@ -130,6 +143,16 @@ fn serve(queue: mpsc::Receiver<Job>) {
 }
 
 fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
+    let mut cgroup = match launch.containment {
+        ContainmentChoice::ProcessTree => None,
+        _ => CgroupHost::get().and_then(|host| match host.command() {
+            Ok(cgroup) => Some(cgroup),
+            Err(err) => {
+                tracing::warn!(%err, "cannot create a command cgroup; using the process-tree walk");
+                None
+            }
+        }),
+    };
     let plan = LaunchPlan {
         program: &launch.program,
         args: &launch.args,
@@ -137,8 +160,15 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
         cwd: &launch.workdir,
         piped_stdin: launch.piped_stdin,
         restriction: &launch.restriction,
+        cgroup: cgroup
+            .as_ref()
+            .and_then(CommandCgroup::join_fd)
+            .map(|fd| fd.as_raw_fd()),
     };
     let launched = sys::launch(&plan, launcher)?;
+    if let Some(cgroup) = cgroup.as_mut() {
+        cgroup.joined();
+    }
     let pidfd = match sys::pidfd_open(launched.pid) {
         Ok(fd) => fd,
         Err(err) => {
@@ -155,6 +185,7 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
         stdin: launched.stdin,
         stdout: launched.stdout,
         stderr: launched.stderr,
+        cgroup,
     })
 }
 
@@ -175,6 +206,8 @@ pub(crate) fn release(pgid: libc::pid_t) {
     }
 }
 
+/// `$1`, when given, is the host's parent cgroup: killed whole at EOF,
+/// then removed.
 const WATCHDOG_SCRIPT: &str = r#"declare -A groups
 while read -r op id; do
   case $op in
@@ -183,6 +216,14 @@ while read -r op id; do
   esac
 done
 for id in "${!groups[@]}"; do kill -KILL -- "-$id"; done
+if [ -n "$1" ]; then
+  echo 1 > "$1/cgroup.kill"
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    rmdir "$1"/cmd-* 2>/dev/null
+    rmdir "$1" 2>/dev/null && break
+    sleep 0.1
+  done
+fi
 "#;
 
 struct Watchdog {
@@ -193,7 +234,18 @@ impl Watchdog {
     fn start() -> Option<Watchdog> {
         let mut command = Command::new("bash");
         command
-            .args(["--noprofile", "--norc", "-c", WATCHDOG_SCRIPT])
+            .args([
+                "--noprofile",
+                "--norc",
+                "-c",
+                WATCHDOG_SCRIPT,
+                "dsh-bash-watchdog",
+            ])
+            .arg(
+                CgroupHost::get()
+                    .map(CgroupHost::dir)
+                    .unwrap_or(Path::new("")),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

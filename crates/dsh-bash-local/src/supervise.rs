@@ -12,6 +12,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
+use dsh_bash::Containment;
+
+use crate::cgroup::CommandCgroup;
 use crate::drain::Drain;
 use crate::output::Stream;
 use crate::spawn::{self, Launch};
@@ -73,6 +76,7 @@ pub(crate) struct Ended {
     pub(crate) status: ExitStatus,
     pub(crate) cause: Option<StopCause>,
     pub(crate) leftovers: usize,
+    pub(crate) containment: Containment,
 }
 
 async fn wait_exit(pidfd: &AsyncFd<OwnedFd>) -> io::Result<ExitStatus> {
@@ -112,6 +116,7 @@ async fn feed_stdin(fd: OwnedFd, bytes: Vec<u8>) {
 struct KillOnDrop<'a> {
     pid: libc::pid_t,
     pidfd: &'a OwnedFd,
+    cgroup: Option<&'a CommandCgroup>,
     armed: bool,
 }
 
@@ -120,11 +125,59 @@ impl Drop for KillOnDrop<'_> {
         if !self.armed {
             return;
         }
-        tree::kill_now(self.pid, self.pidfd);
+        match self.cgroup {
+            // One write kills everything inside; the cgroup itself is
+            // removed when its owner drops it.
+            Some(cgroup) => cgroup.kill(),
+            None => {
+                tree::kill_now(self.pid, self.pidfd);
+                spawn::release(self.pid);
+            }
+        }
         // SIGKILL is immediate; the wait only collects the zombie.
         sys::reap_blocking(self.pidfd.as_fd());
-        spawn::release(self.pid);
     }
+}
+
+/// Stops a cgroup-contained command: SIGTERM to everything inside, up to
+/// the grace for the shell to exit and the cgroup to empty, then
+/// `cgroup.kill`. Returns the shell's status.
+async fn stop_cgroup(
+    cgroup: &CommandCgroup,
+    pidfd: &AsyncFd<OwnedFd>,
+    grace: Duration,
+) -> io::Result<ExitStatus> {
+    cgroup.signal_all(libc::SIGTERM);
+    cgroup.signal_all(libc::SIGCONT);
+    let grace_over = tokio::time::sleep(grace);
+    tokio::pin!(grace_over);
+    let mut status = None;
+    loop {
+        match status {
+            None => tokio::select! {
+                exited = wait_exit(pidfd) => status = Some(exited),
+                () = &mut grace_over => break,
+            },
+            Some(exited) => tokio::select! {
+                _ = cgroup.emptied(Duration::MAX) => return exited,
+                () = &mut grace_over => {
+                    status = Some(exited);
+                    break;
+                }
+            },
+        }
+    }
+    // Whatever is left, including what was forked during the grace: one
+    // atomic kill.
+    cgroup.kill();
+    let status = match status {
+        Some(exited) => exited,
+        None => wait_exit(pidfd).await,
+    };
+    if !cgroup.emptied(Duration::from_secs(10)).await {
+        tracing::warn!("processes survived cgroup.kill for 10 s");
+    }
+    status
 }
 
 /// Runs `launch` to its end under `watch`. `Err` only when it could not be
@@ -149,9 +202,16 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
         .stdin
         .map(|fd| tokio::spawn(feed_stdin(fd, watch.stdin.unwrap_or_default())));
     let pidfd = sys::readable_fd(spawned.pidfd)?;
+    let cgroup = spawned.cgroup;
+    let containment = if cgroup.is_some() {
+        Containment::Cgroup
+    } else {
+        Containment::ProcessTree
+    };
     let mut guard = KillOnDrop {
         pid,
         pidfd: pidfd.get_ref(),
+        cgroup: cgroup.as_ref(),
         armed: true,
     };
 
@@ -163,6 +223,34 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
         () = watch.shutdown.cancelled() => Err(StopCause::Shutdown),
     };
     let ended = match exited {
+        Ok(status) if cgroup.is_some() => {
+            let status = status?;
+            guard.armed = false;
+            drop(guard);
+            // One rule for leftovers: everything still in the command's
+            // cgroup (`server &`, a `setsid` daemon, a double fork) is
+            // stopped and counted; a process meant to outlive the command
+            // belongs in a background task.
+            let leftovers = match cgroup {
+                Some(cgroup) if cgroup.populated() => {
+                    let count = cgroup.pids().len();
+                    let grace = watch.grace;
+                    watch.tracker.spawn(cgroup.stop(grace));
+                    count
+                }
+                Some(cgroup) => {
+                    cgroup.remove();
+                    0
+                }
+                None => 0,
+            };
+            Ended {
+                status,
+                cause: None,
+                leftovers,
+                containment,
+            }
+        }
         Ok(status) => {
             let status = status?;
             guard.armed = false;
@@ -193,6 +281,26 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 status,
                 cause: None,
                 leftovers,
+                containment,
+            }
+        }
+        Err(cause) if cgroup.is_some() => {
+            watch.stop.request(cause);
+            let cause = watch.stop.cause().unwrap_or(cause);
+            let status = match cgroup.as_ref() {
+                Some(cgroup) => stop_cgroup(cgroup, &pidfd, watch.grace).await,
+                None => wait_exit(&pidfd).await,
+            };
+            guard.armed = status.is_err();
+            drop(guard);
+            if let Some(cgroup) = cgroup {
+                cgroup.remove();
+            }
+            Ended {
+                status: status?,
+                cause: Some(cause),
+                leftovers: 0,
+                containment,
             }
         }
         Err(cause) => {
@@ -214,6 +322,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 status: status?,
                 cause: Some(cause),
                 leftovers: 0,
+                containment,
             }
         }
     };

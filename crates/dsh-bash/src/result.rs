@@ -47,6 +47,19 @@ pub struct BashSandboxInfo {
     pub workspace: Option<PathBuf>,
 }
 
+/// How a command's processes were contained (and stopped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Containment {
+    /// A cgroup of its own: leftovers are whatever is still in it, a stop
+    /// ends in one atomic `cgroup.kill`.
+    Cgroup,
+    /// The process-tree walk (subreaper, freeze, pidfds): where no cgroup
+    /// can be created.
+    ProcessTree,
+}
+
 /// A finished (or killed) foreground run. Every field is an independent fact:
 /// a command that traps SIGTERM and exits 0 after its timeout is
 /// `timed_out: true, exit_code: Some(0)`.
@@ -73,6 +86,10 @@ pub struct BashRunResult {
     pub leftovers_stopped: u32,
     /// Sandbox facts; set only by a sandboxing executor.
     pub sandbox: Option<BashSandboxInfo>,
+    /// How the command's processes were contained; `None` from executors
+    /// that do not say.
+    #[serde(default)]
+    pub containment: Option<Containment>,
 }
 
 impl BashRunResult {

@@ -172,6 +172,7 @@ mod tests {
             stderr: out(stderr),
             leftovers_stopped: 0,
             sandbox: None,
+            containment: None,
         }
     }
 

@@ -29,6 +29,9 @@ pub(crate) struct LaunchPlan<'a> {
     pub(crate) cwd: &'a Path,
     pub(crate) piped_stdin: bool,
     pub(crate) restriction: &'a dsh_sandbox::Restriction,
+    /// A `cgroup.procs` descriptor the child writes `0` to before exec,
+    /// joining its command's cgroup.
+    pub(crate) cgroup: Option<RawFd>,
 }
 
 /// A started child: its pid and our ends of its pipes.
@@ -95,6 +98,7 @@ struct ChildArgs {
     report: RawFd,
     parent: libc::pid_t,
     restriction: *const Prepared,
+    cgroup: RawFd,
 }
 
 /// Reports `errno` to the parent and exits.
@@ -153,6 +157,12 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: we are the freshly cloned child, before exec.
     if let Err(err) = unsafe { contain_child(args.parent, true) } {
         fail(args.report, err.raw_os_error().unwrap_or(libc::EIO));
+    }
+    if args.cgroup >= 0 {
+        // SAFETY: write from a static buffer to a descriptor the parent holds.
+        if unsafe { libc::write(args.cgroup, b"0".as_ptr().cast(), 1) } != 1 {
+            fail(args.report, errno());
+        }
     }
     // SAFETY: we are the freshly cloned child (own descriptor table); the
     // parent keeps the prepared restriction alive until we exec.
@@ -259,6 +269,7 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Resu
         report: report_write.as_raw_fd(),
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
         restriction: &restriction as *const Prepared,
+        cgroup: plan.cgroup.unwrap_or(-1),
     };
     let stack_top = {
         let len = launcher.stack.len();

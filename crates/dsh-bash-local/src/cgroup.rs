@@ -1,0 +1,303 @@
+//! cgroup v2 containment, where the host lets us create cgroups.
+//!
+//! One parent cgroup per host process (`dsh-bash-<pid>`, next to the host's
+//! own cgroup in the cgroup2 hierarchy), one child per command (`cmd-<n>`).
+//! The command's first process joins its cgroup between fork and exec (it
+//! writes `0` to the `cgroup.procs` descriptor the spawner opened), so every
+//! process it ever starts is inside, whatever session or parent it moves
+//! to. Then:
+//!
+//! - **leftovers** are whatever is still in the cgroup once the shell has
+//!   exited (a `server &`, a `setsid` daemon, a double fork alike);
+//! - **stopping** is SIGTERM to every member, up to the grace for the cgroup
+//!   to empty, then `cgroup.kill`: one atomic SIGKILL of the whole cgroup,
+//!   which no fork can outrun;
+//! - **settled** means `cgroup.events` says `populated 0`; the cgroup is
+//!   then removed;
+//! - at **host death** the watchdog writes `cgroup.kill` of the parent.
+//!
+//! Where no cgroup can be made (not root and no delegated subtree, no
+//! cgroup2 mount, a kernel without `cgroup.kill`), the process-tree walk of
+//! `tree.rs` is used instead, and results say which one contained them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::sys;
+
+/// The host's parent cgroup.
+#[derive(Debug)]
+pub(crate) struct CgroupHost {
+    dir: PathBuf,
+    next: AtomicU64,
+}
+
+/// The cgroup2 mount point, from `/proc/self/mountinfo`.
+fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (mount, rest) = line.split_once(" - ")?;
+        if rest.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        mount.split_whitespace().nth(4).map(PathBuf::from)
+    })
+}
+
+/// This process's cgroup2 path, from `/proc/self/cgroup` (`0::/path`).
+fn own_cgroup(cgroup: &str) -> Option<String> {
+    cgroup
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(|path| path.trim_start_matches('/').to_owned())
+}
+
+/// Kills and removes the parents left by hosts that died (their watchdog
+/// could not clean up, e.g. killed with their host).
+fn sweep(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("dsh-bash-"))
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        let _ = fs::write(dir.join("cgroup.kill"), "1");
+        remove_tree(&dir);
+    }
+}
+
+/// Removes a (killed) cgroup directory and its children, deepest first.
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
+
+impl CgroupHost {
+    /// The host's parent cgroup, created on first use; `None` where cgroups
+    /// cannot be used (the reason is logged once at debug level).
+    pub(crate) fn get() -> Option<&'static CgroupHost> {
+        static HOST: OnceLock<Option<CgroupHost>> = OnceLock::new();
+        HOST.get_or_init(|| match CgroupHost::create() {
+            Ok(host) => Some(host),
+            Err(why) => {
+                tracing::debug!(%why, "cgroup containment unavailable; using the process-tree walk");
+                None
+            }
+        })
+        .as_ref()
+    }
+
+    fn create() -> Result<CgroupHost, String> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let mount = cgroup2_mount(&mountinfo).ok_or("no cgroup2 mount")?;
+        let own = fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+        let own = own_cgroup(&own).ok_or("this process is in no cgroup2 cgroup")?;
+        let base = mount.join(own);
+        sweep(&base);
+        let dir = base.join(format!("dsh-bash-{}", std::process::id()));
+        if let Err(err) = fs::create_dir(&dir) {
+            if err.kind() != io::ErrorKind::AlreadyExists {
+                return Err(format!("cannot create {}: {err}", dir.display()));
+            }
+        }
+        if !dir.join("cgroup.kill").exists() {
+            let _ = fs::remove_dir(&dir);
+            return Err("the kernel has no cgroup.kill (Linux 5.14 or newer)".into());
+        }
+        Ok(CgroupHost {
+            dir,
+            next: AtomicU64::new(0),
+        })
+    }
+
+    /// The parent cgroup's directory (the watchdog kills it at host death).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A new, empty cgroup for one command, with its `cgroup.procs` open for
+    /// the child to join. Blocking (cgroupfs).
+    pub(crate) fn command(&self) -> io::Result<CommandCgroup> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("cmd-{n}"));
+        fs::create_dir(&path)?;
+        let procs = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path.join("cgroup.procs"));
+        match procs {
+            Ok(procs) => Ok(CommandCgroup {
+                path,
+                procs: Some(OwnedFd::from(procs)),
+            }),
+            Err(err) => {
+                let _ = fs::remove_dir(&path);
+                Err(err)
+            }
+        }
+    }
+}
+
+/// One command's cgroup.
+#[derive(Debug)]
+pub(crate) struct CommandCgroup {
+    path: PathBuf,
+    procs: Option<OwnedFd>,
+}
+
+impl CommandCgroup {
+    /// The descriptor the child writes `0` to, joining the cgroup.
+    pub(crate) fn join_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.procs.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Closes the join descriptor (once the child has joined).
+    pub(crate) fn joined(&mut self) {
+        self.procs = None;
+    }
+
+    /// True while any process is in the cgroup.
+    pub(crate) fn populated(&self) -> bool {
+        populated(&fs::read_to_string(self.path.join("cgroup.events")).unwrap_or_default())
+    }
+
+    /// The pids of its processes.
+    pub(crate) fn pids(&self) -> Vec<libc::pid_t> {
+        fs::read_to_string(self.path.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Sends `signal` to every process in the cgroup, each through a pidfd
+    /// opened while it was listed (a pid that left or was recycled between
+    /// the listing and the open is skipped).
+    pub(crate) fn signal_all(&self, signal: libc::c_int) {
+        for pid in self.pids() {
+            let Ok(fd) = sys::pidfd_open(pid) else {
+                continue;
+            };
+            if self.pids().contains(&pid) {
+                sys::pidfd_signal(fd.as_fd(), signal);
+            }
+        }
+    }
+
+    /// SIGKILLs everything in the cgroup at once (`cgroup.kill`).
+    pub(crate) fn kill(&self) {
+        if let Err(err) = File::options()
+            .write(true)
+            .open(self.path.join("cgroup.kill"))
+            .and_then(|mut f| f.write_all(b"1"))
+        {
+            tracing::warn!(%err, cgroup = %self.path.display(), "cgroup.kill failed");
+        }
+    }
+
+    /// Waits (polling `cgroup.events`) until the cgroup is empty, at most
+    /// `bound`; true if it emptied.
+    pub(crate) async fn emptied(&self, bound: Duration) -> bool {
+        let deadline = tokio::time::Instant::now().checked_add(bound);
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if !self.populated() {
+                return true;
+            }
+            if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops everything still inside: SIGTERM (and SIGCONT), up to `grace`
+    /// for the cgroup to empty, then `cgroup.kill`; returns once it is
+    /// empty (bounded: a process stuck in the kernel is logged) and removes
+    /// it.
+    pub(crate) async fn stop(self, grace: Duration) {
+        if self.populated() {
+            self.signal_all(libc::SIGTERM);
+            self.signal_all(libc::SIGCONT);
+            if !self.emptied(grace).await {
+                self.kill();
+                if !self.emptied(Duration::from_secs(10)).await {
+                    tracing::warn!(cgroup = %self.path.display(), "processes survived cgroup.kill for 10 s");
+                }
+            }
+        }
+        self.remove();
+    }
+
+    /// Removes the (empty) cgroup; a populated one is killed first.
+    pub(crate) fn remove(mut self) {
+        self.procs = None;
+        if fs::remove_dir(&self.path).is_err() && self.populated() {
+            self.kill();
+        }
+        // Forget the path: Drop has nothing left to do.
+        self.path = PathBuf::new();
+    }
+}
+
+impl Drop for CommandCgroup {
+    /// An abandoned cgroup (its supervisor dropped) is killed at once and
+    /// removed when it can be: nothing may outlive it. One write, no wait.
+    fn drop(&mut self) {
+        if self.path.as_os_str().is_empty() {
+            return;
+        }
+        self.kill();
+        let _ = fs::remove_dir(&self.path);
+    }
+}
+
+fn populated(events: &str) -> bool {
+    events.lines().any(|line| line.trim() == "populated 1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount_and_own_path() {
+        let mountinfo = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+                         35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+                         41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount(mountinfo),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(cgroup2_mount("1 2 3:4 / / rw - ext4 /dev/vda rw"), None);
+        assert_eq!(
+            own_cgroup("4:memory:/x\n0::/user.slice/session-1.scope\n"),
+            Some("user.slice/session-1.scope".to_owned())
+        );
+        assert_eq!(own_cgroup("0::/\n"), Some(String::new()));
+        assert!(populated("populated 1\nfrozen 0\n"));
+        assert!(!populated("populated 0\nfrozen 0\n"));
+    }
+}
