@@ -61,8 +61,37 @@ fn raise_fd_limit() {
     }
 }
 
+/// Diagnostics go to stderr (stdout carries results and, for `mcp`, the
+/// protocol itself): warnings and errors by default, more with `RUST_LOG`
+/// (`RUST_LOG=debug`, `RUST_LOG=dsh_bash_local=trace,warn`). A `RUST_LOG`
+/// that cannot be parsed is reported and the default used.
+fn install_diagnostics() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+
+    let default = Targets::new().with_default(LevelFilter::WARN);
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => match spec.parse::<Targets>() {
+            Ok(targets) => targets,
+            Err(err) => {
+                eprintln!("warning: ignoring RUST_LOG={spec:?} ({err}); expected e.g. \"debug\" or \"dsh_bash_local=trace,warn\"");
+                default
+            }
+        },
+        _ => default,
+    };
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(true);
+    let _ = tracing_subscriber::registry()
+        .with(stderr.with_filter(filter))
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    install_diagnostics();
     raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

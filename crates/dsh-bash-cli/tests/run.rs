@@ -350,3 +350,73 @@ fn a_stop_cannot_be_outrun_by_forks_in_the_grace_or_a_low_fd_limit() {
         }
     }
 }
+
+#[test]
+fn diagnostics_go_to_stderr_under_rust_log_and_a_bad_filter_is_reported() {
+    let output = dsh_bash()
+        .args(["run", "--json", "--", "echo out"])
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
+    // Whatever is logged, stdout stays exactly the result.
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["stdout"]["text"], "out\n");
+
+    let output = dsh_bash()
+        .args(["run", "--", "echo still runs"])
+        .env("RUST_LOG", "a==b")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ignoring RUST_LOG=\"a==b\""), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "still runs\n");
+}
+
+#[test]
+fn a_workdir_that_cannot_be_entered_says_so_once() {
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("locked-{}", std::process::id()));
+    std::fs::create_dir_all(base.join("inner")).unwrap();
+    std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let bin = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("dsh-bash-{}", std::process::id()));
+    std::fs::copy(env!("CARGO_BIN_EXE_dsh-bash"), &bin).unwrap();
+    let reachable = (|| {
+        let mut dir = bin.parent()?;
+        loop {
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(dir).ok()?.permissions(),
+            );
+            if mode & 0o001 == 0 {
+                return None;
+            }
+            dir = match dir.parent() {
+                Some(parent) => parent,
+                None => return Some(()),
+            };
+        }
+    })();
+    if reachable.is_none() {
+        eprintln!("SKIP: the target dir is not reachable by uid 65534 here");
+        let _ = std::fs::remove_dir_all(&base);
+        return;
+    }
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&bin)
+        .args(["run", "--workdir"])
+        .arg(base.join("inner"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("cannot be entered: Permission denied"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("does not exist"), "{stderr}");
+    assert_eq!(stderr.matches("os error 13").count(), 1, "{stderr}");
+    let _ = std::fs::remove_dir_all(&base);
+    let _ = std::fs::remove_file(&bin);
+}

@@ -3,7 +3,7 @@
 //! One parent cgroup per host process (`dsh-bash-<pid>`, next to the host's
 //! own cgroup in the cgroup2 hierarchy), one child per command (`cmd-<n>`).
 //! The command's first process joins its cgroup between fork and exec (it
-//! writes `0` to the `cgroup.procs` descriptor the spawner opened), so every
+//! opens the cgroup's `cgroup.procs` and writes `0`), so every
 //! process it ever starts is inside, whatever session or parent it moves
 //! to. Then:
 //!
@@ -20,10 +20,11 @@
 //! cgroup2 mount, a kernel without `cgroup.kill`), the process-tree walk of
 //! `tree.rs` is used instead, and results say which one contained them.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{CStr, CString};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -142,15 +143,10 @@ impl CgroupHost {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("cmd-{n}"));
         fs::create_dir(&path)?;
-        let procs = OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path.join("cgroup.procs"));
+        let procs = CString::new(path.join("cgroup.procs").into_os_string().into_vec())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a cgroup path"));
         match procs {
-            Ok(procs) => Ok(CommandCgroup {
-                path,
-                procs: Some(OwnedFd::from(procs)),
-            }),
+            Ok(procs) => Ok(CommandCgroup { path, procs }),
             Err(err) => {
                 let _ = fs::remove_dir(&path);
                 Err(err)
@@ -163,18 +159,16 @@ impl CgroupHost {
 #[derive(Debug)]
 pub(crate) struct CommandCgroup {
     path: PathBuf,
-    procs: Option<OwnedFd>,
+    /// `<path>/cgroup.procs`, which the child opens and writes `0` to
+    /// before exec (no descriptor is held in the host: a host short of
+    /// descriptors can still spawn).
+    procs: CString,
 }
 
 impl CommandCgroup {
-    /// The descriptor the child writes `0` to, joining the cgroup.
-    pub(crate) fn join_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.procs.as_ref().map(AsFd::as_fd)
-    }
-
-    /// Closes the join descriptor (once the child has joined).
-    pub(crate) fn joined(&mut self) {
-        self.procs = None;
+    /// The `cgroup.procs` path the child joins through.
+    pub(crate) fn procs(&self) -> &CStr {
+        &self.procs
     }
 
     /// True while any process is in the cgroup.
@@ -253,7 +247,6 @@ impl CommandCgroup {
 
     /// Removes the (empty) cgroup; a populated one is killed first.
     pub(crate) fn remove(mut self) {
-        self.procs = None;
         if fs::remove_dir(&self.path).is_err() && self.populated() {
             self.kill();
         }

@@ -180,7 +180,7 @@ impl Drain {
             Pushed::Kept => {}
             Pushed::Overflowed(earlier) => {
                 // A heavy stream: a bigger pipe means fewer wake-ups.
-                sys::grow_pipe(pipe.as_fd(), 1 << 20);
+                sys::set_pipe_size(pipe.as_fd(), 1 << 20);
                 *writer = self.open_spill(&earlier, chunk).await;
             }
             Pushed::Spilling => {

@@ -108,8 +108,12 @@ fn check_workdir(workdir: &Path) -> Result<(), BashError> {
         Ok(_) => Err(BashError::WorkdirNotDirectory {
             path: workdir.to_owned(),
         }),
-        Err(_) => Err(BashError::WorkdirMissing {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(BashError::WorkdirMissing {
             path: workdir.to_owned(),
+        }),
+        Err(cause) => Err(BashError::WorkdirInaccessible {
+            path: workdir.to_owned(),
+            cause,
         }),
     }
 }
@@ -305,12 +309,12 @@ impl Inner {
         let ended = self
             .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), stop)
             .await
-            .map_err(|source| BashError::Spawn {
+            .map_err(|cause| BashError::Spawn {
                 message: format!(
-                    "cannot run {program} in {}: {source}",
+                    "cannot run {program} in {}: {cause}",
                     spec.workdir.display()
                 ),
-                source,
+                cause,
             })?;
         let (exit_code, signal) = status_parts(ended.status);
         Ok(BashRunResult {

@@ -132,6 +132,7 @@ mod supervise;
 mod sys;
 mod tasks;
 mod tree;
+mod watchdog;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
 pub use executor::{Invocation, LocalBashExecutor, SettleStamp, Settled};

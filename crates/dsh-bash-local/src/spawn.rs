@@ -8,21 +8,17 @@
 //! forking from them would kill commands at random. The spawner threads never
 //! exit, so the death signal fires exactly when the host process dies.
 //!
-//! The same threads also feed the **watchdog**: a tiny `bash` loop in a
-//! process group of its own that records the process group of every running
-//! command. When the host dies, even by SIGKILL, the watchdog's stdin
-//! reaches EOF and it SIGKILLs every group still recorded, so the shell's
-//! children die with the host too, not only the shell.
+//! The same threads also tell the host-death **watchdog** (see
+//! `watchdog.rs`) which process groups to kill should the host die, for
+//! commands contained by the process-tree walk.
 
 use std::ffi::OsString;
-use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 use tokio::sync::oneshot;
 
@@ -31,6 +27,7 @@ use dsh_sandbox::Restriction;
 use crate::cgroup::{CgroupHost, CommandCgroup};
 use crate::config::ContainmentChoice;
 use crate::sys::{self, LaunchPlan, Launcher};
+use crate::watchdog;
 
 /// Everything needed to fork and exec one command.
 pub(crate) struct Launch {
@@ -83,7 +80,7 @@ fn spawners() -> io::Result<&'static Spawners> {
         // The watchdog runs from the first spawn on: with cgroups it is
         // never told anything, yet kills the host's parent cgroup at host
         // death.
-        drop(watchdog().lock());
+        watchdog::ensure_started();
         let mut queues = Vec::with_capacity(SPAWNER_THREADS);
         for index in 0..SPAWNER_THREADS {
             let (jobs, queue) = mpsc::channel::<Job>();
@@ -103,21 +100,6 @@ fn spawners() -> io::Result<&'static Spawners> {
         .map_err(|err| io::Error::other(err.clone()))
 }
 
-/// The host-death watchdog, shared by the spawner threads.
-fn watchdog() -> &'static Mutex<Option<Watchdog>> {
-    static WATCHDOG: OnceLock<Mutex<Option<Watchdog>>> = OnceLock::new();
-    WATCHDOG.get_or_init(|| Mutex::new(Watchdog::start()))
-}
-
-fn tell_watchdog(op: char, pgid: libc::pid_t) {
-    let mut dog = watchdog().lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(listening) = dog.as_mut() {
-        if !listening.send(op, pgid) {
-            *dog = None;
-        }
-    }
-}
-
 fn serve(queue: mpsc::Receiver<Job>) {
     let mut launcher = Launcher::default();
     while let Ok(job) = queue.recv() {
@@ -128,7 +110,7 @@ fn serve(queue: mpsc::Receiver<Job>) {
                     // A cgroup needs no message: the watchdog kills the
                     // host's parent cgroup at host death.
                     if spawned.cgroup.is_none() {
-                        tell_watchdog('+', spawned.pid);
+                        watchdog::record(spawned.pid);
                     }
                 }
                 if let Err(Ok(orphan)) = reply.send(spawned) {
@@ -137,13 +119,13 @@ fn serve(queue: mpsc::Receiver<Job>) {
                     sys::signal_group(orphan.pid, libc::SIGKILL);
                 }
             }
-            Job::Release(pgid) => tell_watchdog('-', pgid),
+            Job::Release(pgid) => watchdog::forget(pgid),
         }
     }
 }
 
 fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
-    let mut cgroup = match launch.containment {
+    let cgroup = match launch.containment {
         ContainmentChoice::ProcessTree => None,
         _ => CgroupHost::get().and_then(|host| match host.command() {
             Ok(cgroup) => Some(cgroup),
@@ -160,15 +142,9 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
         cwd: &launch.workdir,
         piped_stdin: launch.piped_stdin,
         restriction: &launch.restriction,
-        cgroup: cgroup
-            .as_ref()
-            .and_then(CommandCgroup::join_fd)
-            .map(|fd| fd.as_raw_fd()),
+        cgroup: cgroup.as_ref().map(CommandCgroup::procs),
     };
     let launched = sys::launch(&plan, launcher)?;
-    if let Some(cgroup) = cgroup.as_mut() {
-        cgroup.joined();
-    }
     let pidfd = match sys::pidfd_open(launched.pid) {
         Ok(fd) => fd,
         Err(err) => {
@@ -203,79 +179,5 @@ pub(crate) async fn spawn(launch: Launch) -> io::Result<Spawned> {
 pub(crate) fn release(pgid: libc::pid_t) {
     if let Ok(spawners) = spawners() {
         let _ = spawners.send(Job::Release(pgid));
-    }
-}
-
-/// `$1`, when given, is the host's parent cgroup: killed whole at EOF,
-/// then removed.
-const WATCHDOG_SCRIPT: &str = r#"declare -A groups
-while read -r op id; do
-  case $op in
-    +) groups[$id]=1 ;;
-    -) unset "groups[$id]" ;;
-  esac
-done
-for id in "${!groups[@]}"; do kill -KILL -- "-$id"; done
-if [ -n "$1" ]; then
-  echo 1 > "$1/cgroup.kill"
-  for try in 1 2 3 4 5 6 7 8 9 10; do
-    rmdir "$1"/cmd-* 2>/dev/null
-    rmdir "$1" 2>/dev/null && break
-    sleep 0.1
-  done
-fi
-"#;
-
-struct Watchdog {
-    stdin: ChildStdin,
-}
-
-impl Watchdog {
-    fn start() -> Option<Watchdog> {
-        let mut command = Command::new("bash");
-        command
-            .args([
-                "--noprofile",
-                "--norc",
-                "-c",
-                WATCHDOG_SCRIPT,
-                "dsh-bash-watchdog",
-            ])
-            .arg(
-                CgroupHost::get()
-                    .map(CgroupHost::dir)
-                    .unwrap_or(Path::new("")),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // A process group of its own: a Ctrl-C aimed at the host's
-        // foreground group must not reach the watchdog first.
-        command.process_group(0);
-        match command.spawn() {
-            Ok(mut child) => {
-                let stdin = child.stdin.take()?;
-                // Never let a stalled watchdog block spawning.
-                sys::set_nonblocking(stdin.as_fd());
-                Some(Watchdog { stdin })
-            }
-            Err(err) => {
-                tracing::warn!(%err, "cannot start the host-death watchdog; commands' children may outlive a killed host");
-                None
-            }
-        }
-    }
-
-    /// False if the watchdog can no longer be told anything.
-    fn send(&mut self, op: char, pgid: libc::pid_t) -> bool {
-        // One write per line: a partial line must never reach the watchdog.
-        let line = format!("{op} {pgid}\n");
-        match self.stdin.write_all(line.as_bytes()) {
-            Ok(()) => true,
-            Err(err) => {
-                tracing::warn!(%err, "the host-death watchdog stopped listening");
-                false
-            }
-        }
     }
 }

@@ -23,6 +23,14 @@ pub enum BashError {
         /// The workdir asked for.
         path: PathBuf,
     },
+    /// The workdir exists (or may) but cannot be looked at or entered.
+    #[error("workdir {} cannot be entered: {cause}", path.display())]
+    WorkdirInaccessible {
+        /// The workdir asked for.
+        path: PathBuf,
+        /// What the OS said (for example permission denied).
+        cause: std::io::Error,
+    },
     /// The workdir exists but is not a directory.
     #[error("workdir {} is not a directory", path.display())]
     WorkdirNotDirectory {
@@ -32,11 +40,11 @@ pub enum BashError {
     /// The process could not be spawned (missing shell, exhausted resources…).
     #[error("spawn failed: {message}")]
     Spawn {
-        /// What was being spawned and what went wrong, in words.
+        /// What was being spawned and what went wrong, in words (the OS
+        /// error included, so it is not chained a second time).
         message: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error, for callers that match on its kind.
+        cause: std::io::Error,
     },
     /// The cancellation token had already fired; nothing ran.
     #[error("aborted before spawn")]
@@ -61,9 +69,9 @@ impl BashError {
     pub fn code(&self) -> &'static str {
         match self {
             BashError::InvalidTimeout { .. } => "INVALID_TIMEOUT",
-            BashError::WorkdirMissing { .. } | BashError::WorkdirNotDirectory { .. } => {
-                "INVALID_WORKDIR"
-            }
+            BashError::WorkdirMissing { .. }
+            | BashError::WorkdirNotDirectory { .. }
+            | BashError::WorkdirInaccessible { .. } => "INVALID_WORKDIR",
             BashError::Spawn { .. } => "SPAWN_FAILED",
             BashError::AbortedBeforeSpawn => "ABORTED",
             BashError::UnknownTask { .. } => "UNKNOWN_TASK",

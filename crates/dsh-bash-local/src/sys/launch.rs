@@ -29,9 +29,9 @@ pub(crate) struct LaunchPlan<'a> {
     pub(crate) cwd: &'a Path,
     pub(crate) piped_stdin: bool,
     pub(crate) restriction: &'a dsh_sandbox::Restriction,
-    /// A `cgroup.procs` descriptor the child writes `0` to before exec,
+    /// A `cgroup.procs` path the child opens and writes `0` to before exec,
     /// joining its command's cgroup.
-    pub(crate) cgroup: Option<RawFd>,
+    pub(crate) cgroup: Option<&'a std::ffi::CStr>,
 }
 
 /// A started child: its pid and our ends of its pipes.
@@ -98,7 +98,7 @@ struct ChildArgs {
     report: RawFd,
     parent: libc::pid_t,
     restriction: *const Prepared,
-    cgroup: RawFd,
+    cgroup: *const libc::c_char,
 }
 
 /// Reports `errno` to the parent and exits.
@@ -158,10 +158,15 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     if let Err(err) = unsafe { contain_child(args.parent, true) } {
         fail(args.report, err.raw_os_error().unwrap_or(libc::EIO));
     }
-    if args.cgroup >= 0 {
-        // SAFETY: write from a static buffer to a descriptor the parent holds.
-        if unsafe { libc::write(args.cgroup, b"0".as_ptr().cast(), 1) } != 1 {
-            fail(args.report, errno());
+    if !args.cgroup.is_null() {
+        // SAFETY: open/write/close with a NUL-terminated path the parent
+        // keeps alive and a static buffer; all async-signal-safe.
+        unsafe {
+            let fd = libc::open(args.cgroup, libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                fail(args.report, errno());
+            }
+            libc::close(fd);
         }
     }
     // SAFETY: we are the freshly cloned child (own descriptor table); the
@@ -269,7 +274,7 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Resu
         report: report_write.as_raw_fd(),
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
         restriction: &restriction as *const Prepared,
-        cgroup: plan.cgroup.unwrap_or(-1),
+        cgroup: plan.cgroup.map_or(std::ptr::null(), std::ffi::CStr::as_ptr),
     };
     let stack_top = {
         let len = launcher.stack.len();

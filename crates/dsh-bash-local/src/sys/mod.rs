@@ -137,8 +137,9 @@ pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> 
     }))
 }
 
-/// Raises the capacity of a pipe (best effort; heavy streams wake us less).
-pub(crate) fn grow_pipe(fd: BorrowedFd<'_>, bytes: libc::c_int) {
+/// Sets the capacity of a pipe (best effort): larger for heavy streams
+/// (they wake us less), small for the watchdog's.
+pub(crate) fn set_pipe_size(fd: BorrowedFd<'_>, bytes: libc::c_int) {
     // SAFETY: fcntl F_SETPIPE_SZ on a valid fd with an integer argument.
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) };
 }
@@ -160,17 +161,6 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
         filled += n.unsigned_abs();
     }
     Ok(())
-}
-
-/// Sets O_NONBLOCK on `fd` (best effort).
-pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) {
-    // SAFETY: fcntl F_GETFL/F_SETFL on a valid fd with integer arguments.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-    }
 }
 
 /// Registers an owned fd (a pidfd) with the Tokio reactor for readability.

@@ -17,3 +17,4 @@ mod spawner_thread;
 mod stdin;
 mod timeout;
 mod utf8;
+mod watchdog;

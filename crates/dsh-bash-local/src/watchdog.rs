@@ -1,0 +1,225 @@
+//! The host-death watchdog: a tiny `bash` loop, one per host process, in a
+//! process group of its own, that outlives the host for one purpose: when
+//! the host dies (even by SIGKILL) it kills what the host's commands left.
+//!
+//! It learns of the death by EOF on its stdin, a pipe whose write end only
+//! the host holds and never gives up: a dedicated writer thread owns it and
+//! writes in blocking mode, while callers only queue messages in memory. So
+//! a watchdog that is merely slow or stopped makes the queue grow, never
+//! the pipe drop (EOF means death, nothing else), and nothing is killed.
+//! The writer also reaps the watchdog: if it dies or stops listening, that
+//! is logged and a new one is started and told every group still recorded.
+//!
+//! Under cgroups the watchdog needs no message at all: at EOF it writes
+//! `cgroup.kill` of the host's parent cgroup (every process of every task,
+//! escapees included) and removes it. For process-tree commands it SIGKILLs
+//! every process group still recorded.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::cgroup::CgroupHost;
+use crate::sys;
+
+/// `$1`, when given, is the host's parent cgroup: killed whole at EOF, then
+/// removed.
+const SCRIPT: &str = r#"declare -A groups
+while read -r op id; do
+  case $op in
+    +) groups[$id]=1 ;;
+    -) unset "groups[$id]" ;;
+  esac
+done
+for id in "${!groups[@]}"; do kill -KILL -- "-$id"; done
+if [ -n "$1" ]; then
+  echo 1 > "$1/cgroup.kill"
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    rmdir "$1"/cmd-* 2>/dev/null
+    rmdir "$1" 2>/dev/null && break
+    sleep 0.1
+  done
+fi
+"#;
+
+/// The name the watchdog runs under (`$0`), so it can be found.
+pub(crate) const NAME: &str = "dsh-bash-watchdog";
+
+/// The watchdog's stdin pipe size: small, so a stalled watchdog fills it
+/// quickly and the queue (not the pipe) absorbs the rest.
+const PIPE_BYTES: libc::c_int = 4096;
+
+enum Message {
+    Record(libc::pid_t),
+    Forget(libc::pid_t),
+}
+
+fn queue() -> Option<&'static mpsc::Sender<Message>> {
+    static QUEUE: OnceLock<Option<mpsc::Sender<Message>>> = OnceLock::new();
+    QUEUE
+        .get_or_init(|| {
+            let (sender, receiver) = mpsc::channel();
+            // The first watchdog starts here, before any command is spawned
+            // (its transient descriptors never compete with a spawn's).
+            let mut writer = Writer::default();
+            writer.restart();
+            match std::thread::Builder::new()
+                .name("dsh-bash-watchdog-writer".into())
+                .spawn(move || writer.serve(&receiver))
+            {
+                Ok(_) => Some(sender),
+                Err(err) => {
+                    tracing::warn!(%err, "cannot start the host-death watchdog's writer; commands' children may outlive a killed host");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Starts the watchdog (idempotent): from the first spawn on, even when no
+/// message will ever be needed (cgroups).
+pub(crate) fn ensure_started() {
+    let _ = queue();
+}
+
+/// Records process group `pgid` (kill it at host death).
+pub(crate) fn record(pgid: libc::pid_t) {
+    if let Some(queue) = queue() {
+        let _ = queue.send(Message::Record(pgid));
+    }
+}
+
+/// Forgets process group `pgid` (it is gone; its number may be reused).
+pub(crate) fn forget(pgid: libc::pid_t) {
+    if let Some(queue) = queue() {
+        let _ = queue.send(Message::Forget(pgid));
+    }
+}
+
+/// One running watchdog process.
+struct Running {
+    child: Child,
+    stdin: ChildStdin,
+}
+
+struct Writer {
+    groups: BTreeSet<libc::pid_t>,
+    running: Option<Running>,
+    checked: Instant,
+}
+
+impl Default for Writer {
+    fn default() -> Self {
+        Writer {
+            groups: BTreeSet::new(),
+            running: None,
+            checked: Instant::now(),
+        }
+    }
+}
+
+fn start() -> std::io::Result<Running> {
+    let cgroup = CgroupHost::get().map_or(Path::new(""), CgroupHost::dir);
+    let mut command = Command::new("bash");
+    command
+        .args(["--noprofile", "--norc", "-c", SCRIPT, NAME])
+        .arg(cgroup)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // A process group of its own: a Ctrl-C aimed at the host's foreground
+    // group must not reach the watchdog first.
+    command.process_group(0);
+    let mut child = command.spawn()?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the watchdog has no stdin"))?;
+    sys::set_pipe_size(std::os::fd::AsFd::as_fd(&stdin), PIPE_BYTES);
+    Ok(Running { child, stdin })
+}
+
+impl Writer {
+    fn serve(mut self, receiver: &mpsc::Receiver<Message>) {
+        loop {
+            match receiver.recv_timeout(Duration::from_secs(1)) {
+                Ok(message) => {
+                    let line = match message {
+                        Message::Record(pgid) => {
+                            self.groups.insert(pgid);
+                            format!("+ {pgid}\n")
+                        }
+                        Message::Forget(pgid) => {
+                            self.groups.remove(&pgid);
+                            format!("- {pgid}\n")
+                        }
+                    };
+                    self.write(&line);
+                    if self.checked.elapsed() > Duration::from_secs(1) {
+                        self.check();
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => self.check(),
+                // Every sender is gone: the process is exiting. Keep the
+                // pipe open until it does, so EOF still means death.
+                Err(RecvTimeoutError::Disconnected) => loop {
+                    std::thread::park();
+                },
+            }
+        }
+    }
+
+    /// Writes one line (blocking: a stopped watchdog stalls this thread
+    /// only); a broken pipe restarts the watchdog, which then gets every
+    /// recorded group instead.
+    fn write(&mut self, line: &str) {
+        let Some(running) = self.running.as_mut() else {
+            self.restart();
+            return;
+        };
+        if let Err(err) = running.stdin.write_all(line.as_bytes()) {
+            tracing::warn!(%err, "the host-death watchdog stopped listening; starting a new one");
+            self.restart();
+        }
+    }
+
+    /// Reaps a watchdog that exited (logging it) and starts a new one.
+    fn check(&mut self) {
+        self.checked = Instant::now();
+        let exited = match self.running.as_mut().map(|r| r.child.try_wait()) {
+            Some(Ok(Some(status))) => Some(status.to_string()),
+            Some(Err(err)) => Some(err.to_string()),
+            Some(Ok(None)) => None,
+            None => Some("it was never started".into()),
+        };
+        if let Some(why) = exited {
+            tracing::warn!(%why, "the host-death watchdog is gone; starting a new one");
+            self.restart();
+        }
+    }
+
+    fn restart(&mut self) {
+        if let Some(mut old) = self.running.take() {
+            let _ = old.child.kill();
+            let _ = old.child.wait();
+        }
+        match start() {
+            Ok(mut running) => {
+                let lines: String = self.groups.iter().map(|g| format!("+ {g}\n")).collect();
+                if let Err(err) = running.stdin.write_all(lines.as_bytes()) {
+                    tracing::warn!(%err, "the new host-death watchdog did not listen either");
+                }
+                self.running = Some(running);
+            }
+            Err(err) => {
+                tracing::warn!(%err, "cannot start the host-death watchdog; commands' children may outlive a killed host (retrying)");
+            }
+        }
+    }
+}
