@@ -36,6 +36,11 @@ pub struct ExecutorArgs {
     /// pattern (exact name; repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep_env: Vec<String>,
+    /// The most bytes one stream's full-output (spill) file may hold; past
+    /// it the file keeps the first bytes and the result says so.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_spill_bytes: u64,
 }
 
 /// The local executor's configuration with the options applied (the
@@ -46,6 +51,7 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
     scrub.allow.extend(args.keep_env.iter().cloned());
     LocalConfig {
         scrub,
+        max_spill_bytes: args.max_spill_bytes,
         cwd: args
             .workdir
             .as_ref()

@@ -235,6 +235,8 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     local.default_timeout_ms = args.timeout.min(args.max_timeout);
     local.max_timeout_ms = args.max_timeout;
     local.max_output_bytes = args.max_output_bytes;
+    // The session's full-output paths mean nothing once it ends.
+    local.discard_spill_on_shutdown = true;
     let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
     let executor = compose::executor(&args.executor, local)?;
     let tools = Arc::new(BashTools::new(Arc::clone(&executor)));

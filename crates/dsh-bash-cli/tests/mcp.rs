@@ -53,6 +53,7 @@ fn the_official_python_client_drives_every_scenario() {
         "closing the connection stops background tasks",
         "progress reported while a call runs",
         "SIGTERM stops the server and its commands",
+        "the session's spill directory is removed at exit",
     ] {
         assert!(
             stdout.contains(&format!("ok {scenario}")),

@@ -14,6 +14,10 @@ pub struct LocalConfig {
     /// Bytes kept in memory per stream; beyond that the tail is kept and the
     /// complete stream goes to a spill file. Default 64 000.
     pub max_output_bytes: u64,
+    /// The most bytes one stream's spill file may hold. Past it the tail
+    /// keeps updating in memory, the file keeps its first bytes, and the
+    /// result says the full output was capped. Default 1 GiB.
+    pub max_spill_bytes: u64,
     /// Time between SIGTERM and SIGKILL when a command is stopped (ms).
     /// Default 3 000.
     pub grace_ms: f64,
@@ -37,6 +41,11 @@ pub struct LocalConfig {
     pub retain_spill_bytes: u64,
     /// Which containment to use. Default [`ContainmentChoice::Auto`].
     pub containment: ContainmentChoice,
+    /// Remove the spill directory (every full-output file) at shutdown:
+    /// right for a server whose paths mean nothing after its session;
+    /// wrong for a one-shot `run` whose printed path must stay readable.
+    /// Default false.
+    pub discard_spill_on_shutdown: bool,
 }
 
 /// Which mechanism contains commands.
@@ -58,6 +67,7 @@ impl Default for LocalConfig {
             default_timeout_ms: 120_000.0,
             max_timeout_ms: 600_000.0,
             max_output_bytes: 64_000,
+            max_spill_bytes: 1 << 30,
             grace_ms: 3_000.0,
             linger_ms: 250.0,
             shell: PathBuf::from("bash"),
@@ -67,6 +77,7 @@ impl Default for LocalConfig {
             retain_spill_files: 512,
             retain_spill_bytes: 2 << 30,
             containment: ContainmentChoice::Auto,
+            discard_spill_on_shutdown: false,
         }
     }
 }
@@ -140,6 +151,7 @@ impl LocalConfig {
         }
         for (field, value) in [
             ("max_output_bytes", self.max_output_bytes),
+            ("max_spill_bytes", self.max_spill_bytes),
             ("retain_finished_tasks", self.retain_finished_tasks as u64),
             ("retain_spill_files", self.retain_spill_files as u64),
             ("retain_spill_bytes", self.retain_spill_bytes),

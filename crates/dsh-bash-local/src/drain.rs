@@ -30,22 +30,29 @@ type Landing = JoinHandle<io::Result<(File, Vec<u8>)>>;
 
 /// Writes a spill file from the async reader without blocking it: batches
 /// are written on the blocking pool, one batch in flight while the next
-/// fills.
+/// fills. Never writes more than `cap` bytes.
 struct SpillWriter {
     file: Option<File>,
     pending: Vec<u8>,
     in_flight: Option<Landing>,
     written: u64,
+    cap: u64,
 }
 
 impl SpillWriter {
-    fn new(file: File) -> Self {
+    fn new(file: File, cap: u64) -> Self {
         SpillWriter {
             file: Some(file),
             pending: Vec::with_capacity(SPILL_BATCH),
             in_flight: None,
             written: 0,
+            cap,
         }
+    }
+
+    /// True once the file has (or is about to have) all the cap allows.
+    fn full(&self) -> bool {
+        self.written + self.pending.len() as u64 >= self.cap
     }
 
     async fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -70,7 +77,9 @@ impl SpillWriter {
 
     async fn flush(&mut self) -> io::Result<()> {
         let spare = self.land().await?;
-        let batch = std::mem::replace(&mut self.pending, spare);
+        let mut batch = std::mem::replace(&mut self.pending, spare);
+        let room = usize::try_from(self.cap.saturating_sub(self.written)).unwrap_or(usize::MAX);
+        batch.truncate(room);
         let Some(mut file) = self.file.take() else {
             return Err(io::Error::other("spill file lost"));
         };
@@ -82,7 +91,8 @@ impl SpillWriter {
         Ok(())
     }
 
-    /// Writes everything pending and closes the file; the byte count on success.
+    /// Writes everything pending (up to the cap) and closes the file; the
+    /// byte count on success.
     async fn finish(mut self) -> io::Result<u64> {
         self.flush().await?;
         self.land().await?;
@@ -102,6 +112,8 @@ pub(crate) struct Drain {
     pub(crate) stream: Arc<Stream>,
     pub(crate) spill: Arc<SpillDir>,
     pub(crate) label: &'static str,
+    /// The most bytes a spill file may hold.
+    pub(crate) cap: u64,
     /// Fires when the command has ended and the reader should stop waiting
     /// for an EOF that a leftover process may withhold.
     pub(crate) stop: CancellationToken,
@@ -153,9 +165,30 @@ impl Drain {
             }
         }
         if let Some(writer) = writer {
-            self.close_spill(writer).await;
+            self.close_spill(writer, None).await;
         }
         self.stream.finish();
+    }
+
+    /// After a write: a spill file that reached the cap is closed (the tail
+    /// keeps updating in memory); a failed write closes it as partial.
+    async fn after_write(&self, wrote: io::Result<()>, writer: &mut Option<SpillWriter>) {
+        match wrote {
+            Ok(()) if writer.as_ref().is_some_and(SpillWriter::full) => {
+                if let Some(full) = writer.take() {
+                    let cap = full.cap;
+                    self.close_spill(full, Some(format!("capped at {cap} bytes")))
+                        .await;
+                }
+            }
+            Ok(()) => {}
+            Err(err) => {
+                if let Some(failed) = writer.take() {
+                    drop(failed);
+                    self.spill_failed(err).await;
+                }
+            }
+        }
     }
 
     /// `n` bytes were read straight into the spill batch: keep the tail,
@@ -166,13 +199,12 @@ impl Drain {
         };
         let start = active.pending.len() - n;
         self.stream.push(&active.pending[start..]);
-        if active.pending.len() >= SPILL_BATCH {
-            if let Err(err) = active.flush().await {
-                tracing::warn!(%err, label = self.label, "writing a spill file failed");
-                self.stream.spill_lost();
-                *writer = None;
-            }
-        }
+        let wrote = if active.pending.len() >= SPILL_BATCH {
+            active.flush().await
+        } else {
+            Ok(())
+        };
+        self.after_write(wrote, writer).await;
     }
 
     async fn feed(&self, pipe: &pipe::Receiver, chunk: &[u8], writer: &mut Option<SpillWriter>) {
@@ -185,11 +217,8 @@ impl Drain {
             }
             Pushed::Spilling => {
                 if let Some(active) = writer.as_mut() {
-                    if let Err(err) = active.write(chunk).await {
-                        tracing::warn!(%err, label = self.label, "writing a spill file failed");
-                        self.stream.spill_lost();
-                        *writer = None;
-                    }
+                    let wrote = active.write(chunk).await;
+                    self.after_write(wrote, writer).await;
                 }
             }
         }
@@ -203,50 +232,69 @@ impl Drain {
             Ok(Ok(created)) => created,
             Ok(Err(err)) => {
                 tracing::warn!(%err, "cannot create a spill file; keeping the tail only");
-                self.stream.spill_lost();
+                self.stream
+                    .spill_lost(format!("the spill file could not be created: {err}"));
                 return None;
             }
             Err(err) => {
                 tracing::warn!(%err, "spill file creation panicked");
-                self.stream.spill_lost();
+                self.stream
+                    .spill_lost(format!("the spill file could not be created: {err}"));
                 return None;
             }
         };
         self.stream.set_spill(Spill::Active(path));
-        let mut writer = SpillWriter::new(file);
-        let wrote = async {
-            writer.write(earlier).await?;
-            writer.write(chunk).await
+        let mut active = Some(SpillWriter::new(file, self.cap));
+        for part in [earlier, chunk] {
+            let Some(writer) = active.as_mut() else {
+                break;
+            };
+            let wrote = writer.write(part).await;
+            self.after_write(wrote, &mut active).await;
+        }
+        active
+    }
+
+    /// A write failed: the file keeps what reached it, stays advertised as
+    /// partial with the reason, and is tracked for retention like any other.
+    async fn spill_failed(&self, err: io::Error) {
+        let Some(path) = self.stream.spill_path() else {
+            return;
         };
-        match wrote.await {
-            Ok(()) => Some(writer),
-            Err(err) => {
-                tracing::warn!(%err, "writing a spill file failed");
-                self.stream.spill_lost();
-                None
-            }
+        tracing::warn!(%err, path = %path.display(), "writing a spill file failed; keeping it as partial");
+        let measured = path.clone();
+        let bytes =
+            tokio::task::spawn_blocking(move || std::fs::metadata(measured).map(|m| m.len()))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(0);
+        self.stream.spill_cut(format!("{err} after {bytes} bytes"));
+        self.retain(path, bytes).await;
+    }
+
+    async fn retain(&self, path: std::path::PathBuf, bytes: u64) {
+        let spill = Arc::clone(&self.spill);
+        let stream = Arc::downgrade(&self.stream);
+        let retained = tokio::task::spawn_blocking(move || spill.retain(path, bytes, stream)).await;
+        if let Err(err) = retained {
+            tracing::warn!(%err, "spill retention panicked");
         }
     }
 
-    async fn close_spill(&self, writer: SpillWriter) {
+    /// Finishes the file; `cut` says why it stops short of the stream.
+    async fn close_spill(&self, writer: SpillWriter, cut: Option<String>) {
         let Some(path) = self.stream.spill_path() else {
             return;
         };
         match writer.finish().await {
             Ok(bytes) => {
-                let spill = Arc::clone(&self.spill);
-                let stream = Arc::downgrade(&self.stream);
-                let retained =
-                    tokio::task::spawn_blocking(move || spill.retain(path, bytes, stream)).await;
-                if let Err(err) = retained {
-                    tracing::warn!(%err, "spill retention panicked");
+                if let Some(why) = cut {
+                    self.stream.spill_cut(why);
                 }
+                self.retain(path, bytes).await;
             }
-            Err(err) => {
-                tracing::warn!(%err, path = %path.display(), "finishing a spill file failed; not advertising it");
-                self.stream.spill_lost();
-                let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(path)).await;
-            }
+            Err(err) => self.spill_failed(err).await,
         }
     }
 }

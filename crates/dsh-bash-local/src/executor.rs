@@ -284,6 +284,7 @@ impl Inner {
                 stdout: Arc::clone(streams.0),
                 stderr: Arc::clone(streams.1),
                 spill: &self.spill,
+                max_spill_bytes: self.config.max_spill_bytes,
                 timeout,
                 cancel: spec.cancel.clone(),
                 stop,
@@ -535,6 +536,10 @@ impl BashExecutor for LocalBashExecutor {
             inner.tracker.close();
             inner.tracker.wait().await;
             inner.registry().clear();
+            if inner.config.discard_spill_on_shutdown {
+                let spill = Arc::clone(&inner.spill);
+                let _ = tokio::task::spawn_blocking(move || spill.remove()).await;
+            }
         })
     }
 }

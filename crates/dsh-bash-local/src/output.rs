@@ -94,8 +94,12 @@ pub(crate) enum Spill {
     Pending,
     /// The file exists and holds (or will hold) the complete stream.
     Active(PathBuf),
-    /// Creating or writing the file failed, or retention deleted it.
-    Unavailable,
+    /// The file exists but holds only the first part of the stream: it hit
+    /// the cap, or a write failed (the note says which).
+    Incomplete(PathBuf, String),
+    /// Creating the file failed, or retention deleted it (the note says
+    /// which).
+    Unavailable(String),
 }
 
 #[derive(Debug)]
@@ -155,7 +159,7 @@ impl Stream {
                 state.spill = Spill::Pending;
                 Pushed::Overflowed(state.tail.bytes_from(0))
             }
-            Spill::None | Spill::Unavailable => Pushed::Kept,
+            Spill::None | Spill::Unavailable(_) | Spill::Incomplete(..) => Pushed::Kept,
             Spill::Pending | Spill::Active(_) => Pushed::Spilling,
         };
         state.tail.push(chunk);
@@ -166,19 +170,31 @@ impl Stream {
         self.state().spill = spill;
     }
 
-    /// Retention deleted the file, or writing it failed: stop advertising it.
-    pub(crate) fn spill_lost(&self) {
-        self.set_spill(Spill::Unavailable);
+    /// There is no usable file (creation failed, retention deleted it):
+    /// stop advertising it, and say why.
+    pub(crate) fn spill_lost(&self, why: impl Into<String>) {
+        self.set_spill(Spill::Unavailable(why.into()));
+    }
+
+    /// The file stops short of the stream (the cap, a write error): keep
+    /// advertising it as partial, and say why.
+    pub(crate) fn spill_cut(&self, why: impl Into<String>) {
+        let mut state = self.state();
+        let path = match &state.spill {
+            Spill::Active(path) | Spill::Incomplete(path, _) => path.clone(),
+            _ => return,
+        };
+        state.spill = Spill::Incomplete(path, why.into());
     }
 
     pub(crate) fn finish(&self) {
         self.state().finished = true;
     }
 
-    /// The advertised spill path, if the file exists and is intact so far.
+    /// The advertised spill path, if the file exists (complete or partial).
     pub(crate) fn spill_path(&self) -> Option<PathBuf> {
         match &self.state().spill {
-            Spill::Active(path) => Some(path.clone()),
+            Spill::Active(path) | Spill::Incomplete(path, _) => Some(path.clone()),
             _ => None,
         }
     }
@@ -192,7 +208,12 @@ impl Stream {
             text: decode(&state.tail.bytes_from(0), truncated),
             truncated,
             spill_path: match (&state.spill, truncated) {
-                (Spill::Active(path), true) => Some(path.clone()),
+                (Spill::Active(path) | Spill::Incomplete(path, _), true) => Some(path.clone()),
+                _ => None,
+            },
+            total_bytes: state.tail.total,
+            spill_note: match (&state.spill, truncated) {
+                (Spill::Incomplete(_, why) | Spill::Unavailable(why), true) => Some(why.clone()),
                 _ => None,
             },
         }
@@ -219,7 +240,7 @@ impl Stream {
             next,
             lossy,
             spill_path: match &state.spill {
-                Spill::Active(path) => Some(path.clone()),
+                Spill::Active(path) | Spill::Incomplete(path, _) => Some(path.clone()),
                 _ => None,
             },
         }

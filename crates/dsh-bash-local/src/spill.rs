@@ -1,33 +1,29 @@
 //! Spill files: the complete stream, on disk, private.
 //!
-//! One private directory per executor (mode 0700, random name, created
-//! lazily under the temp dir or the configured parent); one file per
-//! overflowing stream (mode 0600, random unpredictable name, created
-//! exclusively: an existing path, a symlink included, makes creation fail).
+//! One private directory per executor (mode 0700, created lazily and
+//! exclusively under the configured parent or the temp dir — `/tmp` when
+//! `TMPDIR` is empty or relative — opened once without following symlinks
+//! and checked to be ours and private; its name records the owning pid and
+//! start time, so directories of dead hosts are swept when the next one is
+//! made). One file per overflowing stream, created relative to the
+//! directory handle (mode 0600, random unpredictable name,
+//! `O_CREAT|O_EXCL|O_NOFOLLOW`): whoever owns a shared `TMPDIR` cannot swap
+//! the directory for a symlink and hand out a forged file. A directory that
+//! disappears (a tmp cleaner) or is replaced is created anew.
 //! Retention is bounded: once more than the configured number of files or
 //! bytes are kept, the oldest finished files are deleted and their streams
 //! stop advertising them.
 
 use std::collections::VecDeque;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, DirBuilder, File};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError, Weak};
 
 use crate::output::Stream;
 use crate::sys;
-
-/// Creates `path` for writing, exclusively, mode 0600, never following a
-/// symlink (O_CREAT|O_EXCL refuses any existing path, dangling links too).
-pub(crate) fn create_exclusive(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
 
 /// 128 bits of kernel randomness as hex: an unpredictable file name part.
 fn random_name() -> io::Result<String> {
@@ -49,10 +45,16 @@ struct Kept {
     stream: Weak<Stream>,
 }
 
+/// The private directory, as created: its path and a handle on it.
+struct Dir {
+    path: PathBuf,
+    handle: OwnedFd,
+}
+
 /// The executor's private spill directory and the files it retains.
 pub(crate) struct SpillDir {
-    parent: Option<PathBuf>,
-    dir: Mutex<Option<PathBuf>>,
+    parent: PathBuf,
+    dir: Mutex<Option<Dir>>,
     kept: Mutex<VecDeque<Kept>>,
     limits: SpillLimits,
 }
@@ -65,43 +67,149 @@ impl std::fmt::Debug for SpillDir {
     }
 }
 
+/// Where spill directories go when none is configured: the temp dir, unless
+/// `TMPDIR` is empty or relative (then `/tmp`).
+fn default_parent() -> PathBuf {
+    let temp = std::env::temp_dir();
+    if temp.is_absolute() {
+        temp
+    } else {
+        PathBuf::from("/tmp")
+    }
+}
+
+/// `dsh-bash-<pid>.<start time>-<random>`: the owner, recorded in the name.
+fn directory_name(random: &str) -> String {
+    format!(
+        "dsh-bash-{}.{}-{random}",
+        std::process::id(),
+        sys::start_time(std::process::id()).unwrap_or(0)
+    )
+}
+
+/// The owner recorded in a spill directory's name.
+fn owner_of(name: &str) -> Option<(u32, u64)> {
+    let rest = name.strip_prefix("dsh-bash-")?;
+    let (owner, _) = rest.split_once('-')?;
+    let (pid, start) = owner.split_once('.')?;
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// Removes the spill directories of dead hosts (ours: same user) in
+/// `parent`: their paths mean nothing any more.
+fn sweep(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    let me = sys::effective_uid();
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some((pid, start)) = name.to_str().and_then(owner_of) else {
+            continue;
+        };
+        let Ok(meta) = fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || std::os::unix::fs::MetadataExt::uid(&meta) != me {
+            continue;
+        }
+        let alive = if start == 0 {
+            // The start time was unknown when it was made: only a missing
+            // process is proof of death.
+            Path::new(&format!("/proc/{pid}")).exists()
+        } else {
+            sys::start_time(pid) == Some(start)
+        };
+        if alive {
+            continue;
+        }
+        if let Err(err) = fs::remove_dir_all(entry.path()) {
+            tracing::debug!(%err, path = %entry.path().display(), "cannot sweep a dead host's spill directory");
+        }
+    }
+}
+
 impl SpillDir {
     pub(crate) fn new(parent: Option<PathBuf>, limits: SpillLimits) -> Self {
         SpillDir {
-            parent,
+            parent: parent.unwrap_or_else(default_parent),
             dir: Mutex::new(None),
             kept: Mutex::new(VecDeque::new()),
             limits,
         }
     }
 
-    /// The private directory, created on first use. Blocking.
-    fn dir(&self) -> io::Result<PathBuf> {
-        let mut dir = self.dir.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(dir) = dir.as_ref() {
-            return Ok(dir.clone());
-        }
-        let parent = self.parent.clone().unwrap_or_else(std::env::temp_dir);
-        let path = parent.join(format!("dsh-bash-{}", random_name()?));
-        DirBuilder::new().mode(0o700).create(&path).map_err(|err| {
+    /// Creates the private directory: 0700, exclusive, then opened without
+    /// following symlinks and checked to be ours and private. Blocking.
+    fn create_dir(&self) -> io::Result<Dir> {
+        sweep(&self.parent);
+        let path = self.parent.join(directory_name(&random_name()?));
+        let context = |err: io::Error| {
             io::Error::new(
                 err.kind(),
                 format!("cannot create spill directory {}: {err}", path.display()),
             )
-        })?;
-        *dir = Some(path.clone());
-        Ok(path)
+        };
+        DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(context)?;
+        let handle = sys::open_directory(&path).map_err(context)?;
+        let (uid, mode) = sys::owner_and_mode(handle.as_fd()).map_err(context)?;
+        if uid != sys::effective_uid() || mode & 0o077 != 0 {
+            return Err(context(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("it is not private (owner {uid}, mode {mode:o})"),
+            )));
+        }
+        Ok(Dir { path, handle })
     }
 
-    /// Creates a new spill file for a stream labelled `label`. Blocking.
+    /// Creates a new spill file for a stream labelled `label`, relative to
+    /// the directory handle (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600). A
+    /// directory that was removed, or whose path now leads elsewhere, is
+    /// replaced by a new one first. Blocking.
     pub(crate) fn create(&self, label: &str) -> io::Result<(File, PathBuf)> {
-        let dir = self.dir()?;
+        let mut dir = self.dir.lock().unwrap_or_else(PoisonError::into_inner);
+        let intact = dir
+            .as_ref()
+            .is_some_and(|d| sys::same_directory(d.handle.as_fd(), &d.path));
+        if !intact {
+            if dir.is_some() {
+                tracing::warn!(parent = %self.parent.display(), "the spill directory was removed or replaced; creating a new one");
+            }
+            *dir = Some(self.create_dir()?);
+        }
+        let Some(dir) = dir.as_ref() else {
+            return Err(io::Error::other("no spill directory"));
+        };
         loop {
-            let path = dir.join(format!("{label}-{}", random_name()?));
-            match create_exclusive(&path) {
-                Ok(file) => return Ok((file, path)),
+            let name = format!("{label}-{}", random_name()?);
+            match sys::create_at(dir.handle.as_fd(), &name) {
+                Ok(file) => return Ok((file, dir.path.join(name))),
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Removes the directory and everything in it (an MCP session's paths
+    /// mean nothing after the session). Blocking.
+    pub(crate) fn remove(&self) {
+        let taken = self
+            .dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        if let Some(dir) = taken {
+            if sys::same_directory(dir.handle.as_fd(), &dir.path) {
+                if let Err(err) = fs::remove_dir_all(&dir.path) {
+                    tracing::warn!(%err, path = %dir.path.display(), "cannot remove the spill directory");
+                }
             }
         }
     }
@@ -150,7 +258,7 @@ impl SpillDir {
 
 fn forget(path: PathBuf, stream: &Weak<Stream>) {
     if let Some(stream) = stream.upgrade() {
-        stream.spill_lost();
+        stream.spill_lost("deleted by retention (only the newest spill files are kept)");
     }
     if let Err(err) = fs::remove_file(&path) {
         tracing::debug!(%err, path = %path.display(), "evicting a spill file failed");
@@ -170,19 +278,58 @@ mod tests {
     }
 
     #[test]
-    fn exclusive_creation_refuses_existing_paths_and_symlinks() {
-        let dir = tempfile::tempdir().unwrap();
-        let existing = dir.path().join("existing");
-        fs::write(&existing, "x").unwrap();
+    fn a_swapped_or_removed_directory_is_replaced_never_followed() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let (_, first) = spill.create("stdout").unwrap();
+        let dir = first.parent().unwrap().to_owned();
+        // An attacker moves the directory away and plants a symlink to a
+        // directory of theirs at its path.
+        let theirs = parent.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        fs::rename(&dir, parent.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&theirs, &dir).unwrap();
+        let (_, second) = spill.create("stdout").unwrap();
+        assert_ne!(second.parent().unwrap(), dir, "the swapped path was reused");
+        assert!(second.exists());
         assert_eq!(
-            create_exclusive(&existing).unwrap_err().kind(),
-            io::ErrorKind::AlreadyExists
+            fs::read_dir(&theirs).unwrap().count(),
+            0,
+            "a file landed in their directory"
         );
-        let target = dir.path().join("target");
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        assert!(create_exclusive(&link).is_err());
-        assert!(!target.exists(), "a dangling symlink was followed");
+        // A tmp cleaner removes it: the next spill makes a new one.
+        fs::remove_dir_all(second.parent().unwrap()).unwrap();
+        let (_, third) = spill.create("stderr").unwrap();
+        assert!(third.exists());
+    }
+
+    #[test]
+    fn dead_hosts_directories_are_swept_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let dead = parent.path().join("dsh-bash-999999999.1-0123abcd");
+        fs::create_dir(&dead).unwrap();
+        fs::write(dead.join("stdout-x"), "old").unwrap();
+        let mine = parent.path().join(directory_name("feedbeef"));
+        fs::create_dir(&mine).unwrap();
+        let unrelated = parent.path().join("dsh-bash-tmp-ABCDEF");
+        fs::create_dir(&unrelated).unwrap();
+        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        spill.create("stdout").unwrap();
+        assert!(!dead.exists());
+        assert!(mine.exists());
+        assert!(unrelated.exists());
+        assert_eq!(owner_of("dsh-bash-12.34-ab"), Some((12, 34)));
+        assert_eq!(owner_of("dsh-bash-tmp-ABCDEF"), None);
+    }
+
+    #[test]
+    fn removal_takes_the_directory_and_its_files() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let (_, file) = spill.create("stdout").unwrap();
+        spill.remove();
+        assert!(!file.exists());
+        assert!(!file.parent().unwrap().exists());
     }
 
     #[test]

@@ -61,6 +61,7 @@ pub(crate) struct Watch<'a> {
     pub(crate) stdout: Arc<Stream>,
     pub(crate) stderr: Arc<Stream>,
     pub(crate) spill: &'a Arc<SpillDir>,
+    pub(crate) max_spill_bytes: u64,
     pub(crate) timeout: Option<Duration>,
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) stop: &'a Stop,
@@ -190,6 +191,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
         stream: Arc::clone(stream),
         spill: Arc::clone(watch.spill),
         label,
+        cap: watch.max_spill_bytes,
         stop: linger.clone(),
     };
     let stdout = pipe::Receiver::from_owned_fd(spawned.stdout)?;

@@ -13,9 +13,19 @@ pub struct CollectedOutput {
     pub text: String,
     /// True if and only if the stream was longer than the in-memory cap.
     pub truncated: bool,
-    /// A private file holding the COMPLETE raw stream; set only when the
-    /// stream was truncated and the file is intact.
+    /// A private file holding the raw stream; set only when the stream was
+    /// truncated and the file exists. It holds the COMPLETE stream unless
+    /// `spill_note` says otherwise (capped, or cut short by a write error).
     pub spill_path: Option<PathBuf>,
+    /// How many bytes the stream produced in all.
+    #[serde(default)]
+    pub total_bytes: u64,
+    /// Why the spill file is not the complete stream, or is missing: "capped
+    /// at N bytes", "No space left on device (os error 28) after N bytes",
+    /// "cannot create it: ...", "deleted by retention". `None` when the file
+    /// is complete or none was needed.
+    #[serde(default)]
+    pub spill_note: Option<String>,
 }
 
 /// What a sandboxing executor reports about one run or task.

@@ -13,11 +13,16 @@ fn push_line(text: &mut String, line: &str) {
 }
 
 fn truncation_notice(stream: &CollectedOutput) -> String {
-    let path = stream
-        .spill_path
-        .as_ref()
-        .map_or_else(|| "(unavailable)".to_owned(), |p| p.display().to_string());
-    format!("[output truncated; full output: {path}]")
+    match (&stream.spill_path, &stream.spill_note) {
+        (Some(path), None) => format!("[output truncated; full output: {}]", path.display()),
+        (Some(path), Some(note)) => format!(
+            "[output truncated; partial output ({note}; the stream produced {} bytes): {}]",
+            stream.total_bytes,
+            path.display()
+        ),
+        (None, Some(note)) => format!("[output truncated; full output unavailable: {note}]"),
+        (None, None) => "[output truncated; full output: (unavailable)]".to_owned(),
+    }
 }
 
 fn push_stream(text: &mut String, stream: &CollectedOutput) {
@@ -158,6 +163,8 @@ mod tests {
             text: text.into(),
             truncated: false,
             spill_path: None,
+            total_bytes: text.len() as u64,
+            spill_note: None,
         }
     }
 
@@ -233,6 +240,17 @@ mod tests {
         assert_eq!(
             render_run_result(&r, false),
             "tail\n[output truncated; full output: /tmp/x/stdout-1]\n[stderr]\netail\n[output truncated; full output: (unavailable)]"
+        );
+        // A capped or cut-short file is advertised as partial, with why and
+        // how much the stream produced; a missing one says why.
+        r.stdout.spill_note = Some("capped at 1024 bytes".into());
+        r.stdout.total_bytes = 5000;
+        r.stderr.spill_note = Some(
+            "the spill file could not be created: No space left on device (os error 28)".into(),
+        );
+        assert_eq!(
+            render_run_result(&r, false),
+            "tail\n[output truncated; partial output (capped at 1024 bytes; the stream produced 5000 bytes): /tmp/x/stdout-1]\n[stderr]\netail\n[output truncated; full output unavailable: the spill file could not be created: No space left on device (os error 28)]"
         );
     }
 

@@ -240,6 +240,27 @@ async def terminated(params):
     print("ok SIGTERM stops the server and its commands")
 
 
+async def spill_removed():
+    """A session's full-output files go with the session."""
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
+        params = StdioServerParameters(
+            command=BINARY, args=["mcp"], cwd=SCRATCH, env={**os.environ, "TMPDIR": tmp}
+        )
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                text = text_of(await session.call_tool("bash", bash("seq 1 100000")))
+                marker = "[output truncated; full output: "
+                assert marker in text, text[-300:]
+                path = text.split(marker, 1)[1].split("]", 1)[0]
+                assert os.path.isfile(path), path
+                server_pid = int(text_of(await session.call_tool("bash", bash("echo $PPID"))))
+        assert await gone(server_pid), "the server outlived its connection"
+        assert not os.path.exists(path), f"{path} outlived its session"
+        assert os.listdir(tmp) == [], os.listdir(tmp)
+    print("ok the session's spill directory is removed at exit")
+
+
 async def main():
     await session_with(server(), listing)
     await session_with(server("--sandbox", "read-only"), confined_listing)
@@ -272,6 +293,7 @@ async def main():
 
     await closing(server())
     await terminated(server())
+    await spill_removed()
 
 
 anyio.run(main)

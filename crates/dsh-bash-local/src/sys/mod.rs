@@ -137,6 +137,85 @@ pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> 
     }))
 }
 
+/// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, in
+/// clock ticks since boot): with the pid, it names a process for good.
+pub(crate) fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// The effective uid of this process.
+pub(crate) fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Opens `path` as a directory, refusing a symlink in its last component.
+pub(crate) fn open_directory(path: &std::path::Path) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    Ok(OwnedFd::from(file))
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    let mut stat = MaybeUninit::<libc::stat>::zeroed();
+    // SAFETY: fstat writes a stat struct into the buffer we own.
+    if unsafe { libc::fstat(fd.as_raw_fd(), stat.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded, so the struct is initialised.
+    Ok(unsafe { stat.assume_init() })
+}
+
+/// The owner and permission bits of the file behind `fd`.
+pub(crate) fn owner_and_mode(fd: BorrowedFd<'_>) -> io::Result<(u32, u32)> {
+    let stat = fstat(fd)?;
+    Ok((stat.st_uid, stat.st_mode & 0o7777))
+}
+
+/// True if and only if the directory behind `fd` still exists and `path`
+/// (not followed if a symlink) still leads to it.
+pub(crate) fn same_directory(fd: BorrowedFd<'_>, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(held) = fstat(fd) else {
+        return false;
+    };
+    if held.st_nlink == 0 {
+        return false;
+    }
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|meta| meta.is_dir() && meta.ino() == held.st_ino && meta.dev() == held.st_dev)
+}
+
+/// Creates `name` in the directory behind `dir` for writing: exclusively,
+/// mode 0600, never following a symlink.
+pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<std::fs::File> {
+    let name = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a file name"))?;
+    // SAFETY: openat with a valid directory fd and a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just handed us this fd.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
 /// Sets the capacity of a pipe (best effort): larger for heavy streams
 /// (they wake us less), small for the watchdog's.
 pub(crate) fn set_pipe_size(fd: BorrowedFd<'_>, bytes: libc::c_int) {

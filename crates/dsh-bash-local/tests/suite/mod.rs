@@ -3,6 +3,7 @@ mod cancel;
 mod concurrency;
 mod containment;
 mod descriptors;
+mod disk;
 mod environment;
 mod escapee;
 mod fixture;

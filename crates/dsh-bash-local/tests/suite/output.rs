@@ -80,6 +80,12 @@ async fn a_failed_spill_still_returns_the_tail() {
     assert_eq!(result.stdout.spill_path, None);
     assert!(result.stdout.text.ends_with("999\n1000\n"));
     assert_eq!(result.exit_code, Some(0));
+    // ... and says why.
+    let note = result.stdout.spill_note.as_deref().unwrap_or_default();
+    assert!(
+        note.starts_with("the spill file could not be created: cannot create spill directory"),
+        "{note}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
