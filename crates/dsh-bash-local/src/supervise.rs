@@ -122,21 +122,42 @@ struct KillOnDrop<'a> {
 }
 
 impl Drop for KillOnDrop<'_> {
+    /// Never blocks the dropping (runtime) thread: under a cgroup the kill
+    /// is one immediate write; the `/proc` walk of the process-tree
+    /// mechanism and the reaping are handed to a thread that may block, as
+    /// tokio's orphan queue does for dropped children.
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
-        match self.cgroup {
+        if let Some(cgroup) = self.cgroup {
             // One write kills everything inside; the cgroup itself is
             // removed when its owner drops it.
-            Some(cgroup) => cgroup.kill(),
-            None => {
-                tree::kill_now(self.pid, self.pidfd);
-                spawn::release(self.pid);
-            }
+            cgroup.kill();
         }
-        // SIGKILL is immediate; the wait only collects the zombie.
-        sys::reap_blocking(self.pidfd.as_fd());
+        // Under the process-tree walk the root must stay alive (it is the
+        // subreaper) until the thread below has frozen the tree.
+        let Ok(pidfd) = self.pidfd.try_clone() else {
+            tracing::warn!(
+                pid = self.pid,
+                "cannot hand a dropped command to the reaper; its zombie stays until exit"
+            );
+            return;
+        };
+        let (pid, walk) = (self.pid, self.cgroup.is_none());
+        let reaper = std::thread::Builder::new()
+            .name("dsh-bash-reaper".into())
+            .spawn(move || {
+                if walk {
+                    tree::kill_now(pid, &pidfd);
+                    spawn::release(pid);
+                }
+                // SIGKILL is immediate; the wait only collects the zombie.
+                sys::reap_blocking(pidfd.as_fd());
+            });
+        if let Err(err) = reaper {
+            tracing::warn!(%err, pid = self.pid, "cannot start a reaper thread; the dropped command was SIGKILLed but its descendants may linger");
+        }
     }
 }
 

@@ -17,6 +17,7 @@
 
 use std::collections::HashSet;
 use std::fs;
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
@@ -63,21 +64,74 @@ pub(crate) fn scan() -> Vec<ProcEntry> {
     .collect()
 }
 
-/// The processes of one command tree, each held by a pidfd.
-#[derive(Debug, Default)]
-pub(crate) struct Members {
-    pids: HashSet<libc::pid_t>,
-    fds: Vec<OwnedFd>,
+/// What a freeze needs from the system: a table of processes to scan, a
+/// way to hold one (so a signal never reaches a recycled pid) and to signal
+/// it. The real one is `/proc` + pidfds; tests use a scripted table.
+pub(crate) trait ProcessTable {
+    /// A held process.
+    type Handle;
+    /// Every process, as of now.
+    fn scan(&mut self) -> Vec<ProcEntry>;
+    /// Holds `pid` (fails, e.g., when out of descriptors).
+    fn open(&mut self, pid: libc::pid_t) -> io::Result<Self::Handle>;
+    /// Signals a held process.
+    fn signal(&mut self, handle: &Self::Handle, signal: libc::c_int);
+    /// Signals by pid: used only for a process that could not be held and
+    /// whose parent is frozen, so it cannot be reaped and its pid cannot be
+    /// recycled before the signal lands.
+    fn signal_pid(&mut self, pid: libc::pid_t, signal: libc::c_int);
 }
 
-impl Members {
-    pub(crate) fn len(&self) -> usize {
-        self.fds.len()
+/// The system's table: `/proc` and pidfds.
+pub(crate) struct Proc;
+
+impl ProcessTable for Proc {
+    type Handle = OwnedFd;
+
+    fn scan(&mut self) -> Vec<ProcEntry> {
+        scan()
     }
 
-    fn signal_all(&self, signal: libc::c_int) {
-        for fd in &self.fds {
-            sys::pidfd_signal(fd.as_fd(), signal);
+    fn open(&mut self, pid: libc::pid_t) -> io::Result<OwnedFd> {
+        sys::pidfd_open(pid)
+    }
+
+    fn signal(&mut self, handle: &OwnedFd, signal: libc::c_int) {
+        sys::pidfd_signal(handle.as_fd(), signal);
+    }
+
+    fn signal_pid(&mut self, pid: libc::pid_t, signal: libc::c_int) {
+        sys::signal_pid(pid, signal);
+    }
+}
+
+/// The processes of one command tree: each held by a handle where it could
+/// be, by pid (under a frozen parent) where it could not.
+#[derive(Debug)]
+pub(crate) struct Members<H = OwnedFd> {
+    pids: HashSet<libc::pid_t>,
+    held: Vec<H>,
+    unheld: Vec<libc::pid_t>,
+}
+
+impl<H> Default for Members<H> {
+    fn default() -> Self {
+        Members {
+            pids: HashSet::new(),
+            held: Vec::new(),
+            unheld: Vec::new(),
+        }
+    }
+}
+
+impl<H> Members<H> {
+    pub(crate) fn len(&self) -> usize {
+        self.pids.len()
+    }
+
+    fn signal_all<T: ProcessTable<Handle = H>>(&self, table: &mut T, signal: libc::c_int) {
+        for handle in &self.held {
+            table.signal(handle, signal);
         }
     }
 }
@@ -93,36 +147,68 @@ pub(crate) struct Tree {
 }
 
 /// Freezes every process of `tree` not yet in `members` and adds it there.
-/// Blocking (reads `/proc`); run it off the async threads.
-pub(crate) fn freeze(tree: Tree, root: Option<&OwnedFd>, members: &mut Members) {
+/// Blocking (reads the table); run it off the async threads.
+///
+/// A process that cannot be held (no descriptor left) is still stopped, by
+/// pid, when its parent is frozen (the root or a member): a stopped parent
+/// cannot reap it, so its pid cannot be recycled. Otherwise it is logged.
+pub(crate) fn freeze_in<T: ProcessTable>(
+    table: &mut T,
+    tree: Tree,
+    root: Option<&T::Handle>,
+    members: &mut Members<T::Handle>,
+) {
     if let Some(root) = root {
-        sys::pidfd_signal(root.as_fd(), libc::SIGSTOP);
+        table.signal(root, libc::SIGSTOP);
     }
     // Members found by an earlier freeze may have been continued since.
-    members.signal_all(libc::SIGSTOP);
+    members.signal_all(table, libc::SIGSTOP);
     let mut quiet_scans = 0;
     while quiet_scans < 2 {
         let mut added = false;
-        for entry in scan() {
+        for entry in table.scan() {
             // Zombies cannot run, fork or hold anything: nothing to stop.
             if entry.exited || entry.pid == tree.pgid || members.pids.contains(&entry.pid) {
                 continue;
             }
-            let ours = entry.pgrp == tree.pgid
-                || (tree.from_root && entry.ppid == tree.pgid)
-                || members.pids.contains(&entry.ppid);
-            if !ours {
+            let parent_frozen =
+                (tree.from_root && entry.ppid == tree.pgid) || members.pids.contains(&entry.ppid);
+            if !(entry.pgrp == tree.pgid || parent_frozen) {
                 continue;
             }
-            let Ok(fd) = sys::pidfd_open(entry.pid) else {
-                continue;
-            };
-            sys::pidfd_signal(fd.as_fd(), libc::SIGSTOP);
+            match table.open(entry.pid) {
+                Ok(handle) => {
+                    table.signal(&handle, libc::SIGSTOP);
+                    members.held.push(handle);
+                }
+                Err(err) if parent_frozen => {
+                    tracing::debug!(%err, pid = entry.pid, "cannot hold a process; stopping it by pid under its frozen parent");
+                    table.signal_pid(entry.pid, libc::SIGSTOP);
+                    members.unheld.push(entry.pid);
+                }
+                Err(err) => {
+                    tracing::warn!(%err, pid = entry.pid, "cannot hold a process of a stopping tree; it may survive");
+                    continue;
+                }
+            }
             members.pids.insert(entry.pid);
-            members.fds.push(fd);
             added = true;
         }
         quiet_scans = if added { 0 } else { quiet_scans + 1 };
+    }
+}
+
+/// [`freeze_in`] on the system's table.
+pub(crate) fn freeze(tree: Tree, root: Option<&OwnedFd>, members: &mut Members) {
+    freeze_in(&mut Proc, tree, root, members);
+}
+
+/// Kills what a freeze found: every held member, and every unheld one whose
+/// parent is still frozen (so its pid is still its own).
+pub(crate) fn kill_frozen<T: ProcessTable>(table: &mut T, members: &Members<T::Handle>) {
+    members.signal_all(table, libc::SIGKILL);
+    for pid in &members.unheld {
+        table.signal_pid(*pid, libc::SIGKILL);
     }
 }
 
@@ -139,8 +225,9 @@ async fn all_exited(fds: &[AsyncFd<OwnedFd>]) {
     }
 }
 
-fn watchable(fds: &Members) -> Vec<AsyncFd<OwnedFd>> {
-    fds.fds
+fn watchable(members: &Members) -> Vec<AsyncFd<OwnedFd>> {
+    members
+        .held
         .iter()
         .filter_map(|fd| fd.try_clone().ok())
         .filter_map(|fd| sys::readable_fd(fd).ok())
@@ -189,6 +276,12 @@ impl Stopping {
     /// Steps 2–4: SIGTERM, wait up to `grace`, then SIGKILL what is left.
     /// Returns once every member has exited.
     pub(crate) async fn finish(mut self, grace: Duration) {
+        // Unheld members first, while every parent is still frozen.
+        for signal in [libc::SIGTERM, libc::SIGCONT] {
+            for pid in &self.members.unheld {
+                sys::signal_pid(*pid, signal);
+            }
+        }
         self.send(libc::SIGTERM);
         self.send(libc::SIGCONT);
         let mut watched = watchable(&self.members);
@@ -219,6 +312,9 @@ impl Stopping {
             sys::signal_group(tree.pgid, libc::SIGKILL);
             return;
         };
+        // The refreeze stopped everything again: unheld members' parents
+        // are frozen, so killing them by pid is safe now.
+        kill_frozen(&mut Proc, &stopping.members);
         stopping.send(libc::SIGKILL);
         watched = watchable(&stopping.members);
         // SIGKILL cannot be caught; the bound only guards against processes
@@ -235,7 +331,7 @@ impl Stopping {
         if let Some(root) = &self.root {
             sys::pidfd_signal(root.as_fd(), signal);
         }
-        self.members.signal_all(signal);
+        self.members.signal_all(&mut Proc, signal);
         sys::signal_group(self.tree.pgid, signal);
     }
 }
@@ -247,7 +343,7 @@ impl Drop for Stopping {
         if let Some(root) = &self.root {
             sys::pidfd_signal(root.as_fd(), libc::SIGKILL);
         }
-        self.members.signal_all(libc::SIGKILL);
+        self.members.signal_all(&mut Proc, libc::SIGKILL);
     }
 }
 
@@ -263,8 +359,8 @@ pub(crate) fn kill_now(pgid: libc::pid_t, root: &OwnedFd) {
         Some(root),
         &mut members,
     );
+    kill_frozen(&mut Proc, &members);
     sys::pidfd_signal(root.as_fd(), libc::SIGKILL);
-    members.signal_all(libc::SIGKILL);
     sys::signal_group(pgid, libc::SIGKILL);
 }
 
@@ -286,6 +382,164 @@ mod tests {
         );
         assert!(parse_stat(9, "9 (sh) Z 1 9 9 0").unwrap().exited);
         assert_eq!(parse_stat(1, "garbage"), None);
+    }
+
+    /// A scripted process table: `forks` run after the given scan (a
+    /// process appearing between two scans), `unopenable` pids fail to be
+    /// held, signals are recorded and SIGSTOP/SIGKILL change the state.
+    #[derive(Default)]
+    struct Fake {
+        procs: Vec<ProcEntry>,
+        stopped: HashSet<libc::pid_t>,
+        killed: HashSet<libc::pid_t>,
+        unopenable: HashSet<libc::pid_t>,
+        forks: Vec<(usize, ProcEntry)>,
+        scans: usize,
+        by_pid: Vec<(libc::pid_t, libc::c_int)>,
+    }
+
+    fn proc(pid: libc::pid_t, ppid: libc::pid_t, pgrp: libc::pid_t) -> ProcEntry {
+        ProcEntry {
+            pid,
+            ppid,
+            pgrp,
+            exited: false,
+        }
+    }
+
+    impl Fake {
+        fn apply(&mut self, pid: libc::pid_t, signal: libc::c_int) {
+            match signal {
+                libc::SIGSTOP => {
+                    self.stopped.insert(pid);
+                }
+                libc::SIGKILL => {
+                    self.killed.insert(pid);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    impl ProcessTable for Fake {
+        type Handle = libc::pid_t;
+
+        fn scan(&mut self) -> Vec<ProcEntry> {
+            self.scans += 1;
+            let due: Vec<ProcEntry> = self
+                .forks
+                .iter()
+                .filter(|(after, _)| *after + 1 == self.scans)
+                .map(|(_, entry)| *entry)
+                .collect();
+            // A stopped parent cannot fork: only running ones do.
+            for entry in due {
+                if !self.stopped.contains(&entry.ppid) {
+                    self.procs.push(entry);
+                }
+            }
+            self.procs.clone()
+        }
+
+        fn open(&mut self, pid: libc::pid_t) -> io::Result<libc::pid_t> {
+            if self.unopenable.contains(&pid) {
+                return Err(io::Error::from_raw_os_error(libc::EMFILE));
+            }
+            Ok(pid)
+        }
+
+        fn signal(&mut self, handle: &libc::pid_t, signal: libc::c_int) {
+            self.apply(*handle, signal);
+        }
+
+        fn signal_pid(&mut self, pid: libc::pid_t, signal: libc::c_int) {
+            self.by_pid.push((pid, signal));
+            self.apply(pid, signal);
+        }
+    }
+
+    const TREE: Tree = Tree {
+        pgid: 100,
+        from_root: true,
+    };
+
+    #[test]
+    fn a_fork_between_two_scans_is_caught() {
+        // 101 (setsid child of the shell) forks 102 after the first scan,
+        // before it is stopped in the same pass.
+        let mut table = Fake {
+            procs: vec![proc(100, 1, 100), proc(101, 100, 101), proc(7, 1, 7)],
+            forks: vec![(1, proc(102, 101, 102))],
+            ..Fake::default()
+        };
+        let mut members = Members::default();
+        freeze_in(&mut table, TREE, Some(&100), &mut members);
+        let mut found: Vec<_> = members.pids.iter().copied().collect();
+        found.sort_unstable();
+        assert_eq!(found, [101]);
+        // 101 was stopped before the second scan, so 102 never came to be;
+        // had it, the quiet-scan rule keeps walking: prove it with a fork
+        // scheduled while its parent is still running.
+        let mut table = Fake {
+            procs: vec![proc(100, 1, 100), proc(101, 100, 101)],
+            forks: vec![(0, proc(102, 101, 102))],
+            ..Fake::default()
+        };
+        let mut members = Members::default();
+        freeze_in(&mut table, TREE, Some(&100), &mut members);
+        assert!(members.pids.contains(&102), "{:?}", members.pids);
+        assert!(table.stopped.contains(&102) && table.stopped.contains(&100));
+        assert!(!members.pids.contains(&7));
+    }
+
+    #[test]
+    fn an_unopenable_process_is_still_stopped_and_killed_by_pid() {
+        let mut table = Fake {
+            procs: vec![proc(100, 1, 100), proc(101, 100, 100), proc(102, 101, 102)],
+            unopenable: [102].into(),
+            ..Fake::default()
+        };
+        let mut members = Members::default();
+        freeze_in(&mut table, TREE, Some(&100), &mut members);
+        assert!(members.pids.contains(&102));
+        assert!(table.stopped.contains(&102), "the unopenable child ran on");
+        assert_eq!(table.by_pid, [(102, libc::SIGSTOP)]);
+        kill_frozen(&mut table, &members);
+        assert!(table.killed.contains(&101) && table.killed.contains(&102));
+    }
+
+    #[test]
+    fn a_zombie_is_never_held_or_counted() {
+        let mut zombie = proc(101, 100, 100);
+        zombie.exited = true;
+        let mut table = Fake {
+            procs: vec![proc(100, 1, 100), zombie],
+            ..Fake::default()
+        };
+        let mut members = Members::default();
+        freeze_in(&mut table, TREE, Some(&100), &mut members);
+        assert_eq!(members.len(), 0);
+        assert!(!table.stopped.contains(&101));
+    }
+
+    #[test]
+    fn what_a_term_ignorer_forked_in_its_handler_is_found_by_the_second_freeze() {
+        // After the first freeze and SIGTERM + SIGCONT, member 101 ignores
+        // TERM and forks 103 in its handler; the second freeze (before the
+        // SIGKILL) must catch 103.
+        let mut table = Fake {
+            procs: vec![proc(100, 1, 100), proc(101, 100, 100)],
+            ..Fake::default()
+        };
+        let mut members = Members::default();
+        freeze_in(&mut table, TREE, Some(&100), &mut members);
+        assert_eq!(members.len(), 1);
+        table.stopped.clear(); // SIGCONT: everyone runs again
+        table.procs.push(proc(103, 101, 103));
+        freeze_in(&mut table, TREE, Some(&100), &mut members);
+        assert!(members.pids.contains(&103));
+        kill_frozen(&mut table, &members);
+        assert!(table.killed.contains(&101) && table.killed.contains(&103));
     }
 
     #[test]

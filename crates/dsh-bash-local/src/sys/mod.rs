@@ -99,6 +99,16 @@ pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
     unsafe { libc::kill(-pgid, signal) };
 }
 
+/// Sends `signal` to `pid` (for a process that could not be held by a
+/// pidfd and whose parent is frozen). Never signals pid 1 or below.
+pub(crate) fn signal_pid(pid: libc::pid_t, signal: libc::c_int) {
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: kill with a positive pid; no memory involved.
+    unsafe { libc::kill(pid, signal) };
+}
+
 /// True if and only if some process still belongs to group `pgid`.
 pub(crate) fn group_alive(pgid: libc::pid_t) -> bool {
     if pgid <= 1 {

@@ -52,3 +52,23 @@ async fn a_second_kill_does_not_restart_the_escalation() {
     assert_eq!(settled.status, TaskStatus::Killed);
     assert_eq!(settled.signal.as_deref(), Some("SIGKILL"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_result_names_the_containment_in_force() {
+    use dsh_bash::Containment;
+    let executor = super::fixture::executor();
+    let result = super::fixture::run(&executor, "true").await;
+    match super::fixture::containment() {
+        dsh_bash_local::ContainmentChoice::ProcessTree => {
+            assert_eq!(result.containment, Some(Containment::ProcessTree));
+        }
+        _ => assert!(result.containment.is_some(), "{result:?}"),
+    }
+    let forced = dsh_bash_local::LocalBashExecutor::new(dsh_bash_local::LocalConfig {
+        containment: dsh_bash_local::ContainmentChoice::ProcessTree,
+        ..super::fixture::config()
+    })
+    .unwrap();
+    let result = super::fixture::run(&forced, "true").await;
+    assert_eq!(result.containment, Some(Containment::ProcessTree));
+}

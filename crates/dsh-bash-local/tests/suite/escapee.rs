@@ -60,7 +60,11 @@ const DAEMON: &str = "ready=$(mktemp -u); mkfifo $ready; \
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_rule_for_leftovers_under_cgroups_a_daemon_is_stopped_and_counted() {
-    let executor = executor();
+    let executor = dsh_bash_local::LocalBashExecutor::new(dsh_bash_local::LocalConfig {
+        containment: dsh_bash_local::ContainmentChoice::Auto,
+        ..super::fixture::config()
+    })
+    .unwrap();
     let result = super::fixture::run(&executor, DAEMON).await;
     let daemon = pids(&result.stdout.text)[0];
     if result.containment != Some(dsh_bash::Containment::Cgroup) {

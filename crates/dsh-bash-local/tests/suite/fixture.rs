@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use dsh_bash::{BashExecRequest, BashExecSpec, BashExecutor, BashRunResult};
-use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use dsh_bash_local::{ContainmentChoice, LocalBashExecutor, LocalConfig};
 
 /// One spill parent for the whole test binary, removed by the OS tmp cleaner.
 pub fn spill_parent() -> PathBuf {
@@ -14,10 +14,20 @@ pub fn spill_parent() -> PathBuf {
         .clone()
 }
 
+/// The containment under test: `DSH_TEST_CONTAINMENT=process-tree` runs
+/// the whole suite under the process-tree walk (CI runs it both ways).
+pub fn containment() -> ContainmentChoice {
+    match std::env::var("DSH_TEST_CONTAINMENT").as_deref() {
+        Ok("process-tree") => ContainmentChoice::ProcessTree,
+        _ => ContainmentChoice::Auto,
+    }
+}
+
 pub fn config() -> LocalConfig {
     LocalConfig {
         grace_ms: 400.0,
         spill_parent: Some(spill_parent()),
+        containment: containment(),
         ..LocalConfig::default()
     }
 }
