@@ -114,6 +114,9 @@ pub(crate) struct Drain {
     pub(crate) label: &'static str,
     /// The most bytes a spill file may hold.
     pub(crate) cap: u64,
+    /// Bytes of this stream's spill file already counted as running in the
+    /// spill directory's budget.
+    pub(crate) counted: std::sync::atomic::AtomicU64,
     /// Fires when the command has ended and the reader should stop waiting
     /// for an EOF that a leftover process may withhold.
     pub(crate) stop: CancellationToken,
@@ -173,6 +176,12 @@ impl Drain {
     /// After a write: a spill file that reached the cap is closed (the tail
     /// keeps updating in memory); a failed write closes it as partial.
     async fn after_write(&self, wrote: io::Result<()>, writer: &mut Option<SpillWriter>) {
+        if let Some(active) = writer.as_ref() {
+            let before = self
+                .counted
+                .swap(active.written, std::sync::atomic::Ordering::Relaxed);
+            self.spill.grew(active.written.saturating_sub(before));
+        }
         match wrote {
             Ok(()) if writer.as_ref().is_some_and(SpillWriter::full) => {
                 if let Some(full) = writer.take() {
@@ -274,6 +283,8 @@ impl Drain {
     }
 
     async fn retain(&self, path: std::path::PathBuf, bytes: u64) {
+        self.spill
+            .finished_writing(self.counted.swap(0, std::sync::atomic::Ordering::Relaxed));
         let spill = Arc::clone(&self.spill);
         let stream = Arc::downgrade(&self.stream);
         let retained = tokio::task::spawn_blocking(move || spill.retain(path, bytes, stream)).await;

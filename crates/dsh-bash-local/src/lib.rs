@@ -90,10 +90,18 @@
 //!
 //! At most `max_output_bytes` per stream stay in memory (the tail). On the
 //! first overflow a spill file is created (mode 0600, exclusive, random
-//! name, in a 0700 directory) and receives everything: the bytes already
-//! kept, then every later byte, written from the blocking pool in 1 MiB
-//! batches so the reader never blocks a runtime thread. Text is decoded as
-//! UTF-8 with replacement; a tail never starts inside a character.
+//! name, relative to a handle on a 0700 directory, see `spill.rs`) and
+//! receives the stream: the bytes already kept, then every later byte,
+//! written from the blocking pool in 1 MiB batches so the reader never
+//! blocks a runtime thread. A spill file stops at `max_spill_bytes` (1 GiB
+//! by default): the tail keeps updating, the file keeps the first bytes,
+//! and [`dsh_bash::CollectedOutput::spill_note`] says "capped at N bytes".
+//! A write error (a full disk) keeps the partial file, tracked, with the
+//! reason ("No space left on device (os error 28) after N bytes"); output
+//! still in memory is never lost. Every result carries the byte total of
+//! each stream. Retention bounds the files by count and bytes, running
+//! files included. Text is decoded as UTF-8 with replacement; a tail never
+//! starts inside a character.
 //!
 //! # Platform support
 //!
@@ -116,8 +124,11 @@
 //!   leaves its tasks running until that runtime shuts down; then each
 //!   supervisor's guard kills its whole tree (without a grace). A dropped
 //!   foreground `run` future kills its tree the same way.
-//! - Spill files outlive the executor (a printed path must stay readable);
-//!   retention bounds them while it runs.
+//! - Spill files outlive the executor (a printed path must stay readable)
+//!   unless `discard_spill_on_shutdown` is set (a server: its paths mean
+//!   nothing after the session); retention bounds them while it runs, and
+//!   the directories of hosts that died are swept when the next executor
+//!   makes its own.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod cgroup;

@@ -20,6 +20,7 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, Weak};
 
 use crate::output::Stream;
@@ -56,6 +57,9 @@ pub(crate) struct SpillDir {
     parent: PathBuf,
     dir: Mutex<Option<Dir>>,
     kept: Mutex<VecDeque<Kept>>,
+    /// Bytes in spill files still being written (running tasks): they
+    /// count against the byte budget too.
+    active: AtomicU64,
     limits: SpillLimits,
 }
 
@@ -135,7 +139,47 @@ impl SpillDir {
             parent: parent.unwrap_or_else(default_parent),
             dir: Mutex::new(None),
             kept: Mutex::new(VecDeque::new()),
+            active: AtomicU64::new(0),
             limits,
+        }
+    }
+
+    /// `bytes` more were written to a spill file still being written.
+    pub(crate) fn grew(&self, bytes: u64) {
+        self.active.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A spill file that had grown by `bytes` is no longer being written.
+    pub(crate) fn finished_writing(&self, bytes: u64) {
+        let _ = self
+            .active
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                Some(now.saturating_sub(bytes))
+            });
+    }
+
+    /// Deletes the oldest finished files while more than the limits are
+    /// kept (running files count towards the byte budget; the newest
+    /// finished file is always kept). Blocking.
+    fn evict(&self) {
+        let evicted: Vec<Kept> = {
+            let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            let active = self.active.load(Ordering::Relaxed);
+            let mut total: u64 = kept.iter().map(|k| k.bytes).sum::<u64>() + active;
+            let mut evicted = Vec::new();
+            while kept.len() > 1
+                && (kept.len() > self.limits.max_files || total > self.limits.max_bytes)
+            {
+                let Some(oldest) = kept.pop_front() else {
+                    break;
+                };
+                total -= oldest.bytes;
+                evicted.push(oldest);
+            }
+            evicted
+        };
+        for old in evicted {
+            forget(old.path, &old.stream);
         }
     }
 
@@ -183,6 +227,8 @@ impl SpillDir {
         let Some(dir) = dir.as_ref() else {
             return Err(io::Error::other("no spill directory"));
         };
+        // Room for the new file: running files count too.
+        self.evict();
         loop {
             let name = format!("{label}-{}", random_name()?);
             match sys::create_at(dir.handle.as_fd(), &name) {
@@ -217,29 +263,15 @@ impl SpillDir {
     /// Records a finished, intact spill file and deletes the oldest ones
     /// beyond the limits (never the one just recorded). Blocking.
     pub(crate) fn retain(&self, path: PathBuf, bytes: u64, stream: Weak<Stream>) {
-        let evicted: Vec<Kept> = {
-            let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-            kept.push_back(Kept {
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(Kept {
                 path,
                 bytes,
                 stream,
             });
-            let mut total: u64 = kept.iter().map(|k| k.bytes).sum();
-            let mut evicted = Vec::new();
-            while kept.len() > 1
-                && (kept.len() > self.limits.max_files || total > self.limits.max_bytes)
-            {
-                let Some(oldest) = kept.pop_front() else {
-                    break;
-                };
-                total -= oldest.bytes;
-                evicted.push(oldest);
-            }
-            evicted
-        };
-        for old in evicted {
-            forget(old.path, &old.stream);
-        }
+        self.evict();
     }
 
     /// Deletes the given files now (their task left the registry). Blocking.
@@ -370,5 +402,22 @@ mod tests {
         spill.retain(big.clone(), 1_000, Weak::new());
         assert!(big.exists());
         assert!(!paths[1].exists() && !paths[2].exists());
+    }
+
+    #[test]
+    fn running_files_count_against_the_byte_budget() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let (_, older) = spill.create("stdout").unwrap();
+        spill.retain(older.clone(), 10, Weak::new());
+        let (_, old) = spill.create("stdout").unwrap();
+        spill.retain(old.clone(), 10, Weak::new());
+        // A running task writes 95 bytes: 10 + 10 + 95 > 100, so the oldest
+        // finished file goes when the next file is made.
+        spill.grew(95);
+        let (_, _running) = spill.create("stderr").unwrap();
+        assert!(!older.exists());
+        assert!(old.exists(), "the newest finished file is always kept");
+        spill.finished_writing(95);
     }
 }

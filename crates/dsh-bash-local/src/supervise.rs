@@ -213,6 +213,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
         spill: Arc::clone(watch.spill),
         label,
         cap: watch.max_spill_bytes,
+        counted: std::sync::atomic::AtomicU64::new(0),
         stop: linger.clone(),
     };
     let stdout = pipe::Receiver::from_owned_fd(spawned.stdout)?;
