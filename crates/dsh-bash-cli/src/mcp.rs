@@ -14,6 +14,7 @@
 #![allow(deprecated)]
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitationAction, ElicitationSchema, Implementation, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
@@ -116,6 +117,23 @@ struct BashServer {
     tools: Arc<BashTools>,
     session: Arc<Session>,
     peer: Arc<OnceLock<Peer<RoleServer>>>,
+    /// The least severe log level the client wants (`logging/setLevel`);
+    /// completion notices are `info`.
+    level: Arc<AtomicU8>,
+}
+
+/// The severity rank of an MCP log level (debug lowest).
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
 }
 
 fn to_mcp(tool: dsh_tool_bash::Tool) -> Tool {
@@ -165,6 +183,15 @@ impl ServerHandler for BashServer {
         ServerConfig::new(capabilities)
             .with_server_info(identity)
             .with_instructions(STANDING_INSTRUCTION)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.level.store(rank(request.level), Ordering::Relaxed);
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -243,6 +270,8 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
 
     let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
     let notices = Arc::clone(&peer);
+    let level = Arc::new(AtomicU8::new(rank(LoggingLevel::Debug)));
+    let wanted = Arc::clone(&level);
     let session_id = format!(
         "mcp-{}-{}",
         std::process::id(),
@@ -252,6 +281,9 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     );
     let session = Arc::new(Session::new(session_id, cwd).with_notices(Arc::new(
         move |text: &str| {
+            if wanted.load(Ordering::Relaxed) > rank(LoggingLevel::Info) {
+                return;
+            }
             let Some(peer) = notices.get().cloned() else {
                 return;
             };
@@ -268,6 +300,7 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         tools: Arc::clone(&tools),
         session: Arc::clone(&session),
         peer,
+        level,
     };
     let service = server.serve(rmcp::transport::stdio()).await?;
     let cancel = service.cancellation_token();

@@ -40,6 +40,7 @@ fn the_official_python_client_drives_every_scenario() {
     );
     for scenario in [
         "initialize and list tools",
+        "logging/setLevel is answered",
         "escalation fields exactly with --sandbox",
         "foreground call with exit code and stderr",
         "timeout",

@@ -82,6 +82,14 @@ async def wait_for_status(session, task_id: str, status: str, seconds: float = 2
     raise AssertionError(f"{task_id} never reached {status!r}; saw {seen!r}")
 
 
+async def set_level(session, init):
+    """The server advertises logging, so it answers logging/setLevel."""
+    assert init.capabilities.logging is not None
+    for level in ["warning", "debug"]:
+        await session.set_logging_level(level)
+    print("ok logging/setLevel is answered")
+
+
 async def listing(session, init):
     assert init.server_info.name == "dsh-bash", init.server_info
     assert "[exit code: N]" in (init.instructions or ""), init.instructions
@@ -263,6 +271,7 @@ async def spill_removed():
 
 async def main():
     await session_with(server(), listing)
+    await session_with(server(), set_level)
     await session_with(server("--sandbox", "read-only"), confined_listing)
     await session_with(server(), foreground)
 
