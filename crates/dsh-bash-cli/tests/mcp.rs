@@ -44,6 +44,7 @@ fn the_official_python_client_drives_every_scenario() {
         "escalation fields exactly with --sandbox",
         "foreground call with exit code and stderr",
         "timeout",
+        "an unknown argument is an error naming it",
         "background task polled to completion",
         "background task killed",
         "completion announced by notification",

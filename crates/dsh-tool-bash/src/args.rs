@@ -1,7 +1,11 @@
-//! Tool arguments: the JSON Schemas (generated from these types) and the
-//! validation that turns a model's JSON into named values with the exact
-//! error texts. Unknown keys are ignored and never reach the executor;
-//! `stdin` and `env` are not arguments at all.
+//! Tool arguments: the JSON Schemas (generated from these types, closed
+//! with `additionalProperties: false`) and the validation that turns a
+//! model's JSON into named values with the exact error texts. An argument
+//! the schema does not know is an error that names it, the allowed ones and
+//! the likely intended one (`timeout` → `timeoutMs`): never silently
+//! ignored (a deliberate difference from VAL-09, whose silence let
+//! `timeout: 100` run for the 120 s default). `stdin` and `env` are not
+//! arguments at all, so they never reach the executor.
 
 use dsh_bash::SandboxMode;
 use schemars::JsonSchema;
@@ -36,9 +40,10 @@ struct BashParams {
     command: String,
     /// What the command does, in 5-10 words, for display only.
     description: String,
-    /// Timeout in milliseconds (foreground only).
+    /// Timeout in milliseconds, a positive integer (foreground only).
     #[serde(rename = "timeoutMs")]
-    timeout_ms: Option<f64>,
+    #[schemars(range(min = 1))]
+    timeout_ms: Option<u64>,
     /// Working directory; relative paths resolve against the session's working directory.
     workdir: Option<String>,
     /// Start the command as a background task and return its id at once.
@@ -79,7 +84,13 @@ fn schema_of<T: JsonSchema>() -> Value {
         }
         if let Some(Value::Object(properties)) = object.get_mut("properties") {
             properties.values_mut().for_each(drop_null);
+            // Number formats (`uint64`, `double`) are not JSON Schema
+            // vocabulary; strict validators reject them.
+            for property in properties.values_mut().filter_map(Value::as_object_mut) {
+                property.remove("format");
+            }
         }
+        object.insert("additionalProperties".into(), Value::Bool(false));
     }
     schema
 }
@@ -130,6 +141,81 @@ pub(crate) fn task_schema() -> Value {
     schema_of::<TaskParams>()
 }
 
+/// Names a model might use for an argument, and the one it means.
+const LIKELY: [(&str, &str); 8] = [
+    ("timeout", "timeoutMs"),
+    ("timeout_ms", "timeoutMs"),
+    ("timeoutms", "timeoutMs"),
+    ("cwd", "workdir"),
+    ("dir", "workdir"),
+    ("working_directory", "workdir"),
+    ("background", "run_in_background"),
+    ("cmd", "command"),
+];
+
+/// The escalation pair: known to every `bash` call, so that without a
+/// confining executor the call gets the specific "not available" answer.
+const ESCALATION_FIELDS: [&str; 2] = ["sandbox_permissions", "justification"];
+
+/// Refuses arguments outside `allowed` (and the escalation pair), naming
+/// them, the allowed ones and the likely intended one.
+fn only(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
+    let mut unknown: Vec<&str> = args
+        .keys()
+        .map(String::as_str)
+        .filter(|key| !allowed.contains(key) && !ESCALATION_FIELDS.contains(key))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    unknown.sort_unstable();
+    let names = unknown
+        .iter()
+        .map(|k| format!("\"{k}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let hint = unknown
+        .iter()
+        .find_map(|k| {
+            let lower = k.to_ascii_lowercase();
+            LIKELY
+                .iter()
+                .find(|(alias, _)| *alias == lower)
+                .filter(|(_, meant)| allowed.contains(meant))
+                .map(|(_, meant)| format!(" (did you mean \"{meant}\"?)"))
+        })
+        .unwrap_or_default();
+    let plural = if unknown.len() > 1 { "s" } else { "" };
+    Err(format!(
+        "unknown argument{plural} {names}{hint}; allowed: {}",
+        allowed.join(", ")
+    ))
+}
+
+/// The arguments of `bash`; the escalation pair only when the executor
+/// confines.
+fn bash_arguments(confining: bool) -> &'static [&'static str] {
+    if confining {
+        &[
+            "command",
+            "description",
+            "timeoutMs",
+            "workdir",
+            "run_in_background",
+            "sandbox_permissions",
+            "justification",
+        ]
+    } else {
+        &[
+            "command",
+            "description",
+            "timeoutMs",
+            "workdir",
+            "run_in_background",
+        ]
+    }
+}
+
 /// A validated `bash` call.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct BashCall {
@@ -157,19 +243,20 @@ fn present<'a>(args: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
 }
 
 /// Validates `bash` arguments. The order of checks is fixed: command,
-/// description, timeoutMs, workdir, run_in_background, then the escalation
-/// pair.
-pub(crate) fn bash_call(args: &Value) -> Result<BashCall, String> {
+/// description, timeoutMs, workdir, run_in_background, the escalation
+/// pair, then unknown arguments.
+pub(crate) fn bash_call(args: &Value, confining: bool) -> Result<BashCall, String> {
     let args = object(args)?;
     let command = non_empty(args, "command")?;
     non_empty(args, "description")?;
     let timeout_ms = match present(args, "timeoutMs") {
         None => None,
+        // An integer of milliseconds; 30000.0 is 30000, 1500.5 is not.
         Some(value) => match value.as_f64() {
-            Some(ms) if ms.is_finite() && ms > 0.0 => Some(ms),
+            Some(ms) if ms.is_finite() && ms >= 1.0 && ms.fract() == 0.0 => Some(ms),
             _ => {
                 return Err(format!(
-                    "invalid timeoutMs: expected a positive number, got {value}"
+                    "invalid timeoutMs: expected a positive integer number of milliseconds, got {value}"
                 ))
             }
         },
@@ -216,6 +303,7 @@ pub(crate) fn bash_call(args: &Value) -> Result<BashCall, String> {
             Some((mode.into(), reason))
         }
     };
+    only(args, bash_arguments(confining))?;
     Ok(BashCall {
         command,
         timeout_ms,
@@ -227,7 +315,17 @@ pub(crate) fn bash_call(args: &Value) -> Result<BashCall, String> {
 
 /// Validates `bash_output` / `bash_kill` arguments.
 pub(crate) fn task_id(args: &Value) -> Result<String, String> {
-    non_empty(object(args)?, "task_id")
+    let args = object(args)?;
+    let id = non_empty(args, "task_id")?;
+    let extra: Vec<&str> = ESCALATION_FIELDS
+        .into_iter()
+        .filter(|field| args.contains_key(*field))
+        .collect();
+    if let Some(field) = extra.first() {
+        return Err(format!("unknown argument \"{field}\"; allowed: task_id"));
+    }
+    only(args, &["task_id"])?;
+    Ok(id)
 }
 
 #[cfg(test)]
@@ -254,9 +352,12 @@ mod tests {
             (json!({"command": 7, "description": "d"}), "invalid command: expected a non-empty string"),
             (json!({"command": "ls"}), "invalid description: expected a non-empty string"),
             (json!({"command": "ls", "description": " \n"}), "invalid description: expected a non-empty string"),
-            (with(json!({"timeoutMs": -5})), "invalid timeoutMs: expected a positive number, got -5"),
-            (with(json!({"timeoutMs": 0})), "invalid timeoutMs: expected a positive number, got 0"),
-            (with(json!({"timeoutMs": "10"})), "invalid timeoutMs: expected a positive number, got \"10\""),
+            (with(json!({"timeoutMs": -5})), "invalid timeoutMs: expected a positive integer number of milliseconds, got -5"),
+            (with(json!({"timeoutMs": 0})), "invalid timeoutMs: expected a positive integer number of milliseconds, got 0"),
+            (with(json!({"timeoutMs": "10"})), "invalid timeoutMs: expected a positive integer number of milliseconds, got \"10\""),
+            (with(json!({"timeoutMs": 1500.5})), "invalid timeoutMs: expected a positive integer number of milliseconds, got 1500.5"),
+            (with(json!({"timeout": 100})), "unknown argument \"timeout\" (did you mean \"timeoutMs\"?); allowed: command, description, timeoutMs, workdir, run_in_background"),
+            (with(json!({"env": {}, "stdin": "x"})), "unknown arguments \"env\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background"),
             (with(json!({"sandbox_permissions": "workspace-write"})), "invalid escalation: sandbox_permissions requires a justification"),
             (with(json!({"justification": "needs it"})), "invalid escalation: justification is only valid together with sandbox_permissions"),
             (with(json!({"sandbox_permissions": "workspace-write", "justification": "  "})), "invalid justification: expected a non-empty sentence"),
@@ -264,26 +365,37 @@ mod tests {
             (with(json!({"run_in_background": "yes"})), "invalid run_in_background: expected a boolean, got \"yes\""),
         ];
         for (args, message) in cases {
-            assert_eq!(bash_call(&args).unwrap_err(), message, "{args}");
+            assert_eq!(bash_call(&args, false).unwrap_err(), message, "{args}");
         }
         assert_eq!(
             task_id(&json!({"task_id": ""})).unwrap_err(),
             "invalid task_id: expected a non-empty string"
         );
+        assert_eq!(
+            task_id(&json!({"task_id": "bash-1", "id": "x"})).unwrap_err(),
+            "unknown argument \"id\"; allowed: task_id"
+        );
+        // Confining: the escalation pair is allowed, still nothing else.
+        assert_eq!(
+            bash_call(&with(json!({"cwd": "/"})), true).unwrap_err(),
+            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, sandbox_permissions, justification"
+        );
     }
 
     #[test]
-    fn unknown_keys_are_ignored_and_values_kept() {
-        let call = bash_call(&with(json!({
-            "timeoutMs": 1500.5, "workdir": "sub", "run_in_background": true,
-            "env": {"X": "1"}, "stdin": "data", "whatever": 1
-        })))
+    fn known_values_are_kept() {
+        let call = bash_call(
+            &with(json!({
+                "timeoutMs": 30000.0, "workdir": "sub", "run_in_background": true
+            })),
+            false,
+        )
         .unwrap();
         assert_eq!(
             call,
             BashCall {
                 command: "ls".into(),
-                timeout_ms: Some(1500.5),
+                timeout_ms: Some(30000.0),
                 workdir: Some("sub".into()),
                 background: true,
                 escalation: None,
@@ -313,7 +425,11 @@ mod tests {
             props["sandbox_permissions"]["enum"],
             json!(["workspace-write", "danger-full-access"])
         );
-        assert_eq!(props["timeoutMs"]["type"], "number");
+        assert_eq!(props["timeoutMs"]["type"], "integer");
+        assert_eq!(props["timeoutMs"]["minimum"], 1);
+        assert!(!confined.to_string().contains("format"));
+        assert_eq!(confined["additionalProperties"], false);
+        assert_eq!(task_schema()["additionalProperties"], false);
         assert!(!confined.to_string().contains("$ref"));
         assert!(!confined.to_string().contains("read-only"));
         assert_eq!(task_schema()["required"], json!(["task_id"]));

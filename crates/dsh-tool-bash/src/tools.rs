@@ -309,7 +309,7 @@ impl BashTools {
     }
 
     async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
-        let call = args::bash_call(args)?;
+        let call = args::bash_call(args, self.confining())?;
         let granted = self.escalate(&call, ctx).await?;
         // Stamp a grant or a standing override; the executor applies its default.
         let mode = granted.or_else(|| self.standing_mode(ctx));

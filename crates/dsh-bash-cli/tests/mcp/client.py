@@ -129,6 +129,13 @@ async def foreground(session, init):
     assert result.is_error and text_of(result) == "Error: invalid command: expected a non-empty string"
     print("ok validation error")
 
+    marker = os.path.join(SCRATCH, "timeout-alias-ran")
+    result = await session.call_tool("bash", bash(f"touch {marker}", timeout=100))
+    assert result.is_error, text_of(result)
+    assert 'unknown argument "timeout" (did you mean "timeoutMs"?)' in text_of(result), text_of(result)
+    assert not os.path.exists(marker), "the call ran anyway"
+    print("ok an unknown argument is an error naming it")
+
 
 async def background(session, init):
     notices = []

@@ -23,7 +23,7 @@ async fn invalid_arguments_never_reach_the_executor() {
         ),
         (
             json!({"command": "ls", "description": "d", "timeoutMs": -1}),
-            "invalid timeoutMs: expected a positive number, got -1",
+            "invalid timeoutMs: expected a positive integer number of milliseconds, got -1",
         ),
     ] {
         let err = call(&tools, "bash", args, &ctx).await.unwrap_err();
@@ -45,9 +45,25 @@ async fn model_supplied_env_and_stdin_never_arrive() {
     args["env"] = json!({"INJECTED": "yes"});
     args["stdin"] = json!("fed");
     args["owner"] = json!("someone-else");
-    let out = call(&tools, "bash", args, &ctx(Some(session("s1"))))
+    // Not arguments at all: the call is refused, naming them, and nothing
+    // reaches the executor.
+    let err = call(&tools, "bash", args, &ctx(Some(session("s1"))))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(
+        err.message,
+        "unknown arguments \"env\", \"owner\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background"
+    );
+    assert!(recording.requests.lock().unwrap().is_empty());
+    // Without them the same command runs with no owner and nothing fed.
+    let out = call(
+        &tools,
+        "bash",
+        bash("echo \"[$INJECTED]\"; cat"),
+        &ctx(Some(session("s1"))),
+    )
+    .await
+    .unwrap();
     assert_eq!(out.text, "[]\n");
     let request = recording.last();
     assert_eq!(request.env, None);
