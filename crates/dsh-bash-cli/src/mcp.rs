@@ -148,6 +148,9 @@ fn to_mcp(tool: dsh_tool_bash::Tool) -> Tool {
     annotations.open_world_hint = Some(true);
     let mut mcp = Tool::new(tool.name, tool.description, Arc::new(schema));
     mcp.annotations = Some(annotations);
+    if let serde_json::Value::Object(output) = tool.output_schema {
+        mcp.output_schema = Some(Arc::new(output));
+    }
     mcp
 }
 

@@ -25,7 +25,6 @@
 //! `DSH_TEST_REQUIRE_SANDBOX=1` (set by CI) a skip is a failure.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -429,22 +428,6 @@ fn remove_queue(id: i32) {
     unsafe { libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
 }
 
-/// The private temporary directories currently in the host's temp dir.
-fn private_tmps() -> BTreeSet<PathBuf> {
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("dsh-bash-tmp-"))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn device_nodes(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -606,7 +589,14 @@ fn try_escape(
 ) -> Trial {
     let shared_name = format!("dsh-escape-{}-{tag}", std::process::id());
     let before = snapshot(target);
-    let tmps_before = private_tmps();
+    // dsh-bash's own temp dir: its private TMPDIRs go there, and must be
+    // gone afterwards (a dir of this attempt's alone: other runs on the
+    // machine cannot disturb the check).
+    let host_tmp = ws.with_file_name(format!("hosttmp-{tag}"));
+    std::fs::create_dir_all(&host_tmp).unwrap();
+    if user == User::Nobody {
+        chown(&host_tmp, NOBODY);
+    }
     let mut victim = victim(user);
     let abstract_name = format!("dsh-escape-{}-{key}", std::process::id());
     let listener =
@@ -622,6 +612,7 @@ fn try_escape(
         ("MSGQ", key.to_string()),
         ("TAG", shared_name.clone()),
         ("PY", python.clone().unwrap_or_default()),
+        ("TMPDIR", host_tmp.display().to_string()),
     ];
     let outcome = confined(user, backend, mode, (ws, None, target), &env, command);
     let mut enforcement = None;
@@ -661,7 +652,9 @@ fn try_escape(
             let _ = std::fs::remove_file(path);
         }
     }
-    let left: Vec<_> = private_tmps().difference(&tmps_before).cloned().collect();
+    let left: Vec<_> = std::fs::read_dir(&host_tmp)
+        .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
     if !left.is_empty() {
         broken.push(format!("private TMPDIRs left behind: {left:?}"));
     }

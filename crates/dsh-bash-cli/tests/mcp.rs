@@ -43,6 +43,7 @@ fn the_official_python_client_drives_every_scenario() {
         "logging/setLevel is answered",
         "escalation fields exactly with --sandbox",
         "foreground call with exit code and stderr",
+        "structured content stands alone and validates",
         "timeout",
         "an unknown argument is an error naming it",
         "background task polled to completion",

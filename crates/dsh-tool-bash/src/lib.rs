@@ -45,6 +45,7 @@ mod approval;
 mod args;
 mod render;
 mod session;
+mod structured;
 mod tools;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};

@@ -6,12 +6,13 @@ use dsh_bash::{
     BashError, BashExecRequest, BashExecutor, BashTaskId, CancellationToken, ListenerHandle,
     SandboxMode,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 use crate::args::{self, BashCall};
 use crate::render::{render_run_result, render_task_read, status_line};
 use crate::session::{effective_sandbox_mode, Session};
+use crate::structured;
 
 /// The standing instruction that accompanies the tools (an MCP server
 /// carries it in its instructions).
@@ -45,6 +46,9 @@ pub struct Tool {
     pub description: String,
     /// The JSON Schema of the parameters.
     pub parameters: Value,
+    /// The JSON Schema (draft 2020-12) of the structured result: an object
+    /// with the rendered `text` and every fact behind it.
+    pub output_schema: Value,
     /// Hints for the host.
     pub annotations: ToolAnnotations,
 }
@@ -192,6 +196,7 @@ impl BashTools {
                 name: "bash",
                 description: bash,
                 parameters: args::bash_schema(self.confining()),
+                output_schema: structured::schema::<structured::BashContent>(),
                 annotations: ToolAnnotations {
                     read_only: false,
                     destructive: true,
@@ -202,6 +207,7 @@ impl BashTools {
                 name: "bash_output",
                 description: OUTPUT_DESCRIPTION.into(),
                 parameters: args::task_schema(),
+                output_schema: structured::schema::<structured::OutputContent>(),
                 annotations: ToolAnnotations {
                     read_only: true,
                     destructive: false,
@@ -212,6 +218,7 @@ impl BashTools {
                 name: "bash_kill",
                 description: KILL_DESCRIPTION.into(),
                 parameters: args::task_schema(),
+                output_schema: structured::schema::<structured::KillContent>(),
                 annotations: ToolAnnotations {
                     read_only: false,
                     destructive: true,
@@ -336,28 +343,20 @@ impl BashTools {
         let spec = self.executor.resolve(request)?;
         if call.background {
             let task = self.executor.start(spec).await?;
+            let text = format!("started background task {}", task.id);
             return Ok(ToolOutput {
-                text: format!("started background task {}", task.id),
-                structured: json!({ "task_id": task.id.as_str(), "status": "running" }),
+                structured: structured::started(text.clone(), &task),
+                text,
             });
         }
         let result = self.executor.run(spec).await?;
         if result.aborted {
             return Err("command aborted".to_owned().into());
         }
+        let text = render_run_result(&result, escalation_offered);
         Ok(ToolOutput {
-            text: render_run_result(&result, escalation_offered),
-            structured: json!({
-                "exit_code": result.exit_code,
-                "signal": result.signal,
-                "timed_out": result.timed_out,
-                "timeout_ms": result.timeout_ms,
-                "truncated": result.stdout.truncated || result.stderr.truncated,
-                "stdout_spill_path": result.stdout.spill_path,
-                "stderr_spill_path": result.stderr.spill_path,
-                "leftovers_stopped": result.leftovers_stopped,
-                "sandbox": result.sandbox,
-            }),
+            structured: structured::run(text.clone(), &result),
+            text,
         })
     }
 
@@ -382,19 +381,10 @@ impl BashTools {
         let offered = self
             .current_mode(ctx)
             .is_some_and(|m| m != SandboxMode::DangerFullAccess);
-        let task = &read.task;
+        let text = render_task_read(&read, offered);
         Ok(ToolOutput {
-            text: render_task_read(&read, offered),
-            structured: json!({
-                "task_id": id.as_str(),
-                "status": task.status,
-                "exit_code": task.exit_code,
-                "signal": task.signal,
-                "lossy": read.lossy,
-                "stdout_spill_path": read.stdout_spill_path,
-                "stderr_spill_path": read.stderr_spill_path,
-                "sandbox": task.sandbox,
-            }),
+            structured: structured::read(text.clone(), &read),
+            text,
         })
     }
 
@@ -407,8 +397,8 @@ impl BashTools {
             format!("task {id} had already finished")
         };
         Ok(ToolOutput {
+            structured: structured::kill(text.clone(), id.as_str(), killed),
             text,
-            structured: json!({ "task_id": id.as_str(), "killed": killed }),
         })
     }
 }

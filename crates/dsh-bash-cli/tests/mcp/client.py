@@ -90,11 +90,30 @@ async def set_level(session, init):
     print("ok logging/setLevel is answered")
 
 
+TOOL_SCHEMAS = {}
+
+
+def standalone(name: str, result: types.CallToolResult):
+    """Structured content that stands alone: it validates against the
+    tool's declared output schema (draft 2020-12, a real validator) and
+    carries the text exactly as the text content says it."""
+    import jsonschema
+
+    schema = TOOL_SCHEMAS[name]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(result.structured_content)
+    assert result.structured_content["text"] == text_of(result), (result.structured_content, text_of(result))
+    return result.structured_content
+
+
 async def listing(session, init):
     assert init.server_info.name == "dsh-bash", init.server_info
     assert "[exit code: N]" in (init.instructions or ""), init.instructions
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert sorted(tools) == ["bash", "bash_kill", "bash_output"], sorted(tools)
+    for name, tool in tools.items():
+        assert tool.output_schema and tool.output_schema["type"] == "object", name
+        TOOL_SCHEMAS[name] = tool.output_schema
     schema = tools["bash"].input_schema
     assert schema["required"] == ["command", "description"], schema
     assert "sandbox_permissions" not in schema["properties"], schema
@@ -118,7 +137,11 @@ async def foreground(session, init):
     assert text_of(result) == "out\n[stderr]\nerr\n[exit code: 3]", text_of(result)
     assert result.structured_content["exit_code"] == 3, result.structured_content
     assert result.structured_content["timed_out"] is False
+    facts = standalone("bash", result)
+    assert facts["stdout"]["text"] == "out\n" and facts["stderr"]["text"] == "err\n", facts
+    assert facts["stdout"]["total_bytes"] == 4, facts
     print("ok foreground call with exit code and stderr")
+    print("ok structured content stands alone and validates")
 
     result = await session.call_tool("bash", bash("sleep 30", timeoutMs=300))
     assert text_of(result) == "(no output)\n[timed out after 300ms]\n[killed by signal: SIGTERM]", text_of(result)
@@ -143,7 +166,7 @@ async def background(session, init):
     result = await session.call_tool("bash", bash("sleep 0.3; echo done", run_in_background=True))
     text = text_of(result)
     assert text.startswith("started background task bash-"), text
-    task_id = result.structured_content["task_id"]
+    task_id = standalone("bash", result)["task_id"]
     seen = await wait_for_status(session, task_id, "[status: completed, exit code: 0]")
     assert "done\n" in seen, seen
     print("ok background task polled to completion")
@@ -152,8 +175,10 @@ async def background(session, init):
     killed_id = result.structured_content["task_id"]
     result = await session.call_tool("bash_kill", {"task_id": killed_id})
     assert text_of(result) == f"killed background task {killed_id}", text_of(result)
+    assert standalone("bash_kill", result)["killed"] is True
     result = await session.call_tool("bash_output", {"task_id": killed_id})
     assert text_of(result).endswith("[status: killed by SIGTERM]"), text_of(result)
+    assert standalone("bash_output", result)["status"] == "killed"
     print("ok background task killed")
 
 
