@@ -420,3 +420,132 @@ fn a_workdir_that_cannot_be_entered_says_so_once() {
     let _ = std::fs::remove_dir_all(&base);
     let _ = std::fs::remove_file(&bin);
 }
+
+/// Skips (loudly; fails under DSH_TEST_REQUIRE_SANDBOX=1) where commands
+/// get no cgroup.
+fn cgroups_or_skip(what: &str) -> bool {
+    let output = dsh_bash()
+        .args(["run", "--json", "--", "true"])
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    if result["containment"] == "cgroup" {
+        return true;
+    }
+    let required = std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{what}: cgroup containment is required here but unavailable"
+    );
+    eprintln!("SKIP {what}: no cgroup containment on this host");
+    false
+}
+
+/// Processes a command moved into a sub-cgroup of its own, into a cgroup it
+/// made beside its own, or into the host's parent cgroup are still its
+/// leftovers: stopped, counted, and no cgroup is left behind.
+#[test]
+fn moving_to_another_cgroup_of_the_host_does_not_escape() {
+    if !cgroups_or_skip("cgroup moves") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let command = format!(
+        "C=/sys/fs/cgroup/unified$(sed -n 's/^0:://p' /proc/self/cgroup); P=$(dirname $C); \
+         mkdir $C/sub $P/evil; \
+         bash -c 'echo $$ > '$C'/sub/cgroup.procs; echo $$ >> {p}; exec sleep 1000' & \
+         bash -c 'echo $$ > '$P'/evil/cgroup.procs; echo $$ >> {p}; exec sleep 1000' & \
+         bash -c 'echo $$ > '$P'/cgroup.procs; echo $$ >> {p}; exec sleep 1000' & \
+         while [ $(wc -l < {p} 2>/dev/null || echo 0) -lt 3 ]; do sleep 0.05; done",
+        p = pids.display()
+    );
+    let output = dsh_bash()
+        .args(["run", "--json", "--"])
+        .arg(&command)
+        .output()
+        .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["exit_code"], 0, "{result}");
+    assert_eq!(result["leftovers_stopped"], 3, "{result}");
+    for pid in listed(&pids) {
+        assert!(wait_gone(pid), "{pid} escaped by moving cgroups");
+    }
+}
+
+/// The watchdog still kills everything when the host dies while it is
+/// stopped (the orphaned group's SIGHUP must not kill it), and when a
+/// command holds the watchdog's pipe open (no EOF ever comes).
+#[test]
+fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
+    if !cgroups_or_skip("watchdog") {
+        return;
+    }
+    for how in ["stopped watchdog", "pipe held open"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let hold = if how == "pipe held open" {
+            "W=$(pgrep -f \"^bash --noprofile --norc -c .* dsh-bash-watchdog .* $PPID \" | head -1); exec 9>/proc/$W/fd/0; "
+        } else {
+            ""
+        };
+        let command = format!(
+            "{hold}setsid sleep 1000 & echo $! >> {p}; wait",
+            p = pids.display()
+        );
+        let mut host = dsh_bash()
+            .args(["run", "--"])
+            .arg(&command)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let escapee = loop {
+            assert!(
+                Instant::now() < deadline,
+                "{how}: the escapee never started"
+            );
+            if let Some(pid) = listed(&pids).first().copied().filter(|p| alive(*p)) {
+                break pid;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let host_pid = i32::try_from(host.id()).unwrap();
+        let watchdog = watchdogs_of(host_pid);
+        assert_eq!(watchdog.len(), 1, "{how}: {watchdog:?}");
+        if how == "stopped watchdog" {
+            // SAFETY: kill(2) on the watchdog of the host this test started.
+            unsafe { libc::kill(watchdog[0], libc::SIGSTOP) };
+        }
+        host.kill().unwrap();
+        host.wait().unwrap();
+        assert!(
+            wait_gone(escapee),
+            "{how}: {escapee} outlived its SIGKILLed host"
+        );
+    }
+}
+
+/// The watchdog children of `parent` (`bash --noprofile --norc -c <script>
+/// dsh-bash-watchdog ...`).
+fn watchdogs_of(parent: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            let argv: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            ppid == Some(parent)
+                && argv.get(1).map(String::as_str) == Some("--noprofile")
+                && argv.get(5).map(String::as_str) == Some("dsh-bash-watchdog")
+        })
+        .collect()
+}

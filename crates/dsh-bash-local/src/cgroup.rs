@@ -78,8 +78,34 @@ fn sweep(base: &Path) {
         }
         let dir = entry.path();
         let _ = fs::write(dir.join("cgroup.kill"), "1");
+        // Killed processes leave their cgroups in a moment, not at once.
+        for _ in 0..100 {
+            let events = fs::read_to_string(dir.join("cgroup.events")).unwrap_or_default();
+            if !populated(&events) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         remove_tree(&dir);
     }
+}
+
+/// Every pid in the cgroup at `dir` and in its descendants (a command may
+/// make sub-cgroups of its own and move processes there).
+fn pids_below(dir: &Path) -> Vec<libc::pid_t> {
+    let mut pids: Vec<libc::pid_t> = fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pids.extend(pids_below(&entry.path()));
+            }
+        }
+    }
+    pids
 }
 
 /// Removes a (killed) cgroup directory and its children, deepest first.
@@ -137,6 +163,43 @@ impl CgroupHost {
         &self.dir
     }
 
+    /// Kills what no command cgroup holds: processes a command moved into
+    /// the parent cgroup itself or into a cgroup it made beside its own.
+    /// Returns how many were found. Blocking (cgroupfs).
+    pub(crate) fn stop_strays(&self) -> usize {
+        let mut strays = 0;
+        for pid in fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
+        {
+            if let Ok(fd) = sys::pidfd_open(pid) {
+                sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
+                strays += 1;
+            }
+        }
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            for entry in entries.filter_map(Result::ok) {
+                let name = entry.file_name();
+                let ours = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("cmd-"))
+                    .is_some_and(|n| n.parse::<u64>().is_ok());
+                if ours || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let dir = entry.path();
+                strays += pids_below(&dir).len();
+                let _ = fs::write(dir.join("cgroup.kill"), "1");
+                remove_tree(&dir);
+            }
+        }
+        if strays > 0 {
+            tracing::warn!(strays, "processes had left their command's cgroup; killed");
+        }
+        strays
+    }
+
     /// A new, empty cgroup for one command, with its `cgroup.procs` open for
     /// the child to join. Blocking (cgroupfs).
     pub(crate) fn command(&self) -> io::Result<CommandCgroup> {
@@ -176,13 +239,9 @@ impl CommandCgroup {
         populated(&fs::read_to_string(self.path.join("cgroup.events")).unwrap_or_default())
     }
 
-    /// The pids of its processes.
+    /// The pids of its processes, sub-cgroups included.
     pub(crate) fn pids(&self) -> Vec<libc::pid_t> {
-        fs::read_to_string(self.path.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
+        pids_below(&self.path)
     }
 
     /// Sends `signal` to every process in the cgroup, each through a pidfd
@@ -245,11 +304,13 @@ impl CommandCgroup {
         self.remove();
     }
 
-    /// Removes the (empty) cgroup; a populated one is killed first.
+    /// Removes the (empty) cgroup and any sub-cgroups the command made; a
+    /// populated one is killed first.
     pub(crate) fn remove(mut self) {
-        if fs::remove_dir(&self.path).is_err() && self.populated() {
+        if self.populated() {
             self.kill();
         }
+        remove_tree(&self.path);
         // Forget the path: Drop has nothing left to do.
         self.path = PathBuf::new();
     }
@@ -263,7 +324,7 @@ impl Drop for CommandCgroup {
             return;
         }
         self.kill();
-        let _ = fs::remove_dir(&self.path);
+        remove_tree(&self.path);
     }
 }
 

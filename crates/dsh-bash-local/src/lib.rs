@@ -39,8 +39,13 @@
 //! stop is SIGTERM to every member, the grace, then `cgroup.kill`: one
 //! atomic SIGKILL that no fork (not one made in a SIGTERM handler, not one
 //! made while the host is out of descriptors) can outrun. A command is
-//! settled when `cgroup.events` says `populated 0`; its cgroup is then
-//! removed. Cost: about 0.2 ms per command over the process-tree walk
+//! settled when `cgroup.events` says `populated 0`; its cgroup (and any
+//! sub-cgroup it made) is then removed. Processes a command moves into
+//! another cgroup of the host's parent (beside its own, or the parent
+//! itself) are killed and counted as its leftovers too. Stated limit: an
+//! unconfined command running as root can write its pid into a cgroup
+//! outside the host's parent (the root cgroup, say) and so leave; under a
+//! sandbox the cgroup filesystem is not writable. Cost: about 0.2 ms per command over the process-tree walk
 //! (`dsh-bash bench`, rows 1a and 1a'); a kill settles in a fraction of a
 //! millisecond.
 //!
@@ -78,8 +83,10 @@
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits.
 //! All commands are forked from dedicated threads that never exit, so the
 //! shell gets SIGKILL exactly when the host process dies. A watchdog (a
-//! `bash` loop in a process group of its own, one per host process) waits
-//! for EOF on a pipe only the host holds: at host death, even by SIGKILL,
+//! `bash` loop in a process group of its own, one per host process, deaf to
+//! SIGHUP) waits for EOF on a pipe only the host writes, and checks every
+//! second that the host's pid still names the host (a process that keeps
+//! the pipe open cannot keep it waiting): at host death, even by SIGKILL,
 //! it writes `cgroup.kill` of the host's parent cgroup (every process of
 //! every task, escapees included, then removes the cgroups) and, for
 //! process-tree commands, SIGKILLs every process group recorded for it.

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::fs::{self, DirBuilder, File};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, Weak};
@@ -186,6 +186,19 @@ impl SpillDir {
     /// Creates the private directory: 0700, exclusive, then opened without
     /// following symlinks and checked to be ours and private. Blocking.
     fn create_dir(&self) -> io::Result<Dir> {
+        // In a directory everyone may write without the sticky bit, anyone
+        // could move ours away and leave a symlink at the advertised path.
+        let parent_mode = fs::metadata(&self.parent).map(|m| m.permissions().mode())?;
+        if parent_mode & 0o002 != 0 && parent_mode & 0o1000 == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is writable by everyone without the sticky bit (mode {:o}): others could redirect spill files there; point TMPDIR (or the spill parent) at a private or sticky directory",
+                    self.parent.display(),
+                    parent_mode & 0o7777
+                ),
+            ));
+        }
         sweep(&self.parent);
         let path = self.parent.join(directory_name(&random_name()?));
         let context = |err: io::Error| {
@@ -333,6 +346,17 @@ mod tests {
         fs::remove_dir_all(second.parent().unwrap()).unwrap();
         let (_, third) = spill.create("stderr").unwrap();
         assert!(third.exists());
+    }
+
+    #[test]
+    fn a_shared_parent_without_the_sticky_bit_is_refused() {
+        let parent = tempfile::tempdir().unwrap();
+        fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let err = spill.create("stdout").unwrap_err().to_string();
+        assert!(err.contains("without the sticky bit"), "{err}");
+        fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(spill.create("stdout").is_ok());
     }
 
     #[test]

@@ -255,19 +255,21 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             // cgroup (`server &`, a `setsid` daemon, a double fork) is
             // stopped and counted; a process meant to outlive the command
             // belongs in a background task.
-            let leftovers = match cgroup {
-                Some(cgroup) if cgroup.populated() => {
-                    let count = cgroup.pids().len();
-                    let grace = watch.grace;
-                    watch.tracker.spawn(cgroup.stop(grace));
-                    count
-                }
-                Some(cgroup) => {
-                    cgroup.remove();
-                    0
-                }
-                None => 0,
-            };
+            let strays = crate::cgroup::CgroupHost::get().map_or(0, |host| host.stop_strays());
+            let leftovers = strays
+                + match cgroup {
+                    Some(cgroup) if cgroup.populated() => {
+                        let count = cgroup.pids().len();
+                        let grace = watch.grace;
+                        watch.tracker.spawn(cgroup.stop(grace));
+                        count
+                    }
+                    Some(cgroup) => {
+                        cgroup.remove();
+                        0
+                    }
+                    None => 0,
+                };
             Ended {
                 status,
                 cause: None,
@@ -319,6 +321,9 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             drop(guard);
             if let Some(cgroup) = cgroup {
                 cgroup.remove();
+            }
+            if let Some(host) = crate::cgroup::CgroupHost::get() {
+                host.stop_strays();
             }
             Ended {
                 status: status?,

@@ -27,20 +27,42 @@ use std::time::{Duration, Instant};
 use crate::cgroup::CgroupHost;
 use crate::sys;
 
-/// `$1`, when given, is the host's parent cgroup: killed whole at EOF, then
-/// removed.
-const SCRIPT: &str = r#"declare -A groups
-while read -r op id; do
-  case $op in
-    +) groups[$id]=1 ;;
-    -) unset "groups[$id]" ;;
-  esac
+/// `$1`: the host's parent cgroup (may be empty), killed whole at host
+/// death, then removed with everything below it. `$2` and `$3`: the host's
+/// pid and start time. The host's death is seen either way: EOF on stdin,
+/// or (checked every second) the host pid gone or reused, so a process that
+/// keeps the pipe open cannot keep the watchdog waiting. SIGHUP (sent when
+/// the host dies while the watchdog is stopped) and SIGINT are ignored;
+/// only plain group ids above 1 are ever recorded.
+const SCRIPT: &str = r#"trap '' HUP INT
+host_alive() {
+  local want=$1 stat
+  stat=$(< "/proc/$2/stat") 2>/dev/null || return 1
+  [ -n "$stat" ] || return 1
+  [ -z "$want" ] && return 0
+  stat=${stat##*) }
+  set -- $stat
+  [ "${20}" = "$want" ]
+}
+declare -A groups
+while :; do
+  if read -r -t 1 op id; then
+    [[ $id =~ ^[0-9]+$ ]] && (( id > 1 )) || continue
+    case $op in
+      +) groups[$id]=1 ;;
+      -) unset "groups[$id]" ;;
+    esac
+  elif (( $? > 128 )); then
+    host_alive "$3" "$2" || break
+  else
+    break
+  fi
 done
 for id in "${!groups[@]}"; do kill -KILL -- "-$id"; done
 if [ -n "$1" ]; then
   echo 1 > "$1/cgroup.kill"
   for try in 1 2 3 4 5 6 7 8 9 10; do
-    rmdir "$1"/cmd-* 2>/dev/null
+    find "$1" -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null
     rmdir "$1" 2>/dev/null && break
     sleep 0.1
   done
@@ -49,6 +71,10 @@ fi
 
 /// The name the watchdog runs under (`$0`), so it can be found.
 pub(crate) const NAME: &str = "dsh-bash-watchdog";
+
+/// How often the writer checks that its watchdog still lives (and replaces
+/// a lost one).
+const CHECK_EVERY: Duration = Duration::from_millis(200);
 
 /// The watchdog's stdin pipe size: small, so a stalled watchdog fills it
 /// quickly and the queue (not the pipe) absorbs the rest.
@@ -130,6 +156,8 @@ fn start() -> std::io::Result<Running> {
     command
         .args(["--noprofile", "--norc", "-c", SCRIPT, NAME])
         .arg(cgroup)
+        .arg(std::process::id().to_string())
+        .arg(sys::start_time(std::process::id()).map_or_else(String::new, |t| t.to_string()))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -148,7 +176,7 @@ fn start() -> std::io::Result<Running> {
 impl Writer {
     fn serve(mut self, receiver: &mpsc::Receiver<Message>) {
         loop {
-            match receiver.recv_timeout(Duration::from_secs(1)) {
+            match receiver.recv_timeout(CHECK_EVERY) {
                 Ok(message) => {
                     let line = match message {
                         Message::Record(pgid) => {
@@ -161,7 +189,7 @@ impl Writer {
                         }
                     };
                     self.write(&line);
-                    if self.checked.elapsed() > Duration::from_secs(1) {
+                    if self.checked.elapsed() > CHECK_EVERY {
                         self.check();
                     }
                 }
