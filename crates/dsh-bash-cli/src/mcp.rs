@@ -258,6 +258,29 @@ impl ServerHandler for BashServer {
     }
 }
 
+/// The server's stdin, watched for EOF: a client that closes it wants the
+/// session over now, even while calls are in flight (the transport would
+/// otherwise wait for them, and clients kill a server that lingers).
+struct EofWatch<R> {
+    inner: R,
+    on_eof: tokio_util::sync::CancellationToken,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofWatch<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, std::task::Poll::Ready(Ok(()))) && buf.filled().len() == before {
+            self.on_eof.cancel();
+        }
+        polled
+    }
+}
+
 /// Serves one MCP connection on stdio until it closes or a signal arrives,
 /// then stops every command it started.
 pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -305,9 +328,14 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         peer,
         level,
     };
-    let service = server.serve(rmcp::transport::stdio()).await?;
-    let cancel = service.cancellation_token();
     let stop = tokio_util::sync::CancellationToken::new();
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let stdin = EofWatch {
+        inner: stdin,
+        on_eof: stop.clone(),
+    };
+    let service = server.serve((stdin, stdout)).await?;
+    let cancel = service.cancellation_token();
     let interrupts = crate::run::cancel_on_interrupt(stop.clone());
     tokio::select! {
         closed = service.waiting() => {

@@ -286,15 +286,19 @@ impl CommandCgroup {
         }
     }
 
-    /// Stops everything still inside: SIGTERM (and SIGCONT), up to `grace`
-    /// for the cgroup to empty, then `cgroup.kill`; returns once it is
+    /// Stops everything still inside: SIGTERM (and SIGCONT), until
+    /// `grace_over` for the cgroup to empty, then `cgroup.kill`; returns once it is
     /// empty (bounded: a process stuck in the kernel is logged) and removes
     /// it.
-    pub(crate) async fn stop(self, grace: Duration) {
+    pub(crate) async fn stop(self, grace_over: impl std::future::Future<Output = ()>) {
         if self.populated() {
             self.signal_all(libc::SIGTERM);
             self.signal_all(libc::SIGCONT);
-            if !self.emptied(grace).await {
+            let emptied = tokio::select! {
+                emptied = self.emptied(Duration::MAX) => emptied,
+                () = grace_over => false,
+            };
+            if !emptied {
                 self.kill();
                 if !self.emptied(Duration::from_secs(10)).await {
                     tracing::warn!(cgroup = %self.path.display(), "processes survived cgroup.kill for 10 s");

@@ -21,6 +21,9 @@ pub struct LocalConfig {
     /// Time between SIGTERM and SIGKILL when a command is stopped (ms).
     /// Default 3 000.
     pub grace_ms: f64,
+    /// The same when the executor shuts down (ms; at most `grace_ms`): a
+    /// host told to stop exits promptly. Default 500.
+    pub shutdown_grace_ms: f64,
     /// How long a finished shell's output pipes may stay open before the
     /// run returns anyway (ms): a leftover `server &` must not hang the
     /// call. Default 250.
@@ -69,6 +72,7 @@ impl Default for LocalConfig {
             max_output_bytes: 64_000,
             max_spill_bytes: 1 << 30,
             grace_ms: 3_000.0,
+            shutdown_grace_ms: 500.0,
             linger_ms: 250.0,
             shell: PathBuf::from("bash"),
             spill_parent: None,
@@ -143,6 +147,7 @@ impl LocalConfig {
             ("default_timeout_ms", self.default_timeout_ms),
             ("max_timeout_ms", self.max_timeout_ms),
             ("grace_ms", self.grace_ms),
+            ("shutdown_grace_ms", self.shutdown_grace_ms),
             ("linger_ms", self.linger_ms),
         ] {
             if !positive_finite(value) {

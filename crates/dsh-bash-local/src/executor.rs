@@ -290,6 +290,7 @@ impl Inner {
                 stop,
                 shutdown: &self.shutdown,
                 grace: ms(self.config.grace_ms),
+                shutdown_grace: ms(self.config.shutdown_grace_ms),
                 linger: ms(self.config.linger_ms),
                 tracker: &self.tracker,
             },

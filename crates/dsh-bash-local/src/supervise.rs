@@ -67,8 +67,36 @@ pub(crate) struct Watch<'a> {
     pub(crate) stop: &'a Stop,
     pub(crate) shutdown: &'a CancellationToken,
     pub(crate) grace: Duration,
+    /// The grace when the executor shuts down (at most `grace`): a server
+    /// told to stop must be gone within a second.
+    pub(crate) shutdown_grace: Duration,
     pub(crate) linger: Duration,
     pub(crate) tracker: &'a tokio_util::task::TaskTracker,
+}
+
+/// Completes when a stop has waited long enough: `grace`, cut short to
+/// `short` once `shutdown` fires (a host told to stop does not wait out a
+/// long grace).
+async fn grace_over(grace: Duration, short: Duration, shutdown: CancellationToken) {
+    tokio::select! {
+        () = tokio::time::sleep(grace) => {}
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(short.min(grace)).await;
+        } => {}
+    }
+}
+
+impl Watch<'_> {
+    /// The grace of a stop for `cause` (see [`grace_over`]).
+    fn grace_over(&self, cause: StopCause) -> impl std::future::Future<Output = ()> + 'static {
+        let grace = if cause == StopCause::Shutdown {
+            self.grace.min(self.shutdown_grace)
+        } else {
+            self.grace
+        };
+        grace_over(grace, self.shutdown_grace, self.shutdown.clone())
+    }
 }
 
 /// How a supervised command ended.
@@ -167,11 +195,10 @@ impl Drop for KillOnDrop<'_> {
 async fn stop_cgroup(
     cgroup: &CommandCgroup,
     pidfd: &AsyncFd<OwnedFd>,
-    grace: Duration,
+    grace_over: impl std::future::Future<Output = ()>,
 ) -> io::Result<ExitStatus> {
     cgroup.signal_all(libc::SIGTERM);
     cgroup.signal_all(libc::SIGCONT);
-    let grace_over = tokio::time::sleep(grace);
     tokio::pin!(grace_over);
     let mut status = None;
     loop {
@@ -224,7 +251,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
     ];
     let writer = spawned
         .stdin
-        .map(|fd| tokio::spawn(feed_stdin(fd, watch.stdin.unwrap_or_default())));
+        .map(|fd| tokio::spawn(feed_stdin(fd, watch.stdin.clone().unwrap_or_default())));
     let pidfd = sys::readable_fd(spawned.pidfd)?;
     let cgroup = spawned.cgroup;
     let containment = if cgroup.is_some() {
@@ -260,7 +287,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 + match cgroup {
                     Some(cgroup) if cgroup.populated() => {
                         let count = cgroup.pids().len();
-                        let grace = watch.grace;
+                        let grace = watch.grace_over(StopCause::Killed);
                         watch.tracker.spawn(cgroup.stop(grace));
                         count
                     }
@@ -293,7 +320,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 )
                 .await;
                 let count = stopping.member_count();
-                let grace = watch.grace;
+                let grace = watch.grace_over(StopCause::Killed);
                 watch.tracker.spawn(async move {
                     stopping.finish(grace).await;
                     spawn::release(pid);
@@ -314,7 +341,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             watch.stop.request(cause);
             let cause = watch.stop.cause().unwrap_or(cause);
             let status = match cgroup.as_ref() {
-                Some(cgroup) => stop_cgroup(cgroup, &pidfd, watch.grace).await,
+                Some(cgroup) => stop_cgroup(cgroup, &pidfd, watch.grace_over(cause)).await,
                 None => wait_exit(&pidfd).await,
             };
             guard.armed = status.is_err();
@@ -344,7 +371,8 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 Some(root),
             )
             .await;
-            let (status, ()) = tokio::join!(wait_exit(&pidfd), stopping.finish(watch.grace));
+            let (status, ()) =
+                tokio::join!(wait_exit(&pidfd), stopping.finish(watch.grace_over(cause)));
             guard.armed = status.is_err();
             spawn::release(pid);
             Ended {

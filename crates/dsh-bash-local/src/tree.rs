@@ -275,7 +275,7 @@ impl Stopping {
 
     /// Steps 2–4: SIGTERM, wait up to `grace`, then SIGKILL what is left.
     /// Returns once every member has exited.
-    pub(crate) async fn finish(mut self, grace: Duration) {
+    pub(crate) async fn finish(mut self, grace_over: impl std::future::Future<Output = ()>) {
         // Unheld members first, while every parent is still frozen.
         for signal in [libc::SIGTERM, libc::SIGCONT] {
             for pid in &self.members.unheld {
@@ -296,9 +296,11 @@ impl Stopping {
             }
             all_exited(&watched).await;
         };
-        if tokio::time::timeout(grace, everything_exited).await.is_ok()
-            && !sys::group_alive(self.tree.pgid)
-        {
+        let exited_in_time = tokio::select! {
+            () = everything_exited => true,
+            () = grace_over => false,
+        };
+        if exited_in_time && !sys::group_alive(self.tree.pgid) {
             return;
         }
         // Survivors: freeze again (their new children too) and kill.
