@@ -148,6 +148,13 @@ impl LocalBashExecutor {
         &self.inner.config
     }
 
+    /// The private directory holding this executor's full-output (spill)
+    /// files, once one was needed: a confining executor keeps it readable
+    /// for later commands, which are told to read those files.
+    pub fn spill_directory(&self) -> Option<PathBuf> {
+        self.inner.spill.current_path()
+    }
+
     /// The plain invocation of a spec: `<shell> -c <command>`.
     pub fn invocation(&self, spec: &BashExecSpec) -> Invocation {
         Invocation {

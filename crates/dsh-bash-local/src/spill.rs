@@ -252,6 +252,15 @@ impl SpillDir {
         }
     }
 
+    /// The directory's path, once it exists.
+    pub(crate) fn current_path(&self) -> Option<PathBuf> {
+        self.dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|d| d.path.clone())
+    }
+
     /// Removes the directory and everything in it (an MCP session's paths
     /// mean nothing after the session). Blocking.
     pub(crate) fn remove(&self) {

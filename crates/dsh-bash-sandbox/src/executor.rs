@@ -175,6 +175,8 @@ impl SandboxBashExecutor {
             mode,
             workspace: self.workspace.clone(),
             private_tmp: private_tmp.as_ref().map(|dir| dir.path().to_owned()),
+            // Full-output paths printed earlier stay readable.
+            readable: self.local.spill_directory().into_iter().collect(),
         };
         let confinement = match self.provider.confine(&plain.argv, &policy).await {
             Ok(confinement) => confinement,

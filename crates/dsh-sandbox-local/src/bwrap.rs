@@ -101,6 +101,12 @@ pub(crate) fn profile(policy: &SandboxPolicy, status_fd: i32, workspace_fd: i32)
     });
     profile.push(workspace_fd.to_string().into());
     profile.push(policy.workspace.path().as_os_str().to_owned());
+    // What must stay readable although the private /tmp hides it.
+    for path in &policy.readable {
+        profile.push("--ro-bind-try".into());
+        profile.push(path.as_os_str().to_owned());
+        profile.push(path.as_os_str().to_owned());
+    }
     profile.push("--json-status-fd".into());
     profile.push(status_fd.to_string().into());
     profile.push("--".into());
@@ -211,6 +217,7 @@ mod tests {
             mode: SandboxMode::ReadOnly,
             workspace: workspace.clone(),
             private_tmp: None,
+            readable: vec!["/tmp/dsh-bash-spill".into()],
         };
         let profile_ro = profile(&read_only, 7, 8);
         let text: Vec<String> = profile_ro
@@ -235,6 +242,12 @@ mod tests {
             .windows(3)
             .any(|w| w == ["--ro-bind-fd".to_owned(), "8".into(), ws.clone()]));
         assert!(!text.contains(&"--bind-fd".to_owned()));
+        assert!(text.windows(3).any(|w| w
+            == [
+                "--ro-bind-try".to_owned(),
+                "/tmp/dsh-bash-spill".into(),
+                "/tmp/dsh-bash-spill".into()
+            ]));
         assert_eq!(text.last().map(String::as_str), Some("--"));
 
         let tmp = dir.path().join("tmp");
@@ -242,6 +255,7 @@ mod tests {
             mode: SandboxMode::WorkspaceWrite,
             workspace,
             private_tmp: Some(tmp.clone()),
+            readable: Vec::new(),
         };
         let text: Vec<String> = profile(&write, 7, 8)
             .iter()

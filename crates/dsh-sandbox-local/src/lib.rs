@@ -130,6 +130,7 @@
 //!     mode: SandboxMode::ReadOnly,
 //!     workspace: Workspace::open("/src/project".as_ref())?,
 //!     private_tmp: None,
+//!     readable: Vec::new(),
 //! };
 //! let confinement = provider.confine(&argv, &policy).await?;
 //! println!("{} ({}, gaps {:?})", confinement.backend, confinement.enforcement, confinement.gaps);

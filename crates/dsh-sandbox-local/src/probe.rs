@@ -56,6 +56,7 @@ pub(crate) async fn check(
         mode: SandboxMode::ReadOnly,
         workspace,
         private_tmp: None,
+        readable: Vec::new(),
     };
     let confinement = build(&probe_argv(&target), &policy)?;
     let executor = LocalBashExecutor::new(LocalConfig {

@@ -20,6 +20,7 @@ fn policy(mode: SandboxMode) -> SandboxPolicy {
         mode,
         workspace: Workspace::open(Path::new(env!("CARGO_TARGET_TMPDIR"))).unwrap(),
         private_tmp: None,
+        readable: Vec::new(),
     }
 }
 

@@ -73,6 +73,10 @@ pub struct SandboxPolicy {
     /// under bubblewrap). Its owner removes it once the command's tree is
     /// gone. `None`: no writable temporary space.
     pub private_tmp: Option<PathBuf>,
+    /// Paths the command must be able to read although a backend would
+    /// hide them (for example the directory of earlier full-output files,
+    /// under a private `/tmp`): bound read-only where needed.
+    pub readable: Vec<PathBuf>,
 }
 
 /// Whether the sandbox runner started the command, read from a channel the

@@ -2,4 +2,5 @@ mod background;
 mod classification;
 mod containment;
 mod fixture;
+mod full_output;
 mod wrapping;

@@ -1,0 +1,54 @@
+//! The full output stays reachable: a spill path printed to the model can
+//! be read by the next command, under every backend and confining mode
+//! (bubblewrap's private `/tmp` would otherwise hide it).
+
+use std::sync::Arc;
+
+use dsh_bash::SandboxMode;
+use dsh_bash_local::LocalConfig;
+use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_sandbox_local::{LocalSandboxConfig, LocalSandboxProvider};
+
+use super::fixture::{backends, local, run};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spill_path_is_readable_by_the_next_command() {
+    for backend in backends().await {
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            let root = tempfile::tempdir().unwrap();
+            let provider = LocalSandboxProvider::new(LocalSandboxConfig {
+                backend: backend.clone(),
+                ..LocalSandboxConfig::default()
+            })
+            .unwrap();
+            // The default spill parent: the host's temp dir (/tmp).
+            let executor = SandboxBashExecutor::new(
+                SandboxConfig {
+                    local: LocalConfig {
+                        cwd: Some(root.path().to_owned()),
+                        max_output_bytes: 100,
+                        ..local()
+                    },
+                    mode,
+                    workspace_root: Some(root.path().to_owned()),
+                },
+                Arc::new(provider),
+            )
+            .unwrap();
+            let first = run(&executor, "seq 1 10000", None).await;
+            let path = first
+                .stdout
+                .spill_path
+                .clone()
+                .unwrap_or_else(|| panic!("{backend:?}/{mode}: no spill file: {first:?}"));
+            let second = run(&executor, &format!("wc -l < {}", path.display()), None).await;
+            assert_eq!(
+                second.stdout.text.trim(),
+                "10000",
+                "{backend:?}/{mode}: {}",
+                second.stderr.text
+            );
+            dsh_bash::BashExecutor::shutdown(&executor).await;
+        }
+    }
+}
