@@ -29,7 +29,10 @@ use rmcp::model::{
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
     ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::model::{
+    CancelledNotification, CancelledNotificationParam, ClientResult, ElicitRequest, ServerRequest,
+};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 
 use crate::compose::{self, ExecutorArgs};
@@ -61,48 +64,63 @@ fn client_elicits(peer: &Peer<RoleServer>) -> bool {
 }
 
 impl ApprovalService for Elicitation {
+    /// Asks the person: Accept means yes, Decline or Cancel means no; the
+    /// command, the mode and the justification are in the message, and
+    /// there is nothing to fill in. A question whose call is cancelled is
+    /// withdrawn (`notifications/cancelled` for the elicitation request).
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
         Box::pin(async move {
             if !client_elicits(&self.peer) {
                 return ApprovalOutcome::Unavailable;
             }
-            let Ok(schema) = ElicitationSchema::builder()
-                .required_bool("approve")
-                .build()
-            else {
+            let Ok(schema) = ElicitationSchema::builder().build() else {
                 return ApprovalOutcome::Unavailable;
             };
             let params = ElicitRequestParams::FormElicitationParams {
                 meta: None,
                 message: format!(
-                    "Allow this one command to run with {} file access?\n\n{}\n\nReason: {}",
+                    "Allow this one command to run with {} file access?\n\n{}\n\nReason: {}\n\nAccept to allow it once; decline to refuse.",
                     request.mode, request.command, request.reason
                 ),
                 requested_schema: schema,
             };
+            let question = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+            let handle = match self
+                .peer
+                .send_request_with_option(question, PeerRequestOptions::no_options())
+                .await
+            {
+                Ok(handle) => handle,
+                Err(err) => {
+                    tracing::warn!(%err, "elicitation failed");
+                    return ApprovalOutcome::Unavailable;
+                }
+            };
+            let id = handle.id.clone();
             let asked = tokio::select! {
-                asked = self.peer.create_elicitation(params) => asked,
-                () = request.cancel.cancelled() => return ApprovalOutcome::Cancelled,
+                asked = handle.await_response() => asked,
+                () = request.cancel.cancelled() => {
+                    let withdrawn = CancelledNotification::new(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the tool call that asked was cancelled".into()),
+                    ));
+                    if let Err(err) = self.peer.send_notification(withdrawn.into()).await {
+                        tracing::debug!(%err, "cannot withdraw an approval question");
+                    }
+                    return ApprovalOutcome::Cancelled;
+                }
             };
             match asked {
-                Ok(answer) => match answer.action {
-                    ElicitationAction::Accept => {
-                        let approved = answer
-                            .content
-                            .as_ref()
-                            .and_then(|c| c.get("approve"))
-                            .and_then(serde_json::Value::as_bool)
-                            .unwrap_or(false);
-                        if approved {
-                            ApprovalOutcome::AllowedOnce
-                        } else {
-                            ApprovalOutcome::Rejected
-                        }
-                    }
+                Ok(ClientResult::ElicitResult(answer)) => match answer.action {
+                    ElicitationAction::Accept => ApprovalOutcome::AllowedOnce,
                     ElicitationAction::Decline => ApprovalOutcome::Rejected,
                     // Cancel, and any action a newer protocol adds: not a yes.
                     _ => ApprovalOutcome::Cancelled,
                 },
+                Ok(other) => {
+                    tracing::warn!(?other, "unexpected answer to an elicitation");
+                    ApprovalOutcome::Unavailable
+                }
                 Err(err) => {
                     tracing::warn!(%err, "elicitation failed");
                     ApprovalOutcome::Unavailable

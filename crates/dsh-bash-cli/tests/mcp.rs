@@ -53,6 +53,7 @@ fn the_official_python_client_drives_every_scenario() {
         "escalation approved through elicitation",
         "escalation declined through elicitation",
         "escalation without elicitation fails closed",
+        "a cancelled call withdraws its approval question",
         "closing the connection stops background tasks",
         "progress reported while a call runs",
         "SIGTERM stops the server and its commands",

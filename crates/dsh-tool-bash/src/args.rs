@@ -127,13 +127,21 @@ fn drop_null(property: &mut Value) {
 }
 
 /// The JSON Schema of `bash`; with the escalation fields exactly when the
-/// executor confines.
-pub(crate) fn bash_schema(confining: bool) -> Value {
-    if confining {
-        schema_of::<ConfinedBashParams>()
-    } else {
-        schema_of::<BashParams>()
+/// executor confines in a mode something is wider than, offering only the
+/// modes strictly wider than `standing` (asking for the current one always
+/// fails).
+pub(crate) fn bash_schema(standing: Option<SandboxMode>) -> Value {
+    let Some(standing) = standing.filter(|m| *m != SandboxMode::DangerFullAccess) else {
+        return schema_of::<BashParams>();
+    };
+    let mut schema = schema_of::<ConfinedBashParams>();
+    if let Some(Value::Array(modes)) = schema.pointer_mut("/properties/sandbox_permissions/enum") {
+        modes.retain(|mode| {
+            serde_json::from_value::<Escalation>(mode.clone())
+                .is_ok_and(|m| SandboxMode::from(m).is_wider_than(standing))
+        });
     }
+    schema
 }
 
 /// The JSON Schema of `bash_output` and `bash_kill`.
@@ -405,7 +413,7 @@ mod tests {
 
     #[test]
     fn schemas_carry_escalation_fields_exactly_when_confining() {
-        let plain = bash_schema(false);
+        let plain = bash_schema(None);
         let props = plain["properties"].as_object().unwrap();
         assert_eq!(
             props.keys().map(String::as_str).collect::<Vec<_>>(),
@@ -418,7 +426,19 @@ mod tests {
             ]
         );
         assert_eq!(plain["required"], json!(["command", "description"]));
-        let confined = bash_schema(true);
+        let confined = bash_schema(Some(SandboxMode::ReadOnly));
+        let wide = bash_schema(Some(SandboxMode::WorkspaceWrite));
+        assert_eq!(
+            wide["properties"]["sandbox_permissions"]["enum"],
+            json!(["danger-full-access"]),
+            "only strictly wider modes are offered"
+        );
+        assert!(
+            !bash_schema(Some(SandboxMode::DangerFullAccess))["properties"]
+                .as_object()
+                .unwrap()
+                .contains_key("sandbox_permissions")
+        );
         let props = confined["properties"].as_object().unwrap();
         assert!(props.contains_key("sandbox_permissions") && props.contains_key("justification"));
         assert_eq!(

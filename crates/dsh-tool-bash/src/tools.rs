@@ -181,8 +181,12 @@ impl BashTools {
         &self.executor
     }
 
+    /// True if and only if the executor confines in a mode something is
+    /// wider than (escalation can be offered).
     fn confining(&self) -> bool {
-        self.executor.sandbox_mode().is_some()
+        self.executor
+            .sandbox_mode()
+            .is_some_and(|mode| mode != SandboxMode::DangerFullAccess)
     }
 
     /// The three tools, as data.
@@ -195,7 +199,7 @@ impl BashTools {
             Tool {
                 name: "bash",
                 description: bash,
-                parameters: args::bash_schema(self.confining()),
+                parameters: args::bash_schema(self.executor.sandbox_mode()),
                 output_schema: structured::schema::<structured::BashContent>(),
                 annotations: ToolAnnotations {
                     read_only: false,

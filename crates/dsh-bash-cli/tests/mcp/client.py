@@ -212,12 +212,50 @@ async def cancellation(session, init):
     print("ok cancelling a long foreground call kills it")
 
 
-def answering(action: str, approve: bool | None = None):
+def answering(action: str):
     async def callback(context, params):
+        # The question says what, how wide and why, and asks nothing more:
+        # Accept means yes.
         assert "workspace-write" in params.message, params.message
-        content = {"approve": approve} if approve is not None else None
-        return types.ElicitResult(action=action, content=content)
+        assert "touch " in params.message and "The test needs" in params.message, params.message
+        assert not params.requested_schema.get("properties"), params.requested_schema
+        assert not params.requested_schema.get("required"), params.requested_schema
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
     return callback
+
+
+async def withdrawn_question(workspace: str):
+    """A call cancelled while its approval question is open withdraws it."""
+    asked = anyio.Event()
+    withdrawn = anyio.Event()
+
+    async def callback(context, params):
+        asked.set()
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            withdrawn.set()
+            raise
+        return types.ElicitResult(action="accept", content={})
+
+    target = os.path.join(workspace, "withdrawn.txt")
+
+    async def scenario(session, init):
+        async with anyio.create_task_group() as tasks:
+            async def call():
+                args = bash(f"touch {target}", sandbox_permissions="workspace-write",
+                            justification="The test needs to create one file in the workspace.")
+                await session.call_tool("bash", args)
+            tasks.start_soon(call)
+            with anyio.fail_after(20):
+                await asked.wait()
+            tasks.cancel_scope.cancel()
+        with anyio.fail_after(20):
+            await withdrawn.wait()
+        assert not os.path.exists(target), "a withdrawn question ran the command"
+
+    await session_with(server("--sandbox", "read-only", "--workdir", workspace), scenario,
+                       elicitation_callback=callback)
 
 
 async def escalation(workspace: str, callback, expect_ok: bool, name: str):
@@ -323,7 +361,7 @@ async def main():
     await session_with(server(), progress)
 
     with tempfile.TemporaryDirectory(dir=SCRATCH) as workspace:
-        await escalation(workspace, answering("accept", True), True, "approved")
+        await escalation(workspace, answering("accept"), True, "approved")
         print("ok escalation approved through elicitation")
         text = await escalation(workspace, answering("decline"), False, "declined")
         assert text == 'Error: the user rejected escalating this command to "workspace-write"', text
@@ -331,6 +369,8 @@ async def main():
         text = await escalation(workspace, None, False, "unasked")
         assert "no approval channel is available" in text, text
         print("ok escalation without elicitation fails closed")
+        await withdrawn_question(workspace)
+        print("ok a cancelled call withdraws its approval question")
 
     await closing(server())
     await terminated(server())

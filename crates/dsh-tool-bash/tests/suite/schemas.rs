@@ -29,11 +29,13 @@ fn three_tools_with_escalation_fields_only_under_a_confining_executor() {
         let confined = BashTools::new(Recording::new(Some(default)));
         let bash = &confined.tools()[0];
         let enumerated = &bash.parameters["properties"]["sandbox_permissions"]["enum"];
-        assert_eq!(
-            *enumerated,
-            serde_json::json!(["workspace-write", "danger-full-access"]),
-            "{default}"
-        );
+        // Only modes strictly wider than the standing one are offered.
+        let wider = if default == SandboxMode::ReadOnly {
+            serde_json::json!(["workspace-write", "danger-full-access"])
+        } else {
+            serde_json::json!(["danger-full-access"])
+        };
+        assert_eq!(*enumerated, wider, "{default}");
         assert!(bash.parameters["properties"].get("justification").is_some());
         assert!(bash.description.contains("sandbox_permissions"));
         // The mode is never announced.
