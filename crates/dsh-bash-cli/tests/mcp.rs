@@ -46,6 +46,7 @@ fn the_official_python_client_drives_every_scenario() {
         "structured content stands alone and validates",
         "timeout",
         "an unknown argument is an error naming it",
+        "a command over 128 KiB runs",
         "background task polled to completion",
         "background task killed",
         "completion announced by notification",

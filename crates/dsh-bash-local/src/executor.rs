@@ -82,6 +82,13 @@ pub struct Settled<'a> {
 /// listeners and waiters see it.
 pub type SettleStamp = Box<dyn FnOnce(&mut TaskState, Settled<'_>) + Send>;
 
+/// Commands up to this size go in the argv; longer ones through a
+/// descriptor (one argument may hold at most 128 KiB).
+const INLINE_COMMAND_BYTES: usize = 64 * 1024;
+
+/// The longest command accepted (documented in the tool description).
+pub const MAX_COMMAND_BYTES: usize = 16 << 20;
+
 fn ms(value: f64) -> Duration {
     Duration::from_secs_f64(value / 1000.0)
 }
@@ -156,16 +163,42 @@ impl LocalBashExecutor {
     }
 
     /// The plain invocation of a spec: `<shell> -c <command>`.
-    pub fn invocation(&self, spec: &BashExecSpec) -> Invocation {
-        Invocation {
-            argv: vec![
-                self.inner.config.shell.clone().into_os_string(),
-                "-c".into(),
-                spec.command.clone().into(),
-            ],
-            restriction: Restriction::default(),
-            environment: Vec::new(),
+    ///
+    /// A command too long for one argument (the kernel's limit is 128 KiB)
+    /// is handed over in a sealed in-memory file instead, read by a
+    /// one-line loader that keeps `bash -c` semantics (`$0`, `exit`, exit
+    /// codes, traps) and closes the descriptor before the command runs:
+    /// `bash -c 'eval "$(</dev/fd/N)" N<&-'`.
+    pub fn invocation(&self, spec: &BashExecSpec) -> Result<Invocation, BashError> {
+        let shell = self.inner.config.shell.clone().into_os_string();
+        if spec.command.len() < INLINE_COMMAND_BYTES {
+            return Ok(Invocation {
+                argv: vec![shell, "-c".into(), spec.command.clone().into()],
+                restriction: Restriction::default(),
+                environment: Vec::new(),
+            });
         }
+        let text =
+            crate::sys::sealed_text(spec.command.as_bytes()).map_err(|cause| BashError::Spawn {
+                message: format!(
+                    "cannot hand over a {}-byte command: {cause}",
+                    spec.command.len()
+                ),
+                cause,
+            })?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&text);
+        Ok(Invocation {
+            argv: vec![
+                shell,
+                "-c".into(),
+                format!("eval \"$(</dev/fd/{fd})\" {fd}<&-").into(),
+            ],
+            restriction: Restriction {
+                keep_fds: vec![Arc::new(text)],
+                ..Restriction::default()
+            },
+            environment: Vec::new(),
+        })
     }
 
     /// Runs `spec` in the foreground through `invocation` instead of the
@@ -439,6 +472,12 @@ impl BashExecutor for LocalBashExecutor {
             Some(dir) => base.join(dir),
             None => base,
         };
+        if request.command.len() > MAX_COMMAND_BYTES {
+            return Err(BashError::CommandTooLong {
+                bytes: request.command.len(),
+                limit: MAX_COMMAND_BYTES,
+            });
+        }
         Ok(BashExecSpec {
             command: request.command,
             workdir,
@@ -453,13 +492,16 @@ impl BashExecutor for LocalBashExecutor {
     }
 
     fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
-        let invocation = self.invocation(&spec);
-        Box::pin(self.run_invocation(spec, invocation))
+        Box::pin(async move {
+            let invocation = self.invocation(&spec)?;
+            self.run_invocation(spec, invocation).await
+        })
     }
 
     fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
-        let invocation = self.invocation(&spec);
-        let started = self.start_invocation(spec, invocation, None);
+        let started = self
+            .invocation(&spec)
+            .and_then(|invocation| self.start_invocation(spec, invocation, None));
         Box::pin(async move { started })
     }
 

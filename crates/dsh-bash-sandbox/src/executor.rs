@@ -159,7 +159,7 @@ impl SandboxBashExecutor {
     /// the invocation to hand to the local executor, and whether the argv
     /// was wrapped by a runner (whose exit 128+n means a signal death).
     async fn confine(&self, spec: &BashExecSpec, mode: SandboxMode) -> Result<Confined, BashError> {
-        let plain = self.local.invocation(spec);
+        let plain = self.local.invocation(spec)?;
         let private_tmp = if mode == SandboxMode::WorkspaceWrite {
             let dir = PrivateTmp::create().map_err(|err| {
                 SandboxUnavailable::new(
@@ -189,7 +189,15 @@ impl SandboxBashExecutor {
             wrapped: confinement.runner_report.is_some(),
             invocation: Invocation {
                 argv: confinement.argv.clone(),
-                restriction: confinement.restriction.clone(),
+                // The confinement's restriction, plus what the plain
+                // invocation keeps (a long command's descriptor).
+                restriction: {
+                    let mut restriction = confinement.restriction.clone();
+                    restriction
+                        .keep_fds
+                        .extend(plain.restriction.keep_fds.iter().cloned());
+                    restriction
+                },
                 environment: confinement.environment.clone(),
             },
             confinement,

@@ -17,6 +17,14 @@ pub enum BashError {
         /// The rejected value.
         value: f64,
     },
+    /// The command is longer than the executor accepts.
+    #[error("the command is {bytes} bytes long; at most {limit} bytes are accepted (write large content with several commands, or from a file)")]
+    CommandTooLong {
+        /// Its length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The workdir does not exist.
     #[error("workdir {} does not exist", path.display())]
     WorkdirMissing {
@@ -69,6 +77,7 @@ impl BashError {
     pub fn code(&self) -> &'static str {
         match self {
             BashError::InvalidTimeout { .. } => "INVALID_TIMEOUT",
+            BashError::CommandTooLong { .. } => "COMMAND_TOO_LONG",
             BashError::WorkdirMissing { .. }
             | BashError::WorkdirNotDirectory { .. }
             | BashError::WorkdirInaccessible { .. } => "INVALID_WORKDIR",

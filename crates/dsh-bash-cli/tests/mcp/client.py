@@ -152,6 +152,11 @@ async def foreground(session, init):
     assert result.is_error and text_of(result) == "Error: invalid command: expected a non-empty string"
     print("ok validation error")
 
+    payload = "y" * 300_000
+    result = await session.call_tool("bash", bash(f"cat <<'EOF' | wc -c\n{payload}\nEOF"))
+    assert not result.is_error and text_of(result) == "300001\n", text_of(result)[-200:]
+    print("ok a command over 128 KiB runs")
+
     marker = os.path.join(SCRATCH, "timeout-alias-ran")
     result = await session.call_tool("bash", bash(f"touch {marker}", timeout=100))
     assert result.is_error, text_of(result)

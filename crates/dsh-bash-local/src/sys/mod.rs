@@ -147,6 +147,32 @@ pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> 
     }))
 }
 
+/// `text` in a sealed in-memory file (close-on-exec, positioned at its
+/// start): a descriptor a command can read but nobody can change.
+pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
+    use std::io::{Seek, Write};
+    // SAFETY: memfd_create with a static NUL-terminated name and flags.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"dsh-bash-command".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just handed us this fd.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(text)?;
+    file.rewind()?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl F_ADD_SEALS on a memfd we own, with integer flags.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(file))
+}
+
 /// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, in
 /// clock ticks since boot): with the pid, it names a process for good.
 pub(crate) fn start_time(pid: u32) -> Option<u64> {

@@ -10,6 +10,7 @@ mod fixture;
 mod flood;
 mod grandchild_pipe;
 mod listeners;
+mod long_command;
 mod output;
 mod resolve;
 mod run_basics;

@@ -52,3 +52,25 @@ async fn a_spill_path_is_readable_by_the_next_command() {
         }
     }
 }
+
+/// A command too long for one argument reaches the shell under every
+/// backend (its descriptor passes the runner) and the sandbox still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_command_runs_confined() {
+    use super::fixture::executor;
+    for backend in backends().await {
+        let root = tempfile::tempdir().unwrap();
+        let executor = executor(backend.clone(), SandboxMode::WorkspaceWrite, root.path());
+        let body = "x".repeat(300_000);
+        let command = format!(
+            "cat > inside <<'EOF'\n{body}\nEOF\nwc -c < inside; echo denied > /etc/dsh-long-$$ 2>/dev/null || echo refused"
+        );
+        let result = run(&executor, &command, None).await;
+        assert_eq!(
+            result.stdout.text, "300001\nrefused\n",
+            "{backend:?}: {}",
+            result.stderr.text
+        );
+        dsh_bash::BashExecutor::shutdown(&executor).await;
+    }
+}
