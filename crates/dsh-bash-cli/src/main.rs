@@ -14,6 +14,7 @@ mod bench;
 mod compose;
 mod mcp;
 mod run;
+mod wire;
 
 /// Exit status for "the command could not run at all".
 const COULD_NOT_RUN: u8 = 125;

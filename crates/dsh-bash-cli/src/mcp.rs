@@ -276,29 +276,6 @@ impl ServerHandler for BashServer {
     }
 }
 
-/// The server's stdin, watched for EOF: a client that closes it wants the
-/// session over now, even while calls are in flight (the transport would
-/// otherwise wait for them, and clients kill a server that lingers).
-struct EofWatch<R> {
-    inner: R,
-    on_eof: tokio_util::sync::CancellationToken,
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofWatch<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(polled, std::task::Poll::Ready(Ok(()))) && buf.filled().len() == before {
-            self.on_eof.cancel();
-        }
-        polled
-    }
-}
-
 /// Serves one MCP connection on stdio until it closes or a signal arrives,
 /// then stops every command it started.
 pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -348,11 +325,12 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::stdio();
-    let stdin = EofWatch {
-        inner: stdin,
-        on_eof: stop.clone(),
-    };
-    let service = server.serve((stdin, stdout)).await?;
+    let (lines, outgoing) = tokio::sync::mpsc::unbounded_channel();
+    let writer = tokio::spawn(crate::wire::write_lines(outgoing, stdout));
+    let stdin = crate::wire::Inbound::new(stdin, lines.clone(), stop.clone());
+    let service = server
+        .serve((stdin, crate::wire::Outbound::new(lines)))
+        .await?;
     let cancel = service.cancellation_token();
     let interrupts = crate::run::cancel_on_interrupt(stop.clone());
     tokio::select! {
@@ -366,5 +344,8 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     interrupts.abort();
     session.end();
     executor.shutdown().await;
+    // Lines already handed to the writer go out; a reader still blocked on
+    // stdin keeps its sender alive, so the wait is bounded.
+    let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
     Ok(ExitCode::SUCCESS)
 }

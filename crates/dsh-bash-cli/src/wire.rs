@@ -1,0 +1,316 @@
+//! The MCP server's stdio wire, checked line by line before the protocol
+//! library sees it, so that every malformed message gets the JSON-RPC 2.0
+//! answer a client can act on instead of silence: `-32700` for text that is
+//! not JSON (a lone surrogate included), `-32600` for JSON that is not a
+//! request (no `"jsonrpc": "2.0"`, a batch, a non-object), `-32602` for a
+//! `tools/call` whose params are not `{name, arguments?}`. Everything else
+//! passes through unchanged. Outgoing messages and these answers go through
+//! one writer, whole lines at a time, so they never interleave.
+//!
+//! The reader also reports EOF: a client that closes stdin wants the
+//! session over now, even with calls in flight.
+
+use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What to do with one incoming line.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Hand it to the protocol library.
+    Pass,
+    /// Blank: drop it.
+    Skip,
+    /// Answer it with this error response and drop it.
+    Reject(Value),
+}
+
+fn error(id: Value, code: i64, message: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// The request id, if it is a valid one (a string or a number).
+fn id_of(message: &serde_json::Map<String, Value>) -> Value {
+    match message.get("id") {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        _ => Value::Null,
+    }
+}
+
+fn check(line: &[u8]) -> Verdict {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Verdict::Skip;
+    }
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(err) => {
+            return Verdict::Reject(error(Value::Null, -32700, format!("Parse error: {err}")))
+        }
+    };
+    let message = match value {
+        Value::Object(message) => message,
+        Value::Array(_) => {
+            return Verdict::Reject(error(
+                Value::Null,
+                -32600,
+                "Invalid Request: batches are not supported; send one message per line".into(),
+            ))
+        }
+        other => {
+            return Verdict::Reject(error(
+                Value::Null,
+                -32600,
+                format!("Invalid Request: expected a JSON object, got {other}"),
+            ))
+        }
+    };
+    let id = id_of(&message);
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Verdict::Reject(error(
+            id,
+            -32600,
+            "Invalid Request: \"jsonrpc\" must be \"2.0\"".into(),
+        ));
+    }
+    let Some(method) = message.get("method") else {
+        // A response to one of our requests.
+        return Verdict::Pass;
+    };
+    let Some(method) = method.as_str() else {
+        return Verdict::Reject(error(
+            id,
+            -32600,
+            "Invalid Request: \"method\" must be a string".into(),
+        ));
+    };
+    if method == "tools/call" && message.contains_key("id") {
+        let params = message.get("params");
+        let named = params
+            .and_then(|p| p.get("name"))
+            .is_some_and(Value::is_string);
+        let arguments_ok = params
+            .and_then(|p| p.get("arguments"))
+            .is_none_or(|a| a.is_object() || a.is_null());
+        if !(params.is_some_and(Value::is_object) && named && arguments_ok) {
+            return Verdict::Reject(error(
+                id,
+                -32602,
+                "Invalid params: tools/call expects {\"name\": <tool name>, \"arguments\": <object>}"
+                    .into(),
+            ));
+        }
+    }
+    Verdict::Pass
+}
+
+/// The checked reader (see the module docs).
+pub(crate) struct Inbound<R> {
+    inner: R,
+    pending: Vec<u8>,
+    ready: VecDeque<u8>,
+    replies: mpsc::UnboundedSender<Vec<u8>>,
+    on_eof: CancellationToken,
+    eof: bool,
+}
+
+impl<R> Inbound<R> {
+    pub(crate) fn new(
+        inner: R,
+        replies: mpsc::UnboundedSender<Vec<u8>>,
+        on_eof: CancellationToken,
+    ) -> Self {
+        Inbound {
+            inner,
+            pending: Vec::new(),
+            ready: VecDeque::new(),
+            replies,
+            on_eof,
+            eof: false,
+        }
+    }
+
+    fn judge(&mut self, line: Vec<u8>) {
+        match check(&line) {
+            Verdict::Pass => {
+                self.ready.extend(line);
+                self.ready.push_back(b'\n');
+            }
+            Verdict::Skip => {}
+            Verdict::Reject(reply) => {
+                let mut bytes = reply.to_string().into_bytes();
+                bytes.push(b'\n');
+                let _ = self.replies.send(bytes);
+            }
+        }
+    }
+
+    fn take_lines(&mut self) {
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let mut line: Vec<u8> = self.pending.drain(..=end).collect();
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            self.judge(line);
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if !self.ready.is_empty() {
+                let n = self.ready.len().min(buf.remaining());
+                let chunk: Vec<u8> = self.ready.drain(..n).collect();
+                buf.put_slice(&chunk);
+                return Poll::Ready(Ok(()));
+            }
+            if self.eof {
+                return Poll::Ready(Ok(()));
+            }
+            let mut raw = [0u8; 64 * 1024];
+            let mut raw_buf = ReadBuf::new(&mut raw);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut raw_buf) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Ready(Ok(())) if raw_buf.filled().is_empty() => {
+                    let last = std::mem::take(&mut self.pending);
+                    self.judge(last);
+                    self.eof = true;
+                    self.on_eof.cancel();
+                }
+                Poll::Ready(Ok(())) => {
+                    let filled = raw_buf.filled().to_vec();
+                    self.pending.extend_from_slice(&filled);
+                    self.take_lines();
+                }
+            }
+        }
+    }
+}
+
+/// The writing half handed to the protocol library: whole lines go to the
+/// single writer.
+pub(crate) struct Outbound {
+    lines: mpsc::UnboundedSender<Vec<u8>>,
+    partial: Vec<u8>,
+}
+
+impl Outbound {
+    pub(crate) fn new(lines: mpsc::UnboundedSender<Vec<u8>>) -> Self {
+        Outbound {
+            lines,
+            partial: Vec::new(),
+        }
+    }
+}
+
+impl AsyncWrite for Outbound {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.partial.extend_from_slice(data);
+        while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            if self.lines.send(line).is_err() {
+                return Poll::Ready(Err(io::Error::from(io::ErrorKind::BrokenPipe)));
+            }
+        }
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.partial.is_empty() {
+            let rest = std::mem::take(&mut self.partial);
+            let _ = self.lines.send(rest);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Writes every line it receives to `out`, whole, until all senders are
+/// gone.
+pub(crate) async fn write_lines(
+    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut out: impl AsyncWrite + Unpin,
+) {
+    while let Some(line) = lines.recv().await {
+        if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(verdict: Verdict) -> (i64, Value) {
+        match verdict {
+            Verdict::Reject(reply) => (
+                reply["error"]["code"].as_i64().unwrap_or(0),
+                reply["id"].clone(),
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_malformed_message_gets_its_code() {
+        assert_eq!(code(check(b"{not json")), (-32700, Value::Null));
+        assert_eq!(
+            code(check(
+                br#"{"jsonrpc":"2.0","id":8,"method":"ping","params":{"x":"\ud800"}}"#
+            )),
+            (-32700, Value::Null)
+        );
+        assert_eq!(
+            code(check(br#"[{"jsonrpc":"2.0"}]"#)),
+            (-32600, Value::Null)
+        );
+        assert_eq!(code(check(b"42")), (-32600, Value::Null));
+        assert_eq!(
+            code(check(br#"{"id":5,"method":"ping"}"#)),
+            (-32600, json!(5))
+        );
+        assert_eq!(
+            code(check(
+                br#"{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"arguments":{}}}"#
+            )),
+            (-32602, json!("x"))
+        );
+        assert_eq!(
+            code(check(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bash","arguments":"s"}}"#)),
+            (-32602, json!(7))
+        );
+        assert_eq!(check(b"  "), Verdict::Skip);
+        assert_eq!(
+            check(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Verdict::Pass
+        );
+        assert_eq!(
+            check(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Verdict::Pass
+        );
+        assert_eq!(
+            check(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"x"}}}"#),
+            Verdict::Pass
+        );
+    }
+}
