@@ -1,6 +1,7 @@
 //! The model-facing side of dsh-bash: the `bash`, `bash_output` and
-//! `bash_kill` tools as data (name, byte-stable description, JSON Schema
-//! generated from the argument types, annotations) and an async
+//! `bash_kill` tools as data (name, byte-stable description, closed JSON
+//! Schemas generated from the argument types, an output schema for the
+//! structured result, annotations) and an async
 //! [`BashTools::call`] that validates the model's arguments, applies
 //! session ownership and cwd, asks for sandbox escalation, runs through any
 //! `Arc<dyn BashExecutor>`, and renders the result text.
@@ -34,8 +35,12 @@
 //!
 //! # Caveats
 //!
-//! - `stdin` and `env` are never taken from model arguments; unknown keys
-//!   are ignored.
+//! - `stdin` and `env` are never taken from model arguments: like any key
+//!   the schema does not know, they make the call an error that names them
+//!   (and the likely intended argument), and nothing runs.
+//! - Every result's structured content carries the rendered text and every
+//!   fact behind it, so a host that shows only structured content loses
+//!   nothing.
 //! - The texts are part of the product: models are prompted with them and
 //!   hosts cache the descriptions. Change them only deliberately.
 //! - The descriptions never state the current sandbox mode.
