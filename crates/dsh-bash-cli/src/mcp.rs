@@ -179,6 +179,8 @@ fn heartbeat(context: &RequestContext<RoleServer>) -> Option<tokio::task::JoinHa
     Some(tokio::spawn(async move {
         let started = Instant::now();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // After a stall, skip missed beats: progress must keep increasing.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         tick.tick().await;
         loop {
             tick.tick().await;

@@ -4,13 +4,15 @@
 //! not JSON (a lone surrogate included), `-32600` for JSON that is not a
 //! request (no `"jsonrpc": "2.0"`, a batch, a non-object), `-32602` for a
 //! `tools/call` whose params are not `{name, arguments?}`. Everything else
-//! passes through unchanged. Outgoing messages and these answers go through
+//! passes through unchanged (a leading UTF-8 byte-order mark removed). A
+//! message over 15 MiB is answered `-32600` and dropped (the library would
+//! drop it silently). The codes are exact for these cases; a known method
+//! other than `tools/call` with malformed params gets the library's answer. Outgoing messages and these answers go through
 //! one writer, whole lines at a time, so they never interleave.
 //!
 //! The reader also reports EOF: a client that closes stdin wants the
 //! session over now, even with calls in flight.
 
-use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -43,10 +45,18 @@ fn id_of(message: &serde_json::Map<String, Value>) -> Value {
     }
 }
 
+/// The longest message passed on: below the protocol library's own 16 MiB
+/// line limit, over which it would drop a message without an answer.
+const MAX_LINE_BYTES: usize = 15 << 20;
+
+/// A UTF-8 byte-order mark, which RFC 8259 lets a reader ignore.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 fn check(line: &[u8]) -> Verdict {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Verdict::Skip;
     }
+    let line = line.strip_prefix(BOM).unwrap_or(line);
     let value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
         Err(err) => {
@@ -112,8 +122,13 @@ fn check(line: &[u8]) -> Verdict {
 /// The checked reader (see the module docs).
 pub(crate) struct Inbound<R> {
     inner: R,
+    /// Bytes of the line being received.
     pending: Vec<u8>,
-    ready: VecDeque<u8>,
+    /// The line being received is over the limit: drop it up to its end.
+    oversized: bool,
+    /// Checked lines, handed out from `ready[handed..]`.
+    ready: Vec<u8>,
+    handed: usize,
     replies: mpsc::UnboundedSender<Vec<u8>>,
     on_eof: CancellationToken,
     eof: bool,
@@ -128,37 +143,72 @@ impl<R> Inbound<R> {
         Inbound {
             inner,
             pending: Vec::new(),
-            ready: VecDeque::new(),
+            oversized: false,
+            ready: Vec::new(),
+            handed: 0,
             replies,
             on_eof,
             eof: false,
         }
     }
 
-    fn judge(&mut self, line: Vec<u8>) {
+    fn reply(&self, reply: &Value) {
+        let mut bytes = reply.to_string().into_bytes();
+        bytes.push(b'\n');
+        let _ = self.replies.send(bytes);
+    }
+
+    fn judge(&mut self, mut line: Vec<u8>) {
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
         match check(&line) {
             Verdict::Pass => {
-                self.ready.extend(line);
-                self.ready.push_back(b'\n');
+                let line = line.strip_prefix(BOM).unwrap_or(&line);
+                self.ready.extend_from_slice(line);
+                self.ready.push(b'\n');
             }
             Verdict::Skip => {}
-            Verdict::Reject(reply) => {
-                let mut bytes = reply.to_string().into_bytes();
-                bytes.push(b'\n');
-                let _ = self.replies.send(bytes);
-            }
+            Verdict::Reject(reply) => self.reply(&reply),
         }
     }
 
-    fn take_lines(&mut self) {
-        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.pending.drain(..=end).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
+    /// Takes in newly read bytes: complete lines are judged, an oversized
+    /// one is dropped (answered once) up to its end. Each byte is scanned
+    /// once.
+    fn take(&mut self, mut bytes: &[u8]) {
+        while let Some(end) = bytes.iter().position(|b| *b == b'\n') {
+            let (head, rest) = bytes.split_at(end);
+            bytes = &rest[1..];
+            if self.oversized {
+                self.oversized = false;
+                continue;
             }
-            self.judge(line);
+            let mut line = std::mem::take(&mut self.pending);
+            line.extend_from_slice(head);
+            if line.len() > MAX_LINE_BYTES {
+                self.too_long();
+            } else {
+                self.judge(line);
+            }
         }
+        if self.oversized {
+            return;
+        }
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() > MAX_LINE_BYTES {
+            self.pending = Vec::new();
+            self.oversized = true;
+            self.too_long();
+        }
+    }
+
+    fn too_long(&self) {
+        self.reply(&error(
+            Value::Null,
+            -32600,
+            format!("Invalid Request: a message may be at most {MAX_LINE_BYTES} bytes long"),
+        ));
     }
 }
 
@@ -169,10 +219,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         loop {
-            if !self.ready.is_empty() {
-                let n = self.ready.len().min(buf.remaining());
-                let chunk: Vec<u8> = self.ready.drain(..n).collect();
-                buf.put_slice(&chunk);
+            if self.handed < self.ready.len() {
+                let n = (self.ready.len() - self.handed).min(buf.remaining());
+                let start = self.handed;
+                buf.put_slice(&self.ready[start..start + n]);
+                self.handed += n;
+                if self.handed == self.ready.len() {
+                    self.ready.clear();
+                    self.handed = 0;
+                }
                 return Poll::Ready(Ok(()));
             }
             if self.eof {
@@ -185,14 +240,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
                 Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
                 Poll::Ready(Ok(())) if raw_buf.filled().is_empty() => {
                     let last = std::mem::take(&mut self.pending);
-                    self.judge(last);
+                    if !self.oversized {
+                        self.judge(last);
+                    }
                     self.eof = true;
                     self.on_eof.cancel();
                 }
                 Poll::Ready(Ok(())) => {
                     let filled = raw_buf.filled().to_vec();
-                    self.pending.extend_from_slice(&filled);
-                    self.take_lines();
+                    self.take(&filled);
                 }
             }
         }
@@ -300,6 +356,11 @@ mod tests {
             (-32602, json!(7))
         );
         assert_eq!(check(b"  "), Verdict::Skip);
+        assert_eq!(
+            check(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"),
+            Verdict::Pass,
+            "a byte-order mark is ignored"
+        );
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
             Verdict::Pass

@@ -61,6 +61,20 @@ fn malformed_messages_get_their_json_rpc_errors() {
         assert_eq!(reply["id"], id, "{line} -> {reply}");
         assert_eq!(reply["jsonrpc"], "2.0");
     }
+    // Over the size limit: answered, dropped, and the stream stays in step.
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}",
+        "x".repeat(16 << 20)
+    );
+    send(&huge);
+    let reply = next();
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    assert_eq!(reply["id"], serde_json::Value::Null);
+    // A byte-order mark is ignored.
+    send("\u{feff}{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}");
+    let reply = next();
+    assert_eq!(reply["id"], 11, "{reply}");
+    assert!(reply.get("result").is_some(), "{reply}");
     // Still serving.
     send(
         r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo fine","description":"d"}}}"#,

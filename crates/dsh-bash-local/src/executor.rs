@@ -86,8 +86,9 @@ pub type SettleStamp = Box<dyn FnOnce(&mut TaskState, Settled<'_>) + Send>;
 /// descriptor (one argument may hold at most 128 KiB).
 const INLINE_COMMAND_BYTES: usize = 64 * 1024;
 
-/// The longest command accepted (documented in the tool description).
-pub const MAX_COMMAND_BYTES: usize = 16 << 20;
+/// The longest command accepted: 4 MiB, so that even fully escaped inside
+/// a JSON-RPC message it stays under the MCP transport's 16 MiB line limit.
+pub const MAX_COMMAND_BYTES: usize = 4 << 20;
 
 fn ms(value: f64) -> Duration {
     Duration::from_secs_f64(value / 1000.0)
@@ -162,18 +163,23 @@ impl LocalBashExecutor {
         self.inner.spill.current_path()
     }
 
-    /// The plain invocation of a spec: `<shell> -c <command>`.
+    /// The plain invocation of a spec: `<shell> -c -- <command>` (the `--`
+    /// keeps a command that starts with `-` or `+` from being read as
+    /// options).
     ///
     /// A command too long for one argument (the kernel's limit is 128 KiB)
     /// is handed over in a sealed in-memory file instead, read by a
     /// one-line loader that keeps `bash -c` semantics (`$0`, `exit`, exit
-    /// codes, traps) and closes the descriptor before the command runs:
-    /// `bash -c 'eval "$(</dev/fd/N)" N<&-'`.
+    /// codes, traps, options) and closes the descriptor before the command
+    /// runs: `bash -c -- 'eval -- "$(</dev/fd/N)" N<&-'`. One difference
+    /// remains, stated: `bash -c` execs its last command, `eval` waits for
+    /// it, so a long command whose last command dies of signal n reports
+    /// exit code 128+n rather than the signal.
     pub fn invocation(&self, spec: &BashExecSpec) -> Result<Invocation, BashError> {
         let shell = self.inner.config.shell.clone().into_os_string();
         if spec.command.len() < INLINE_COMMAND_BYTES {
             return Ok(Invocation {
-                argv: vec![shell, "-c".into(), spec.command.clone().into()],
+                argv: vec![shell, "-c".into(), "--".into(), spec.command.clone().into()],
                 restriction: Restriction::default(),
                 environment: Vec::new(),
             });
@@ -191,7 +197,8 @@ impl LocalBashExecutor {
             argv: vec![
                 shell,
                 "-c".into(),
-                format!("eval \"$(</dev/fd/{fd})\" {fd}<&-").into(),
+                "--".into(),
+                format!("eval -- \"$(</dev/fd/{fd})\" {fd}<&-").into(),
             ],
             restriction: Restriction {
                 keep_fds: vec![Arc::new(text)],
@@ -477,6 +484,9 @@ impl BashExecutor for LocalBashExecutor {
                 bytes: request.command.len(),
                 limit: MAX_COMMAND_BYTES,
             });
+        }
+        if request.command.contains('\0') {
+            return Err(BashError::CommandHasNul);
         }
         Ok(BashExecSpec {
             command: request.command,

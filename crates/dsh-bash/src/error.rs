@@ -25,6 +25,9 @@ pub enum BashError {
         /// The limit.
         limit: usize,
     },
+    /// The command contains a NUL byte, which no shell command can hold.
+    #[error("the command contains a NUL byte, which no shell command can hold; remove it (write binary data with printf escapes instead)")]
+    CommandHasNul,
     /// The workdir does not exist.
     #[error("workdir {} does not exist", path.display())]
     WorkdirMissing {
@@ -78,6 +81,7 @@ impl BashError {
         match self {
             BashError::InvalidTimeout { .. } => "INVALID_TIMEOUT",
             BashError::CommandTooLong { .. } => "COMMAND_TOO_LONG",
+            BashError::CommandHasNul => "INVALID_COMMAND",
             BashError::WorkdirMissing { .. }
             | BashError::WorkdirNotDirectory { .. }
             | BashError::WorkdirInaccessible { .. } => "INVALID_WORKDIR",

@@ -35,8 +35,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dsh_sandbox::{
-    Confinement, Restriction, RunnerOutcome, RunnerReport, SandboxEnforcement, SandboxGap,
-    SandboxMode, SandboxPolicy,
+    Confinement, Restriction, RunnerOutcome, RunnerReport, SandboxGap, SandboxMode, SandboxPolicy,
 };
 
 use crate::error::SandboxError;
@@ -190,11 +189,7 @@ pub(crate) fn confine(
         },
         environment,
         backend: backend.into(),
-        enforcement: if gaps.is_empty() {
-            SandboxEnforcement::Full
-        } else {
-            SandboxEnforcement::Partial
-        },
+        enforcement: SandboxGap::enforcement(&gaps),
         gaps,
         denial_signatures: vec![DENIAL.into()],
         runner_report: Some(Arc::new(StatusPipe {

@@ -23,8 +23,7 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
 
 use dsh_sandbox::{
-    BpfInstruction, Confinement, Restriction, SandboxEnforcement, SandboxGap, SandboxMode,
-    SandboxPolicy,
+    BpfInstruction, Confinement, Restriction, SandboxGap, SandboxMode, SandboxPolicy,
 };
 use landlock::{
     AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
@@ -170,11 +169,7 @@ pub(crate) fn confine(
         },
         environment,
         backend: NAME.into(),
-        enforcement: if gaps.is_empty() {
-            SandboxEnforcement::Full
-        } else {
-            SandboxEnforcement::Partial
-        },
+        enforcement: SandboxGap::enforcement(&gaps),
         gaps,
         denial_signatures: vec![DENIAL.into()],
         runner_report: None,

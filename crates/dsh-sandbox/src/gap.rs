@@ -27,6 +27,16 @@ pub enum SandboxGap {
 }
 
 impl SandboxGap {
+    /// The enforcement a backend with these gaps reports: `full` exactly
+    /// when there are none.
+    pub fn enforcement(gaps: &[SandboxGap]) -> crate::SandboxEnforcement {
+        if gaps.is_empty() {
+            crate::SandboxEnforcement::Full
+        } else {
+            crate::SandboxEnforcement::Partial
+        }
+    }
+
     /// The stable name (`metadata`, `abstract-sockets`, ...).
     pub fn as_str(self) -> &'static str {
         match self {

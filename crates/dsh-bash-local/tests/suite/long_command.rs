@@ -49,9 +49,31 @@ async fn a_megabyte_command_runs_like_bash_c() {
 async fn a_command_over_the_limit_is_refused_before_it_runs() {
     let executor = executor();
     let err = executor
-        .resolve(BashExecRequest::new("x".repeat((16 << 20) + 1)))
+        .resolve(BashExecRequest::new("x".repeat((4 << 20) + 1)))
         .unwrap_err();
     assert!(matches!(err, BashError::CommandTooLong { .. }), "{err:?}");
     assert_eq!(err.code(), "COMMAND_TOO_LONG");
-    assert!(err.to_string().contains("at most 16777216 bytes"), "{err}");
+    assert!(err.to_string().contains("at most 4194304 bytes"), "{err}");
+    let nul = executor
+        .resolve(BashExecRequest::new("echo a\0b"))
+        .unwrap_err();
+    assert_eq!(nul.code(), "INVALID_COMMAND", "{nul}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_starts_with_a_dash_is_a_command_not_options() {
+    let executor = executor();
+    let short = run(&executor, "-n echo hi").await;
+    assert!(
+        short.stderr.text.contains("-n: command not found"),
+        "{short:?}"
+    );
+    assert_eq!(short.exit_code, Some(127));
+    let long = run(&executor, &format!("-n echo hi\n#{}", "x".repeat(100_000))).await;
+    assert!(
+        long.stderr.text.contains("-n: command not found"),
+        "{long:?}"
+    );
+    assert_eq!(long.exit_code, Some(127));
+    executor.shutdown().await;
 }

@@ -57,7 +57,7 @@ async fn the_provider_gets_exactly_bash_c_and_the_policy_on_every_run_and_start(
     assert_eq!(calls.len(), 3);
     assert_eq!(
         calls[0].0,
-        ["bash", "-c", "echo 'a b' \"c'd\""].map(OsString::from)
+        ["bash", "-c", "--", "echo 'a b' \"c'd\""].map(OsString::from)
     );
     assert_eq!(calls[0].1.mode, SandboxMode::ReadOnly);
     assert_eq!(calls[0].1.workspace.path(), std::path::Path::new("/tmp"));
