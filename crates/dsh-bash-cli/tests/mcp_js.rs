@@ -54,3 +54,65 @@ fn the_official_typescript_client_drives_the_server() {
         );
     }
 }
+
+/// The MCP Inspector's CLI mode (the current major version, pinned in
+/// tests/mcp/js) lists the tools and calls `bash`: a third client, the one
+/// people debug servers with.
+#[test]
+fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/js"));
+    let inspector = dir.join("node_modules/.bin/mcp-inspector");
+    if !inspector.exists() {
+        let required = std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "the MCP Inspector is required (npm ci --prefix {})",
+            dir.display()
+        );
+        eprintln!(
+            "SKIP: the MCP Inspector is not installed (npm ci --prefix {})",
+            dir.display()
+        );
+        return;
+    }
+    let run = |args: &[&str]| -> serde_json::Value {
+        let output = Command::new(&inspector)
+            .arg("--cli")
+            .arg(env!("CARGO_BIN_EXE_dsh-bash"))
+            .arg("mcp")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "inspector {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stdout)))
+    };
+    let listed = run(&["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["bash", "bash_output", "bash_kill"], "{listed}");
+    let called = run(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "bash",
+        "--tool-arg",
+        "command=echo hi; exit 3",
+        "--tool-arg",
+        "description=say hi",
+    ]);
+    assert_eq!(
+        called["content"][0]["text"], "hi\n[exit code: 3]",
+        "{called}"
+    );
+    assert_eq!(called["structuredContent"]["exit_code"], 3, "{called}");
+    assert_eq!(called["structuredContent"]["text"], "hi\n[exit code: 3]");
+}
