@@ -1,6 +1,6 @@
 //! `dsh-bash mcp` driven by a second real client: the official TypeScript
 //! SDK (`@modelcontextprotocol/sdk`, with ajv validating every schema and
-//! structured result). `.ci/run` installs it (`npm ci` in tests/mcp/js);
+//! structured result). `.ci/run` installs it (`npm install` in tests/mcp/js);
 //! without it the test skips loudly, and fails under
 //! `DSH_TEST_REQUIRE_MCP_CLIENT=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -16,11 +16,11 @@ fn the_official_typescript_client_drives_the_server() {
         let required = std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_ok_and(|v| v == "1");
         assert!(
             !required,
-            "the MCP TypeScript SDK is required (npm ci --prefix {})",
+            "the MCP TypeScript SDK is required (npm install --prefix {})",
             dir.display()
         );
         eprintln!(
-            "SKIP: the MCP TypeScript SDK is not installed (npm ci --prefix {})",
+            "SKIP: the MCP TypeScript SDK is not installed (npm install --prefix {})",
             dir.display()
         );
         return;
@@ -66,11 +66,11 @@ fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
         let required = std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_ok_and(|v| v == "1");
         assert!(
             !required,
-            "the MCP Inspector is required (npm ci --prefix {})",
+            "the MCP Inspector is required (npm install --prefix {})",
             dir.display()
         );
         eprintln!(
-            "SKIP: the MCP Inspector is not installed (npm ci --prefix {})",
+            "SKIP: the MCP Inspector is not installed (npm install --prefix {})",
             dir.display()
         );
         return;
