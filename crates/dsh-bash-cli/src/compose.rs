@@ -36,6 +36,11 @@ pub struct ExecutorArgs {
     /// pattern (exact name; repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep_env: Vec<String>,
+    /// How commands are contained: auto (a cgroup per command where this
+    /// host allows, else the process-tree walk) or process-tree.
+    #[arg(long, value_name = "HOW", default_value = "auto",
+          value_parser = ["auto", "process-tree"])]
+    pub containment: String,
     /// The most bytes one stream's full-output (spill) file may hold; past
     /// it the file keeps the first bytes and the result says so.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30,
@@ -52,6 +57,13 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
     LocalConfig {
         scrub,
         max_spill_bytes: args.max_spill_bytes,
+        containment: match args.containment.as_str() {
+            "process-tree" => dsh_bash_local::ContainmentChoice::ProcessTree,
+            _ => dsh_bash_local::ContainmentChoice::Auto,
+        },
+        // This binary has no children of its own besides its commands':
+        // it can be the subreaper of their orphans.
+        adopt_orphans: true,
         cwd: args
             .workdir
             .as_ref()

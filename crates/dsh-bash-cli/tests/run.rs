@@ -296,6 +296,33 @@ fn skip_without_cgroups(started: &[i32], limit: &str) {
     eprintln!("SKIP: without cgroup containment, {limit} (a stated limit)");
 }
 
+/// One rule for leftovers under both containments: a `setsid` daemon and
+/// a double fork left by a command that exits normally are stopped and
+/// counted (with the process-tree walk, the host adopts the orphans).
+#[test]
+fn leftovers_that_left_the_group_are_stopped_under_both_containments() {
+    for containment in ["auto", "process-tree"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let command = format!(
+            "setsid sleep 1000 & echo $! >> {p}; ( ( sleep 1000 & echo $! >> {p} ) & ); \
+             while [ $(wc -l < {p}) -lt 2 ]; do sleep 0.05; done",
+            p = pids.display()
+        );
+        let output = dsh_bash()
+            .args(["run", "--json", "--containment", containment, "--"])
+            .arg(&command)
+            .output()
+            .unwrap();
+        let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(result["exit_code"], 0, "{containment}: {result}");
+        assert_eq!(result["leftovers_stopped"], 2, "{containment}: {result}");
+        for pid in listed(&pids) {
+            assert!(wait_gone(pid), "{containment}: leftover {pid} survived");
+        }
+    }
+}
+
 /// The pids listed in `file`, one per line.
 fn listed(file: &std::path::Path) -> Vec<i32> {
     std::fs::read_to_string(file)
@@ -320,36 +347,37 @@ fn a_stop_cannot_be_outrun_by_forks_in_the_grace_or_a_low_fd_limit() {
         "for i in 1 2 3 4 5 6 7 8 9 10; do setsid sleep 1000 & echo $! >> {p}; done; wait",
         p = pids.display()
     );
-    for (what, command, limit) in [("trap", trap, "1024"), ("ulimit -n 20", many, "20")] {
-        let _ = std::fs::remove_file(&pids);
-        let output = Command::new("bash")
-            .arg("-c")
-            .arg("ulimit -n \"$1\"; exec \"$2\" run --json --timeout 500 -- \"$3\"")
-            .arg("bash")
-            .arg(limit)
-            .arg(env!("CARGO_BIN_EXE_dsh-bash"))
-            .arg(&command)
-            .output()
-            .unwrap();
-        let result: serde_json::Value =
-            serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
-                panic!(
-                    "{what}: no result: {}",
-                    String::from_utf8_lossy(&output.stderr)
-                )
-            });
-        assert_eq!(result["timed_out"], true, "{what}: {result}");
-        let escapees = listed(&pids);
-        assert!(!escapees.is_empty(), "{what}: nothing started");
-        if result["containment"] != "cgroup" {
-            skip_without_cgroups(
-                &escapees,
-                &format!("{what}: the process-tree walk cannot stop these"),
-            );
-            continue;
-        }
-        for pid in escapees {
-            assert!(wait_gone(pid), "{what}: {pid} outran the stop");
+    for containment in ["auto", "process-tree"] {
+        for (what, command, limit) in [("trap", &trap, "1024"), ("ulimit -n 20", &many, "20")] {
+            let what = format!("{what} ({containment})");
+            let _ = std::fs::remove_file(&pids);
+            let output = Command::new("bash")
+                .arg("-c")
+                .arg("ulimit -n \"$1\"; exec \"$2\" run --json --containment \"$3\" --timeout 500 -- \"$4\"")
+                .arg("bash")
+                .arg(limit)
+                .arg(env!("CARGO_BIN_EXE_dsh-bash"))
+                .arg(containment)
+                .arg(command)
+                .output()
+                .unwrap();
+            let result: serde_json::Value =
+                serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+                    panic!(
+                        "{what}: no result: {}",
+                        String::from_utf8_lossy(&output.stderr)
+                    )
+                });
+            assert_eq!(result["timed_out"], true, "{what}: {result}");
+            let escapees = listed(&pids);
+            assert!(!escapees.is_empty(), "{what}: nothing started");
+            if containment == "auto" && result["containment"] != "cgroup" {
+                skip_without_cgroups(&escapees, &format!("{what}: no cgroup here"));
+                continue;
+            }
+            for pid in escapees {
+                assert!(wait_gone(pid), "{what}: {pid} outran the stop");
+            }
         }
     }
 }

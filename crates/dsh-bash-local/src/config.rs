@@ -49,6 +49,13 @@ pub struct LocalConfig {
     /// wrong for a one-shot `run` whose printed path must stay readable.
     /// Default false.
     pub discard_spill_on_shutdown: bool,
+    /// Make the host process the subreaper of its commands' orphans, so the
+    /// process-tree containment also stops what a command's shell left
+    /// behind when it exited (a fork in its SIGTERM handler, a `setsid`
+    /// daemon). Only for a host with no children of its own besides the
+    /// executor's: every other child of the host counts as an orphan and is
+    /// reaped. Default false.
+    pub adopt_orphans: bool,
 }
 
 /// Which mechanism contains commands.
@@ -82,6 +89,7 @@ impl Default for LocalConfig {
             retain_spill_bytes: 2 << 30,
             containment: ContainmentChoice::Auto,
             discard_spill_on_shutdown: false,
+            adopt_orphans: false,
         }
     }
 }

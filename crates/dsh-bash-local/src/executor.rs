@@ -130,6 +130,9 @@ impl LocalBashExecutor {
     /// Builds an executor; fails, naming the field, on an unusable config.
     pub fn new(config: LocalConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        if config.adopt_orphans {
+            crate::adopt::enable();
+        }
         let spill = SpillDir::new(
             config.spill_parent.clone(),
             SpillLimits {

@@ -60,13 +60,16 @@
 //! whose group is the command's, until nothing new appears. Every member is
 //! held by a **pidfd**, so no signal reaches a recycled pid. Then SIGTERM +
 //! SIGCONT everything, wait for all members up to the grace, freeze again
-//! to catch what survivors forked meanwhile, and SIGKILL the rest. Its
-//! stated limits (the reason cgroups are preferred): a process forked in a
-//! SIGTERM handler by a shell that then exits is re-parented to init before
-//! the second freeze; a process that cannot be opened (descriptor limit) is
-//! not stopped; a daemon that left the command's process group before the
-//! shell exited is not a leftover; and at host death only the recorded
-//! process groups are killed.
+//! to catch what survivors forked meanwhile, and SIGKILL the rest. When
+//! the shell itself exits, its remaining children would go to init; with
+//! [`LocalConfig::adopt_orphans`] (the `dsh-bash` binary sets it) the host
+//! is their subreaper instead (see `adopt.rs`), so a process forked in the
+//! shell's SIGTERM handler during the grace and a `setsid` daemon left at a
+//! normal exit are found, stopped and counted like any member; a process
+//! that cannot be held by a pidfd (no descriptor left) is stopped by pid
+//! under its frozen parent. Stated limits of this fallback: without
+//! adoption the two cases above escape; and at host death only the
+//! recorded process groups are killed (adopted orphans go to init).
 //!
 //! # Descriptors
 //!
@@ -138,6 +141,7 @@
 //!   makes its own.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod adopt;
 mod cgroup;
 mod config;
 mod drain;

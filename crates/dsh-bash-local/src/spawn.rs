@@ -144,7 +144,12 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
         restriction: &launch.restriction,
         cgroup: cgroup.as_ref().map(CommandCgroup::procs),
     };
+    // A child of the host exists from here on: registered before any scan
+    // can see it.
+    let gate = crate::adopt::spawning();
     let launched = sys::launch(&plan, launcher)?;
+    crate::adopt::register(launched.pid);
+    drop(gate);
     let pidfd = match sys::pidfd_open(launched.pid) {
         Ok(fd) => fd,
         Err(err) => {

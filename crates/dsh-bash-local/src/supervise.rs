@@ -182,6 +182,7 @@ impl Drop for KillOnDrop<'_> {
                 }
                 // SIGKILL is immediate; the wait only collects the zombie.
                 sys::reap_blocking(pidfd.as_fd());
+                crate::adopt::unregister(pid);
             });
         if let Err(err) = reaper {
             tracing::warn!(%err, pid = self.pid, "cannot start a reaper thread; the dropped command was SIGKILLed but its descendants may linger");
@@ -278,6 +279,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             let status = status?;
             guard.armed = false;
             drop(guard);
+            crate::adopt::unregister(pid);
             // One rule for leftovers: everything still in the command's
             // cgroup (`server &`, a `setsid` daemon, a double fork) is
             // stopped and counted; a process meant to outlive the command
@@ -309,8 +311,11 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             guard.armed = false;
             // The shell exited on its own. Leftovers still in its process
             // group (a `server &`) are stopped, as a terminal hang-up would;
-            // a daemon that left the group is left alone.
-            let leftovers = if sys::group_alive(pid) {
+            // with adoption on, so are the orphans it left (a `setsid`
+            // daemon), now the host's children.
+            crate::adopt::unregister(pid);
+            let orphans = crate::adopt::enabled() && !crate::adopt::orphans().is_empty();
+            let leftovers = if sys::group_alive(pid) || orphans {
                 let stopping = Stopping::freeze(
                     Tree {
                         pgid: pid,
@@ -346,6 +351,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             };
             guard.armed = status.is_err();
             drop(guard);
+            crate::adopt::unregister(pid);
             if let Some(cgroup) = cgroup {
                 cgroup.remove();
             }

@@ -80,6 +80,11 @@ pub(crate) trait ProcessTable {
     /// whose parent is frozen, so it cannot be reaped and its pid cannot be
     /// recycled before the signal lands.
     fn signal_pid(&mut self, pid: libc::pid_t, signal: libc::c_int);
+    /// True if and only if `entry` is an orphan the host adopted (see
+    /// `adopt.rs`): a member whatever its group.
+    fn adopted(&mut self, _entry: &ProcEntry) -> bool {
+        false
+    }
 }
 
 /// The system's table: `/proc` and pidfds.
@@ -102,6 +107,10 @@ impl ProcessTable for Proc {
 
     fn signal_pid(&mut self, pid: libc::pid_t, signal: libc::c_int) {
         sys::signal_pid(pid, signal);
+    }
+
+    fn adopted(&mut self, entry: &ProcEntry) -> bool {
+        crate::adopt::adopted(entry)
     }
 }
 
@@ -171,8 +180,11 @@ pub(crate) fn freeze_in<T: ProcessTable>(
             if entry.exited || entry.pid == tree.pgid || members.pids.contains(&entry.pid) {
                 continue;
             }
-            let parent_frozen =
-                (tree.from_root && entry.ppid == tree.pgid) || members.pids.contains(&entry.ppid);
+            // An orphan the host adopted cannot be reaped while the scan runs
+            // (the reaper waits for the gate): as safe as a frozen parent's.
+            let parent_frozen = (tree.from_root && entry.ppid == tree.pgid)
+                || members.pids.contains(&entry.ppid)
+                || table.adopted(&entry);
             if !(entry.pgrp == tree.pgid || parent_frozen) {
                 continue;
             }
@@ -198,8 +210,10 @@ pub(crate) fn freeze_in<T: ProcessTable>(
     }
 }
 
-/// [`freeze_in`] on the system's table.
+/// [`freeze_in`] on the system's table (holding the adoption gate: no
+/// spawn, no reaping while it classifies).
 pub(crate) fn freeze(tree: Tree, root: Option<&OwnedFd>, members: &mut Members) {
+    let _gate = crate::adopt::enabled().then(crate::adopt::scanning);
     freeze_in(&mut Proc, tree, root, members);
 }
 
@@ -300,7 +314,15 @@ impl Stopping {
             () = everything_exited => true,
             () = grace_over => false,
         };
-        if exited_in_time && !sys::group_alive(self.tree.pgid) {
+        // Done only if nothing is left: not the group, and (with adoption)
+        // no orphan the shell left the host, such as one forked in its
+        // SIGTERM handler.
+        if exited_in_time
+            && !sys::group_alive(self.tree.pgid)
+            && tokio::task::spawn_blocking(crate::adopt::orphans)
+                .await
+                .map_or(true, |orphans| orphans.is_empty())
+        {
             return;
         }
         // Survivors: freeze again (their new children too) and kill.

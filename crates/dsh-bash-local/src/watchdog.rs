@@ -164,7 +164,10 @@ fn start() -> std::io::Result<Running> {
     // A process group of its own: a Ctrl-C aimed at the host's foreground
     // group must not reach the watchdog first.
     command.process_group(0);
+    let gate = crate::adopt::spawning();
     let mut child = command.spawn()?;
+    crate::adopt::register(libc::pid_t::try_from(child.id()).unwrap_or(0));
+    drop(gate);
     let stdin = child
         .stdin
         .take()
@@ -220,6 +223,8 @@ impl Writer {
     /// Reaps a watchdog that exited (logging it) and starts a new one.
     fn check(&mut self) {
         self.checked = Instant::now();
+        // Adopted orphans that exited are reaped here (off the runtime).
+        crate::adopt::reap_exited();
         let exited = match self.running.as_mut().map(|r| r.child.try_wait()) {
             Some(Ok(Some(status))) => Some(status.to_string()),
             Some(Err(err)) => Some(err.to_string()),
@@ -236,6 +241,7 @@ impl Writer {
         if let Some(mut old) = self.running.take() {
             let _ = old.child.kill();
             let _ = old.child.wait();
+            crate::adopt::unregister(libc::pid_t::try_from(old.child.id()).unwrap_or(0));
         }
         match start() {
             Ok(mut running) => {

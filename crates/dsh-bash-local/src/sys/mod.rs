@@ -55,6 +55,22 @@ pub(crate) unsafe fn contain_child(parent: libc::pid_t, die_with_parent: bool) -
     Ok(())
 }
 
+/// Makes this process the subreaper of its descendants' orphans.
+pub(crate) fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reaps child `pid` if it has exited (never blocks).
+pub(crate) fn reap_pid(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waitpid on one pid with WNOHANG, writing into a stack int.
+    unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+}
+
 /// Opens a pidfd for `pid`.
 pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes two integers and returns a new fd or -1.

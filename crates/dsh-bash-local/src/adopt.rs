@@ -1,0 +1,140 @@
+//! Orphan adoption: closing the holes of the process-tree containment.
+//!
+//! Under the process-tree walk the shell is a child subreaper, but once the
+//! shell itself exits its remaining children go to the next subreaper up,
+//! normally init: a process forked in the shell's SIGTERM handler during the
+//! grace, or a `setsid` daemon left behind at a normal exit, is out of
+//! reach. With adoption enabled ([`crate::LocalConfig::adopt_orphans`]) the
+//! host process becomes that next subreaper (`PR_SET_CHILD_SUBREAPER`), so
+//! such orphans become the host's children: every host child that is not a
+//! command's shell or the watchdog is an orphan of some command, and stops
+//! and leftover checks freeze and kill it like any member. The host reaps
+//! them.
+//!
+//! The host's own children are registered as they are spawned; a spawn and
+//! a scan exclude each other (a gate), so a shell that has just been cloned
+//! is never mistaken for an orphan.
+//!
+//! Enable it only in a process that has no children of its own besides the
+//! executor's: an adopted orphan is any unregistered child, and adopted
+//! zombies are reaped.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::sys;
+use crate::tree::ProcEntry;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static GATE: RwLock<()> = RwLock::new(());
+static KNOWN: Mutex<Option<HashSet<libc::pid_t>>> = Mutex::new(None);
+
+/// Makes the host the subreaper of its commands' orphans (idempotent).
+pub(crate) fn enable() {
+    if ENABLED.load(Ordering::Acquire) {
+        return;
+    }
+    match sys::become_subreaper() {
+        Ok(()) => ENABLED.store(true, Ordering::Release),
+        Err(err) => {
+            tracing::warn!(%err, "cannot adopt orphans (PR_SET_CHILD_SUBREAPER); the process-tree containment keeps its stated limits");
+        }
+    }
+}
+
+/// True once adoption is on.
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Acquire)
+}
+
+/// Held while a child of the host is created and registered.
+pub(crate) fn spawning() -> RwLockReadGuard<'static, ()> {
+    GATE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Held while the host's children are classified (no spawn in between).
+pub(crate) fn scanning() -> RwLockWriteGuard<'static, ()> {
+    GATE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Registers a child the host keeps for itself (a command's shell, the
+/// watchdog).
+pub(crate) fn register(pid: libc::pid_t) {
+    KNOWN
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_or_insert_with(HashSet::new)
+        .insert(pid);
+}
+
+/// Forgets a registered child once it has been reaped.
+pub(crate) fn unregister(pid: libc::pid_t) {
+    if let Some(known) = KNOWN
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_mut()
+    {
+        known.remove(&pid);
+    }
+}
+
+/// True if and only if `entry` is an orphan the host adopted: its child,
+/// not one it registered. Call under [`scanning`].
+pub(crate) fn adopted(entry: &ProcEntry) -> bool {
+    if !enabled() || entry.ppid != host() {
+        return false;
+    }
+    !KNOWN
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .is_some_and(|known| known.contains(&entry.pid))
+}
+
+fn host() -> libc::pid_t {
+    libc::pid_t::try_from(std::process::id()).unwrap_or(0)
+}
+
+/// The host's children (from `/proc/self/task/*/children`: a few small
+/// reads, no scan of every process).
+fn children() -> Vec<libc::pid_t> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<libc::pid_t>>()
+        })
+        .collect()
+}
+
+/// The orphans the host holds now (cheap; blocking reads of `/proc/self`).
+pub(crate) fn orphans() -> Vec<libc::pid_t> {
+    if !enabled() {
+        return Vec::new();
+    }
+    let _gate = scanning();
+    let known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    children()
+        .into_iter()
+        .filter(|pid| !known.as_ref().is_some_and(|k| k.contains(pid)))
+        .collect()
+}
+
+/// Reaps adopted orphans that have exited (blocking).
+pub(crate) fn reap_exited() {
+    for pid in orphans() {
+        let exited = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| crate::tree::parse_stat(pid, &stat))
+            .is_some_and(|entry| entry.exited);
+        if exited {
+            sys::reap_pid(pid);
+        }
+    }
+}
