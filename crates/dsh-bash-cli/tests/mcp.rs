@@ -59,6 +59,7 @@ fn the_official_python_client_drives_every_scenario() {
         "progress reported while a call runs",
         "SIGTERM stops the server and its commands",
         "the session's spill directory is removed at exit",
+        "SIGKILL of the server takes background escapees",
     ] {
         assert!(
             stdout.contains(&format!("ok {scenario}")),

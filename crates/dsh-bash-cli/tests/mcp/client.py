@@ -323,6 +323,33 @@ async def terminated(params):
     print("ok SIGTERM stops the server and its commands")
 
 
+async def killed_host():
+    """SIGKILL of the server takes every process of its tasks with it,
+    escapees (setsid, double fork) of a background task included."""
+    pidfile = os.path.join(SCRATCH, "killed-host.pids")
+    if os.path.exists(pidfile):
+        os.remove(pidfile)
+    async with stdio_client(server()) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            if (await session.call_tool("bash", bash("true"))).structured_content.get("containment") != "cgroup":
+                print("ok SIGKILL of the server takes background escapees (skipped: no cgroup containment here)")
+                return
+            command = (f"setsid sleep 1000 & echo $! >> {pidfile}; ( ( sleep 1000 & echo $! >> {pidfile} ) & ); "
+                       f"echo $$ >> {pidfile}; exec sleep 1000")
+            await session.call_tool("bash", bash(command, run_in_background=True))
+            deadline = time.monotonic() + 10
+            while not (os.path.exists(pidfile) and len(open(pidfile).read().split()) == 3):
+                assert time.monotonic() < deadline, "the task never started"
+                await anyio.sleep(0.05)
+            pids = [int(p) for p in open(pidfile).read().split()]
+            server_pid = int(text_of(await session.call_tool("bash", bash("echo $PPID"))))
+            os.kill(server_pid, 9)
+            for pid in pids:
+                assert await gone(pid), f"{pid} outlived its SIGKILLed server"
+    print("ok SIGKILL of the server takes background escapees")
+
+
 async def spill_removed():
     """A session's full-output files go with the session."""
     with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
@@ -380,6 +407,7 @@ async def main():
     await closing(server())
     await terminated(server())
     await spill_removed()
+    await killed_host()
 
 
 anyio.run(main)
