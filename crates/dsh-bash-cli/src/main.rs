@@ -1,8 +1,8 @@
 //! The `dsh-bash` binary.
 //!
 //! ```text
-//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--workspace D] [--json] -- <command>
-//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--workspace D] [--timeout MS] [--max-timeout MS] [--max-output-bytes N]
+//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--json] -- <command>
+//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N]
 //! dsh-bash bench [--rounds N] [--commands N] [--flood-mib N] [--tasks N] [--scratch D]
 //! ```
 

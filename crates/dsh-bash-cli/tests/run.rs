@@ -238,46 +238,42 @@ fn descendants_running_sleep(host: i32) -> Option<(i32, i32)> {
 
 #[test]
 fn a_sigkilled_host_takes_setsid_and_double_forked_escapees_with_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let pids = dir.path().join("pids");
-    let command = format!(
-        "setsid sleep 1000 & echo $! >> {p}; ( ( sleep 1000 & echo $! >> {p} ) & ); \
-         nohup setsid bash -c 'echo $$ >> {p}; exec sleep 1000' >/dev/null 2>&1 & wait",
-        p = pids.display()
-    );
-    let mut host = dsh_bash()
-        .args(["run", "--json", "--"])
-        .arg(&command)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let escapees: Vec<i32> = loop {
-        assert!(Instant::now() < deadline, "the escapees never started");
-        let found: Vec<i32> = std::fs::read_to_string(&pids)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        if found.len() == 3 && found.iter().all(|p| alive(*p)) {
-            break found;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let cgroup = std::fs::read_to_string(format!("/proc/{}/cgroup", escapees[0]))
-        .unwrap_or_default()
-        .contains("/dsh-bash-");
-    host.kill().unwrap(); // SIGKILL
-    host.wait().unwrap();
-    if !cgroup {
-        skip_without_cgroups(
-            &escapees,
-            "escapees that left the command's group survive a SIGKILLed host",
+    // Under cgroups the watchdog kills the host's cgroup; under the
+    // process-tree walk it kills what carries the host's environment marker.
+    for containment in ["auto", "process-tree"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let command = format!(
+            "setsid sleep 1000 & echo $! >> {p}; ( ( sleep 1000 & echo $! >> {p} ) & ); \
+             nohup setsid bash -c 'echo $$ >> {p}; exec sleep 1000' >/dev/null 2>&1 & wait",
+            p = pids.display()
         );
-        return;
-    }
-    for pid in escapees {
-        assert!(wait_gone(pid), "escapee {pid} outlived its SIGKILLed host");
+        let mut host = dsh_bash()
+            .args(["run", "--json", "--containment", containment, "--"])
+            .arg(&command)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let escapees: Vec<i32> = loop {
+            assert!(
+                Instant::now() < deadline,
+                "{containment}: the escapees never started"
+            );
+            let found = listed(&pids);
+            if found.len() == 3 && found.iter().all(|p| alive(*p)) {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        host.kill().unwrap(); // SIGKILL
+        host.wait().unwrap();
+        for pid in escapees {
+            assert!(
+                wait_gone(pid),
+                "{containment}: escapee {pid} outlived its SIGKILLed host"
+            );
+        }
     }
 }
 

@@ -67,9 +67,8 @@
 //! shell's SIGTERM handler during the grace and a `setsid` daemon left at a
 //! normal exit are found, stopped and counted like any member; a process
 //! that cannot be held by a pidfd (no descriptor left) is stopped by pid
-//! under its frozen parent. Stated limits of this fallback: without
-//! adoption the two cases above escape; and at host death only the
-//! recorded process groups are killed (adopted orphans go to init).
+//! under its frozen parent. Stated limit of this fallback: without
+//! adoption the two cases above escape.
 //!
 //! # Descriptors
 //!
@@ -92,7 +91,11 @@
 //! the pipe open cannot keep it waiting): at host death, even by SIGKILL,
 //! it writes `cgroup.kill` of the host's parent cgroup (every process of
 //! every task, escapees included, then removes the cgroups) and, for
-//! process-tree commands, SIGKILLs every process group recorded for it.
+//! process-tree commands, SIGKILLs every process group recorded for it and
+//! every process that still carries the host's environment marker
+//! (`DSH_BASH_HOST=<pid>.<start time>`, set on every command and inherited
+//! by its descendants; one that clears its environment is not found — a
+//! stated limit of the fallback).
 //! Parent cgroups of hosts that died without their watchdog are swept when
 //! the next host starts.
 //!

@@ -29,7 +29,9 @@ use crate::sys;
 
 /// `$1`: the host's parent cgroup (may be empty), killed whole at host
 /// death, then removed with everything below it. `$2` and `$3`: the host's
-/// pid and start time. The host's death is seen either way: EOF on stdin,
+/// pid and start time. `$4`: the host's environment marker; at host death
+/// every process still carrying it is killed too (escapees of the
+/// process-tree containment that no recorded group holds). The host's death is seen either way: EOF on stdin,
 /// or (checked every second) the host pid gone or reused, so a process that
 /// keeps the pipe open cannot keep the watchdog waiting. SIGHUP (sent when
 /// the host dies while the watchdog is stopped) and SIGINT are ignored;
@@ -59,6 +61,15 @@ while :; do
   fi
 done
 for id in "${!groups[@]}"; do kill -KILL -- "-$id"; done
+# What no group or cgroup held: every process that still carries the host's
+# marker in its environment (descendants of its commands that kept it).
+if [ -n "$4" ]; then
+  for proc in /proc/[0-9]*; do
+    while IFS= read -r -d '' entry; do
+      if [ "$entry" = "$4" ]; then kill -KILL "${proc#/proc/}"; break; fi
+    done < "$proc/environ"
+  done 2>/dev/null
+fi
 if [ -n "$1" ]; then
   echo 1 > "$1/cgroup.kill"
   for try in 1 2 3 4 5 6 7 8 9 10; do
@@ -68,6 +79,20 @@ if [ -n "$1" ]; then
   done
 fi
 "#;
+
+/// The environment entry every command of this host carries (name, value):
+/// the host's pid and start time, unique to this host.
+pub(crate) fn marker() -> (&'static str, String) {
+    static VALUE: OnceLock<String> = OnceLock::new();
+    let value = VALUE.get_or_init(|| {
+        format!(
+            "{}.{}",
+            std::process::id(),
+            sys::start_time(std::process::id()).unwrap_or(0)
+        )
+    });
+    ("DSH_BASH_HOST", value.clone())
+}
 
 /// The name the watchdog runs under (`$0`), so it can be found.
 pub(crate) const NAME: &str = "dsh-bash-watchdog";
@@ -158,6 +183,10 @@ fn start() -> std::io::Result<Running> {
         .arg(cgroup)
         .arg(std::process::id().to_string())
         .arg(sys::start_time(std::process::id()).map_or_else(String::new, |t| t.to_string()))
+        .arg({
+            let (name, value) = marker();
+            format!("{name}={value}")
+        })
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
