@@ -19,7 +19,7 @@
 //! executor's: an adopted orphan is any unregistered child, and adopted
 //! zombies are reaped.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -28,7 +28,9 @@ use crate::tree::ProcEntry;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static GATE: RwLock<()> = RwLock::new(());
-static KNOWN: Mutex<Option<HashSet<libc::pid_t>>> = Mutex::new(None);
+/// Registered children, counted: a pid reused by a new shell before the
+/// old one's registration is dropped stays registered.
+static KNOWN: Mutex<Option<HashMap<libc::pid_t, usize>>> = Mutex::new(None);
 
 /// Makes the host the subreaper of its commands' orphans (idempotent).
 pub(crate) fn enable() {
@@ -61,11 +63,12 @@ pub(crate) fn scanning() -> RwLockWriteGuard<'static, ()> {
 /// Registers a child the host keeps for itself (a command's shell, the
 /// watchdog).
 pub(crate) fn register(pid: libc::pid_t) {
-    KNOWN
+    *KNOWN
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get_or_insert_with(HashSet::new)
-        .insert(pid);
+        .get_or_insert_with(HashMap::new)
+        .entry(pid)
+        .or_insert(0) += 1;
 }
 
 /// Forgets a registered child once it has been reaped.
@@ -75,7 +78,12 @@ pub(crate) fn unregister(pid: libc::pid_t) {
         .unwrap_or_else(PoisonError::into_inner)
         .as_mut()
     {
-        known.remove(&pid);
+        if let Some(count) = known.get_mut(&pid) {
+            *count -= 1;
+            if *count == 0 {
+                known.remove(&pid);
+            }
+        }
     }
 }
 
@@ -89,7 +97,7 @@ pub(crate) fn adopted(entry: &ProcEntry) -> bool {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .as_ref()
-        .is_some_and(|known| known.contains(&entry.pid))
+        .is_some_and(|known| known.contains_key(&entry.pid))
 }
 
 fn host() -> libc::pid_t {
@@ -122,19 +130,67 @@ pub(crate) fn orphans() -> Vec<libc::pid_t> {
     let known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
     children()
         .into_iter()
-        .filter(|pid| !known.as_ref().is_some_and(|k| k.contains(pid)))
+        .filter(|pid| !known.as_ref().is_some_and(|k| k.contains_key(pid)))
         .collect()
+}
+
+/// The orphans still running (zombies awaiting the reaper excluded).
+pub(crate) fn live_orphans() -> Vec<libc::pid_t> {
+    orphans().into_iter().filter(|pid| !exited(*pid)).collect()
+}
+
+fn exited(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| crate::tree::parse_stat(pid, &stat))
+        .is_none_or(|entry| entry.exited)
 }
 
 /// Reaps adopted orphans that have exited (blocking).
 pub(crate) fn reap_exited() {
-    for pid in orphans() {
-        let exited = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|stat| crate::tree::parse_stat(pid, &stat))
-            .is_some_and(|entry| entry.exited);
-        if exited {
+    if !enabled() {
+        return;
+    }
+    // Under the gate: no scan classifies while a zombie is reaped.
+    let _gate = scanning();
+    let known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    for pid in children() {
+        if !known.as_ref().is_some_and(|k| k.contains_key(&pid)) && exited(pid) {
             sys::reap_pid(pid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registered(pid: libc::pid_t) -> bool {
+        KNOWN
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|known| known.contains_key(&pid))
+    }
+
+    #[test]
+    fn a_pid_reused_before_its_old_registration_is_dropped_stays_registered() {
+        // The old shell is reaped; a new shell gets its pid and registers
+        // before the old registration is dropped.
+        let pid = 999_983;
+        register(pid);
+        register(pid);
+        unregister(pid);
+        assert!(registered(pid), "the new shell lost its registration");
+        unregister(pid);
+        assert!(!registered(pid));
+        // Not enabled in this process: nothing is ever an orphan.
+        let entry = ProcEntry {
+            pid: 4242,
+            ppid: host(),
+            pgrp: 4242,
+            exited: false,
+        };
+        assert!(!adopted(&entry));
     }
 }

@@ -298,9 +298,12 @@ impl Inner {
         let mut env = child_env(std::env::vars_os(), &self.config.scrub, spec.env.as_ref());
         // Inherited by every descendant that keeps its environment: how the
         // watchdog finds, at host death, what no group or cgroup holds.
+        // (Overwritten: a host running inside another one's command has
+        // its own.)
         let (name, value) = crate::watchdog::marker();
-        if let Err(at) = env.binary_search_by(|(k, _)| k.as_os_str().cmp(name.as_ref())) {
-            env.insert(at, (name.into(), value.into()));
+        match env.binary_search_by(|(k, _)| k.as_os_str().cmp(name.as_ref())) {
+            Ok(at) => env[at].1 = value.into(),
+            Err(at) => env.insert(at, (name.into(), value.into())),
         }
         for (name, value) in invocation.environment {
             let at = env.binary_search_by(|(k, _)| k.cmp(&name));

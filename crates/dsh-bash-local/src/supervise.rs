@@ -314,12 +314,17 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             // with adoption on, so are the orphans it left (a `setsid`
             // daemon), now the host's children.
             crate::adopt::unregister(pid);
-            let orphans = crate::adopt::enabled() && !crate::adopt::orphans().is_empty();
-            let leftovers = if sys::group_alive(pid) || orphans {
+            let group = sys::group_alive(pid);
+            let orphans = crate::adopt::enabled() && !crate::adopt::live_orphans().is_empty();
+            let leftovers = if group || orphans {
+                // The shell is reaped: its pid (and, once empty, its group
+                // number) may be reused, so neither is matched unless the
+                // group still has members.
                 let stopping = Stopping::freeze(
                     Tree {
                         pgid: pid,
                         from_root: false,
+                        group,
                     },
                     None,
                 )
@@ -351,7 +356,10 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             };
             guard.armed = status.is_err();
             drop(guard);
-            crate::adopt::unregister(pid);
+            if status.is_ok() {
+                // Reaped here; otherwise the reaper thread unregisters it.
+                crate::adopt::unregister(pid);
+            }
             if let Some(cgroup) = cgroup {
                 cgroup.remove();
             }
@@ -373,6 +381,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 Tree {
                     pgid: pid,
                     from_root: true,
+                    group: true,
                 },
                 Some(root),
             )
@@ -380,6 +389,9 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             let (status, ()) =
                 tokio::join!(wait_exit(&pidfd), stopping.finish(watch.grace_over(cause)));
             guard.armed = status.is_err();
+            if status.is_ok() {
+                crate::adopt::unregister(pid);
+            }
             spawn::release(pid);
             Ended {
                 status: status?,

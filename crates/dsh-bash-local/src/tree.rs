@@ -153,6 +153,9 @@ pub(crate) struct Tree {
     pub(crate) pgid: libc::pid_t,
     /// Whether to walk from the shell (false once it has been reaped).
     pub(crate) from_root: bool,
+    /// Whether the process group is matched and signalled (false once it
+    /// is empty and its number may be reused).
+    pub(crate) group: bool,
 }
 
 /// Freezes every process of `tree` not yet in `members` and adds it there.
@@ -180,18 +183,28 @@ pub(crate) fn freeze_in<T: ProcessTable>(
             if entry.exited || entry.pid == tree.pgid || members.pids.contains(&entry.pid) {
                 continue;
             }
-            // An orphan the host adopted cannot be reaped while the scan runs
-            // (the reaper waits for the gate): as safe as a frozen parent's.
+            // An orphan the host adopted is the host's child: a member
+            // whatever its group (see `adopt.rs`).
             let parent_frozen = (tree.from_root && entry.ppid == tree.pgid)
                 || members.pids.contains(&entry.ppid)
                 || table.adopted(&entry);
-            if !(entry.pgrp == tree.pgid || parent_frozen) {
+            if !((tree.group && entry.pgrp == tree.pgid) || parent_frozen) {
                 continue;
             }
             match table.open(entry.pid) {
                 Ok(handle) => {
                     table.signal(&handle, libc::SIGSTOP);
                     members.held.push(handle);
+                }
+                Err(err) if table.adopted(&entry) => {
+                    // The host is its parent and does not reap it while the
+                    // scan holds the gate: killed now, by pid, while that
+                    // pid is surely its own (later it may not be).
+                    tracing::debug!(%err, pid = entry.pid, "cannot hold an adopted orphan; killing it by pid");
+                    table.signal_pid(entry.pid, libc::SIGKILL);
+                    members.pids.insert(entry.pid);
+                    added = true;
+                    continue;
                 }
                 Err(err) if parent_frozen => {
                     tracing::debug!(%err, pid = entry.pid, "cannot hold a process; stopping it by pid under its frozen parent");
@@ -317,13 +330,21 @@ impl Stopping {
         // Done only if nothing is left: not the group, and (with adoption)
         // no orphan the shell left the host, such as one forked in its
         // SIGTERM handler.
+        let group = self.tree.group && sys::group_alive(self.tree.pgid);
         if exited_in_time
-            && !sys::group_alive(self.tree.pgid)
-            && tokio::task::spawn_blocking(crate::adopt::orphans)
+            && !group
+            && tokio::task::spawn_blocking(crate::adopt::live_orphans)
                 .await
                 .map_or(true, |orphans| orphans.is_empty())
         {
             return;
+        }
+        // A reaped root's pid and an empty group's number may be reused:
+        // the refreeze matches neither then.
+        self.tree.group = group;
+        if let Some(root) = &self.root {
+            let exited = sys::try_reap_peek(root.as_fd());
+            self.tree.from_root = self.tree.from_root && !exited;
         }
         // Survivors: freeze again (their new children too) and kill.
         let tree = self.tree;
@@ -356,7 +377,9 @@ impl Stopping {
             sys::pidfd_signal(root.as_fd(), signal);
         }
         self.members.signal_all(&mut Proc, signal);
-        sys::signal_group(self.tree.pgid, signal);
+        if self.tree.group {
+            sys::signal_group(self.tree.pgid, signal);
+        }
     }
 }
 
@@ -379,6 +402,7 @@ pub(crate) fn kill_now(pgid: libc::pid_t, root: &OwnedFd) {
         Tree {
             pgid,
             from_root: true,
+            group: true,
         },
         Some(root),
         &mut members,
@@ -485,6 +509,7 @@ mod tests {
     const TREE: Tree = Tree {
         pgid: 100,
         from_root: true,
+        group: true,
     };
 
     #[test]

@@ -61,6 +61,7 @@ while :; do
   fi
 done
 for id in "${!groups[@]}"; do kill -KILL -- "-$id"; done
+[ -n "$1" ] && echo 1 > "$1/cgroup.kill"
 # What no group or cgroup held: every process that still carries the host's
 # marker in its environment (descendants of its commands that kept it).
 if [ -n "$4" ]; then
@@ -71,7 +72,6 @@ if [ -n "$4" ]; then
   done 2>/dev/null
 fi
 if [ -n "$1" ]; then
-  echo 1 > "$1/cgroup.kill"
   for try in 1 2 3 4 5 6 7 8 9 10; do
     find "$1" -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null
     rmdir "$1" 2>/dev/null && break

@@ -135,6 +135,19 @@ pub(crate) fn group_alive(pgid: libc::pid_t) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// True if and only if the process behind `pidfd` has exited (reaped or
+/// not); never reaps.
+pub(crate) fn try_reap_peek(pidfd: BorrowedFd<'_>) -> bool {
+    let mut poll = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd we own, zero timeout.
+    let rc = unsafe { libc::poll(&mut poll, 1, 0) };
+    rc > 0 && poll.revents & libc::POLLIN != 0
+}
+
 /// Reaps the child behind `pidfd` if it has exited; `None` if still running.
 pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
     let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
