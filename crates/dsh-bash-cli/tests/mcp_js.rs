@@ -5,6 +5,8 @@
 //! `DSH_TEST_REQUIRE_MCP_CLIENT=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -12,47 +14,24 @@ use std::process::Command;
 fn the_official_typescript_client_drives_the_server() {
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/js"));
     let node = Command::new("node").arg("--version").output().is_ok();
-    if !node || !dir.join("node_modules/@modelcontextprotocol/sdk").is_dir() {
-        let required = std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "the MCP TypeScript SDK is required (npm install --prefix {})",
-            dir.display()
-        );
-        eprintln!(
-            "SKIP: the MCP TypeScript SDK is not installed (npm install --prefix {})",
-            dir.display()
-        );
+    let install = format!("npm install --prefix {}", dir.display());
+    let present = node && dir.join("node_modules/@modelcontextprotocol/sdk").is_dir();
+    if !common::client_or_skip(present, "the MCP TypeScript SDK", &install) {
         return;
     }
-    let scratch = tempfile::tempdir().unwrap();
-    let output = Command::new("node")
-        .arg(dir.join("client.mjs"))
-        .arg(env!("CARGO_BIN_EXE_dsh-bash"))
-        .arg(scratch.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "the TypeScript client failed:\n{stdout}\n{stderr}"
+    common::run_client(
+        "node",
+        &dir.join("client.mjs"),
+        &[
+            "schemas compile under ajv strict mode",
+            "structured content validates and stands alone",
+            "background start, kill and read validate",
+            "cancelling a call kills its command",
+            "progress arrives while a call runs",
+            "logging/setLevel is answered",
+            "an unknown argument is an error",
+        ],
     );
-    for scenario in [
-        "schemas compile under ajv strict mode",
-        "structured content validates and stands alone",
-        "background start, kill and read validate",
-        "cancelling a call kills its command",
-        "progress arrives while a call runs",
-        "logging/setLevel is answered",
-        "an unknown argument is an error",
-    ] {
-        assert!(
-            stdout.contains(&format!("ok {scenario}")),
-            "scenario {scenario:?} did not pass:\n{stdout}"
-        );
-    }
 }
 
 /// The MCP Inspector's CLI mode (the current major version, pinned in
@@ -62,17 +41,8 @@ fn the_official_typescript_client_drives_the_server() {
 fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/js"));
     let inspector = dir.join("node_modules/.bin/mcp-inspector");
-    if !inspector.exists() {
-        let required = std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "the MCP Inspector is required (npm install --prefix {})",
-            dir.display()
-        );
-        eprintln!(
-            "SKIP: the MCP Inspector is not installed (npm install --prefix {})",
-            dir.display()
-        );
+    let install = format!("npm install --prefix {}", dir.display());
+    if !common::client_or_skip(inspector.exists(), "the MCP Inspector", &install) {
         return;
     }
     let run = |args: &[&str]| -> serde_json::Value {

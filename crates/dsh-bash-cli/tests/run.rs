@@ -1,33 +1,16 @@
 //! The `dsh-bash run` command, driven as a real binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{alive, wait_gone};
+
 fn dsh_bash() -> Command {
     Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !matches!(
-            stat.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().next()),
-            Some("Z" | "X")
-        )
-    })
-}
-
-fn wait_gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(pid) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
 }
 
 #[test]

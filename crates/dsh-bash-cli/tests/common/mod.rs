@@ -1,0 +1,109 @@
+//! What several test files of the binary share: process liveness, a raw
+//! JSON-RPC connection to `dsh-bash mcp`, and running a real client script.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// True if and only if `pid` exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z" | "X")
+        )
+    })
+}
+
+/// Waits (fail-safe 10 s) until `pid` is gone; true if it went.
+pub fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// `dsh-bash mcp` spoken to line by line, initialized.
+pub struct RawServer {
+    pub child: Child,
+    pub stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl RawServer {
+    pub fn start() -> RawServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut server = RawServer {
+            child,
+            stdin,
+            stdout,
+        };
+        server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+        assert_eq!(server.next()["id"], 1);
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server
+    }
+
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn next(&mut self) -> serde_json::Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+}
+
+/// Whether a real client is usable; when not, skips loudly (and fails
+/// under `DSH_TEST_REQUIRE_MCP_CLIENT=1`) naming how to install it.
+pub fn client_or_skip(present: bool, what: &str, install: &str) -> bool {
+    if present {
+        return true;
+    }
+    let required = std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_ok_and(|v| v == "1");
+    assert!(!required, "{what} is required ({install})");
+    eprintln!("SKIP: {what} is not installed ({install})");
+    false
+}
+
+/// Runs a client `program script binary scratch` and checks it printed
+/// `ok <scenario>` for every scenario.
+pub fn run_client(program: &str, script: &std::path::Path, scenarios: &[&str]) {
+    let scratch = tempfile::tempdir().unwrap();
+    let output = Command::new(program)
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_dsh-bash"))
+        .arg(scratch.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the client failed:\n{stdout}\n{stderr}"
+    );
+    for scenario in scenarios {
+        assert!(
+            stdout.contains(&format!("ok {scenario}")),
+            "scenario {scenario:?} did not pass:\n{stdout}"
+        );
+    }
+}
