@@ -140,10 +140,7 @@ pub(crate) fn live_orphans() -> Vec<libc::pid_t> {
 }
 
 fn exited(pid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| crate::tree::parse_stat(pid, &stat))
-        .is_none_or(|entry| entry.exited)
+    crate::tree::entry(pid).is_none_or(|entry| entry.exited)
 }
 
 /// Reaps adopted orphans that have exited (blocking).

@@ -36,7 +36,7 @@ pub(crate) struct ProcEntry {
 }
 
 /// Parses `/proc/<pid>/stat` (the command name may contain spaces and parens).
-pub(crate) fn parse_stat(pid: libc::pid_t, stat: &str) -> Option<ProcEntry> {
+fn parse_stat(pid: libc::pid_t, stat: &str) -> Option<ProcEntry> {
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?;
@@ -50,18 +50,19 @@ pub(crate) fn parse_stat(pid: libc::pid_t, stat: &str) -> Option<ProcEntry> {
     })
 }
 
+/// Process `pid` as `/proc/<pid>/stat` shows it; `None` once it is gone.
+pub(crate) fn entry(pid: libc::pid_t) -> Option<ProcEntry> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &stat)
+}
+
 /// Every process visible in `/proc` (those that vanish mid-scan are skipped).
 pub(crate) fn scan() -> Vec<ProcEntry> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
-    dir.filter_map(|entry| {
-        let entry = entry.ok()?;
-        let pid: libc::pid_t = entry.file_name().to_str()?.parse().ok()?;
-        let stat = fs::read_to_string(entry.path().join("stat")).ok()?;
-        parse_stat(pid, &stat)
-    })
-    .collect()
+    dir.filter_map(|dirent| entry(dirent.ok()?.file_name().to_str()?.parse().ok()?))
+        .collect()
 }
 
 /// What a freeze needs from the system: a table of processes to scan, a

@@ -72,7 +72,6 @@ impl std::fmt::Debug for SandboxBashExecutor {
 struct Confined {
     confinement: Confinement,
     invocation: Invocation,
-    wrapped: bool,
     private_tmp: Option<PrivateTmp>,
 }
 
@@ -97,14 +96,17 @@ fn first_line(stderr: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// True if and only if the command failed on its own terms: a non-zero exit
-/// that is not a signal death. A wrapping runner (bwrap) reports its
+/// True if and only if the command failed on its own terms (a non-zero exit
+/// that is not a signal death) and its stderr reads as a sandbox denial. A
+/// wrapping runner (bwrap, the one with a status report) reports its
 /// child's death by signal n as exit 128+n, so those count as signals too.
-fn failed(exit_code: Option<i32>, wrapped: bool) -> bool {
-    match exit_code {
+fn denied(confinement: &Confinement, exit_code: Option<i32>, stderr: &str) -> bool {
+    let wrapped = confinement.runner_report.is_some();
+    let failed = match exit_code {
         Some(0) | None => false,
         Some(code) => !(wrapped && code > 128),
-    }
+    };
+    failed && confinement.denial_in(stderr)
 }
 
 fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) -> BashSandboxInfo {
@@ -156,8 +158,8 @@ impl SandboxBashExecutor {
     }
 
     /// Asks the provider how to run `spec` under `mode`: the confinement,
-    /// the invocation to hand to the local executor, and whether the argv
-    /// was wrapped by a runner (whose exit 128+n means a signal death).
+    /// the invocation to hand to the local executor, and the command's
+    /// private temporary directory (under `workspace-write`).
     async fn confine(&self, spec: &BashExecSpec, mode: SandboxMode) -> Result<Confined, BashError> {
         let plain = self.local.invocation(spec)?;
         let private_tmp = if mode == SandboxMode::WorkspaceWrite {
@@ -186,7 +188,6 @@ impl SandboxBashExecutor {
             }
         };
         Ok(Confined {
-            wrapped: confinement.runner_report.is_some(),
             invocation: Invocation {
                 argv: confinement.argv.clone(),
                 // The confinement's restriction, plus what the plain
@@ -223,7 +224,6 @@ impl SandboxBashExecutor {
         let Confined {
             confinement,
             invocation,
-            wrapped,
             private_tmp,
         } = self.confine(&spec, mode).await?;
         let ran = self.local.run_invocation(spec, invocation).await;
@@ -248,7 +248,7 @@ impl SandboxBashExecutor {
             return Err(SandboxUnavailable::new(mode, first_line(stderr)).into());
         }
         let mut info = facts(mode, &confinement, &self.workspace);
-        info.denied = failed(result.exit_code, wrapped) && confinement.denial_in(stderr);
+        info.denied = denied(&confinement, result.exit_code, stderr);
         result.sandbox = Some(info);
         Ok(result)
     }
@@ -261,7 +261,6 @@ impl SandboxBashExecutor {
         let Confined {
             confinement,
             invocation,
-            wrapped,
             private_tmp,
         } = self.confine(&spec, mode).await?;
         let workspace = self.workspace.clone();
@@ -276,8 +275,7 @@ impl SandboxBashExecutor {
             if !settled.spawned || (never_started && !stopped) {
                 info.runner_failed = true;
             } else {
-                info.denied =
-                    failed(state.exit_code, wrapped) && confinement.denial_in(settled.stderr);
+                info.denied = denied(&confinement, state.exit_code, settled.stderr);
             }
             state.sandbox = Some(info);
         });

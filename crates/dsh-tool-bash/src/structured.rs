@@ -65,7 +65,7 @@ impl From<&BashSandboxInfo> for SandboxContent {
             gaps: info.gaps.iter().map(ToString::to_string).collect(),
             denied: info.denied,
             runner_failed: info.runner_failed,
-            workspace: info.workspace.as_ref().map(|p| p.display().to_string()),
+            workspace: path(&info.workspace),
         }
     }
 }

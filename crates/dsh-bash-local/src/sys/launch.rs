@@ -18,8 +18,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::contain_child;
 use super::restrict::{self, Prepared};
+use super::{contain_child, errno};
 
 /// What to exec and how.
 pub(crate) struct LaunchPlan<'a> {
@@ -111,12 +111,6 @@ fn fail(report: RawFd, errno: i32) -> ! {
     }
 }
 
-fn errno() -> i32 {
-    io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points at the ChildArgs the suspended parent keeps alive.
     let args = unsafe { &*(arg as *const ChildArgs) };
@@ -155,7 +149,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         }
     }
     // SAFETY: we are the freshly cloned child, before exec.
-    if let Err(err) = unsafe { contain_child(args.parent, true) } {
+    if let Err(err) = unsafe { contain_child(args.parent) } {
         fail(args.report, err.raw_os_error().unwrap_or(libc::EIO));
     }
     if !args.cgroup.is_null() {

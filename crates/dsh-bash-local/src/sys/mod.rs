@@ -31,37 +31,40 @@ pub(crate) enum ExitStatus {
 /// # Safety
 ///
 /// Must only be called in a freshly forked child before exec.
-pub(crate) unsafe fn contain_child(parent: libc::pid_t, die_with_parent: bool) -> io::Result<()> {
+pub(crate) unsafe fn contain_child(parent: libc::pid_t) -> io::Result<()> {
     // SAFETY: setsid has no memory-safety preconditions.
     if unsafe { libc::setsid() } < 0 {
         return Err(io::Error::last_os_error());
     }
+    become_subreaper()?;
     // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } < 0 {
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    if die_with_parent {
-        // SAFETY: prctl with integer arguments only.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: getppid has no preconditions.
-        if unsafe { libc::getppid() } != parent {
-            // The parent died between fork and prctl: nobody will supervise us.
-            // SAFETY: _exit is async-signal-safe and never returns.
-            unsafe { libc::_exit(127) };
-        }
+    // SAFETY: getppid has no preconditions.
+    if unsafe { libc::getppid() } != parent {
+        // The parent died between fork and prctl: nobody will supervise us.
+        // SAFETY: _exit is async-signal-safe and never returns.
+        unsafe { libc::_exit(127) };
     }
     Ok(())
 }
 
-/// Makes this process the subreaper of its descendants' orphans.
+/// Makes this process the subreaper of its descendants' orphans (raw
+/// `prctl`, safe between fork and exec).
 pub(crate) fn become_subreaper() -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The calling thread's errno (no allocation: safe between fork and exec).
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// Reaps child `pid` if it has exited (never blocks).

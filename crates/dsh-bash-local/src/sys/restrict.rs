@@ -13,6 +13,8 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use dsh_sandbox::Restriction;
 
+use super::errno;
+
 /// A restriction in the form the child reads: raw numbers and pointers into
 /// memory the parent keeps alive until the child has exec'd.
 pub(crate) struct Prepared {
@@ -55,12 +57,6 @@ impl Prepared {
                 .collect(),
         }
     }
-}
-
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
 }
 
 /// Marks every descriptor from 3 up close-on-exec.
