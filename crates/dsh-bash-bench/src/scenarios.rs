@@ -580,7 +580,7 @@ async fn mcp_round_trip(options: &Options) -> Option<Row> {
         baseline: Some(Stats::of(base)),
         unit: "ms/call",
         peak_rss_mib: None,
-        note: format!("added per call: {added:.3} ms (target <= 1 ms); baseline: direct run"),
+        note: format!("added per call: {added:.3} ms (target <= 0.2 ms); baseline: direct run"),
     })
 }
 
