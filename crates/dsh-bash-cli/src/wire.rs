@@ -3,12 +3,14 @@
 //! answer a client can act on instead of silence: `-32700` for text that is
 //! not JSON (a lone surrogate included), `-32600` for JSON that is not a
 //! request (no `"jsonrpc": "2.0"`, a batch, a non-object), `-32602` for a
-//! `tools/call` whose params are not `{name, arguments?}`. Everything else
-//! passes through unchanged (a leading UTF-8 byte-order mark removed). A
-//! message over 15 MiB is answered `-32600` and dropped (the library would
-//! drop it silently). The codes are exact for these cases; a known method
-//! other than `tools/call` with malformed params gets the library's answer. Outgoing messages and these answers go through
-//! one writer, whole lines at a time, so they never interleave.
+//! `tools/call` whose params are not `{name, arguments?}` and for any other
+//! request the library knows whose params do not fit its types (a string,
+//! a missing `taskId`, an unknown log level). Everything else passes
+//! through unchanged (a leading UTF-8 byte-order mark removed); an unknown
+//! method gets the library's `-32601`. A message over 15 MiB is answered
+//! `-32600` and dropped (the library would drop it silently). Outgoing
+//! messages and these answers go through one writer, whole lines at a time,
+//! so they never interleave.
 //!
 //! The reader also reports EOF: a client that closes stdin wants the
 //! session over now, even with calls in flight.
@@ -17,6 +19,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
@@ -99,7 +102,10 @@ fn check(line: &[u8]) -> Verdict {
             "Invalid Request: \"method\" must be a string".into(),
         ));
     };
-    if method == "tools/call" && message.contains_key("id") {
+    if !message.contains_key("id") {
+        return Verdict::Pass;
+    }
+    if method == "tools/call" {
         let params = message.get("params");
         let named = params
             .and_then(|p| p.get("name"))
@@ -115,9 +121,57 @@ fn check(line: &[u8]) -> Verdict {
                     .into(),
             ));
         }
+        return Verdict::Pass;
+    }
+    if KNOWN_REQUESTS.contains(&method) {
+        let method = method.to_owned();
+        let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
+        let fits = matches!(
+            &parsed,
+            Ok(JsonRpcMessage::Request(request))
+                if !matches!(request.request, ClientRequest::CustomRequest(_))
+        );
+        if !fits {
+            let why = parsed
+                .err()
+                .map(|err| format!(": {err}"))
+                .unwrap_or_default();
+            return Verdict::Reject(error(
+                id,
+                -32602,
+                format!("Invalid params: not the params of {method}{why}"),
+            ));
+        }
     }
     Verdict::Pass
 }
+
+/// The requests the protocol library has types for. Their params are
+/// checked against those types here, so that a known method with
+/// malformed params gets `-32602` (the library would answer `-32601`, or
+/// `-32600` without the request's id).
+const KNOWN_REQUESTS: &[&str] = &[
+    "initialize",
+    "server/discover",
+    "ping",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "resources/directory/read",
+    "subscriptions/listen",
+    "tools/list",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+];
 
 /// The checked reader (see the module docs).
 pub(crate) struct Inbound<R> {
@@ -354,6 +408,32 @@ mod tests {
         assert_eq!(
             code(check(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bash","arguments":"s"}}"#)),
             (-32602, json!(7))
+        );
+        for malformed in [
+            br#"{"jsonrpc":"2.0","id":11,"method":"tools/list","params":"x"}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":11,"method":"logging/setLevel","params":{"level":"bogus"}}"#,
+            br#"{"jsonrpc":"2.0","id":11,"method":"tasks/get","params":{}}"#,
+            br#"{"jsonrpc":"2.0","id":11,"method":"ping","params":[1]}"#,
+        ] {
+            assert_eq!(
+                code(check(malformed)),
+                (-32602, json!(11)),
+                "{}",
+                String::from_utf8_lossy(malformed)
+            );
+        }
+        assert_eq!(
+            check(br#"{"jsonrpc":"2.0","id":12,"method":"nope/nope","params":{}}"#),
+            Verdict::Pass,
+            "an unknown method is the library's -32601"
+        );
+        assert_eq!(
+            check(br#"{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"info"}}"#),
+            Verdict::Pass
+        );
+        assert_eq!(
+            check(br#"{"jsonrpc":"2.0","id":14,"method":"tasks/get","params":{"taskId":"t"}}"#),
+            Verdict::Pass
         );
         assert_eq!(check(b"  "), Verdict::Skip);
         assert_eq!(

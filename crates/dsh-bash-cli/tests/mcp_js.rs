@@ -7,20 +7,54 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+fn js_dir() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/js"))
+}
+
+/// `PATH` with the clients' own Node 22 (the `node` package in
+/// tests/mcp/js) first: the Inspector declares Node >= 22, and both
+/// clients run on the same one.
+fn path_with_node_22() -> std::ffi::OsString {
+    let mut dirs = vec![js_dir().join("node_modules/.bin")];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
+}
+
+/// The major version of the `node` the clients run on, if any.
+fn node_major() -> Option<u32> {
+    let output = Command::new("node")
+        .arg("--version")
+        .env("PATH", path_with_node_22())
+        .output()
+        .ok()?;
+    let version = String::from_utf8_lossy(&output.stdout);
+    version
+        .trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
 
 #[test]
 fn the_official_typescript_client_drives_the_server() {
-    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/js"));
-    let node = Command::new("node").arg("--version").output().is_ok();
+    let dir = js_dir();
     let install = format!("npm install --prefix {}", dir.display());
-    let present = node && dir.join("node_modules/@modelcontextprotocol/sdk").is_dir();
+    let present =
+        node_major().is_some() && dir.join("node_modules/@modelcontextprotocol/sdk").is_dir();
     if !common::client_or_skip(present, "the MCP TypeScript SDK", &install) {
         return;
     }
+    let node: PathBuf = dir.join("node_modules/.bin/node");
+    let node = if node.exists() { node } else { "node".into() };
     common::run_client(
-        "node",
+        node.to_str().unwrap(),
         &dir.join("client.mjs"),
         &[
             "schemas compile under ajv strict mode",
@@ -39,14 +73,20 @@ fn the_official_typescript_client_drives_the_server() {
 /// people debug servers with.
 #[test]
 fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
-    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/js"));
+    let dir = js_dir();
     let inspector = dir.join("node_modules/.bin/mcp-inspector");
     let install = format!("npm install --prefix {}", dir.display());
-    if !common::client_or_skip(inspector.exists(), "the MCP Inspector", &install) {
+    let node_22 = node_major().is_some_and(|major| major >= 22);
+    if !common::client_or_skip(
+        inspector.exists() && node_22,
+        "the MCP Inspector on Node >= 22",
+        &install,
+    ) {
         return;
     }
     let run = |args: &[&str]| -> serde_json::Value {
         let output = Command::new(&inspector)
+            .env("PATH", path_with_node_22())
             .arg("--cli")
             .arg(env!("CARGO_BIN_EXE_dsh-bash"))
             .arg("mcp")

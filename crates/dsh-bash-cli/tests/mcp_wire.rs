@@ -32,6 +32,26 @@ fn malformed_messages_get_their_json_rpc_errors() {
             -32602,
             serde_json::json!(7),
         ),
+        (
+            r#"{"jsonrpc":"2.0","id":12,"method":"tools/list","params":"text"}"#,
+            -32602,
+            serde_json::json!(12),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"loud"}}"#,
+            -32602,
+            serde_json::json!(13),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":14,"method":"tasks/get","params":{}}"#,
+            -32602,
+            serde_json::json!(14),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":15,"method":"no/such/method","params":{}}"#,
+            -32601,
+            serde_json::json!(15),
+        ),
     ];
     for (line, code, id) in cases {
         server.send(line);

@@ -11,6 +11,11 @@ pub enum ApprovalOutcome {
     Cancelled,
     /// Nobody can be asked right now (no channel to the person).
     Unavailable,
+    /// The question went back to the client with the call's answer, to be
+    /// asked there; the client retries the same call with the person's
+    /// answer (MCP 2026-07-28's input-required results). The command does
+    /// not run on this call.
+    Deferred,
 }
 
 /// One escalation question.

@@ -316,6 +316,10 @@ impl BashTools {
                 "sandbox escalation to \"{wanted}\" requires approval, but no approval channel is available"
             )
             .into()),
+            ApprovalOutcome::Deferred => Err(format!(
+                "sandbox escalation to \"{wanted}\" awaits the user's answer; the command did not run"
+            )
+            .into()),
         }
     }
 

@@ -1,0 +1,351 @@
+//! Approval questions over MCP, per protocol version.
+//!
+//! - Up to 2025-11-25 the server asks mid-call: an `elicitation/create`
+//!   request to the client ([`Elicitation`]), withdrawn with
+//!   `notifications/cancelled` when the call is cancelled.
+//! - From 2026-07-28 on a server may not send requests of its own; the call
+//!   is answered with an input-required result carrying the question
+//!   ([`Deferral`]), and the client retries the same call with the person's
+//!   answer and the `requestState` it was given ([`Questions::answer`]).
+//!   The state is an unguessable handle to a question kept here, bound to
+//!   the tool and its exact arguments and good for one answer: an answer
+//!   cannot approve a command it was not asked about.
+//!
+//! Either way Accept means yes, Decline or Cancel means no, and the message
+//! shows the command, the mode and the justification with nothing to fill
+//! in.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use dsh_bash::BoxFuture;
+use dsh_tool_bash::{ApprovalOutcome, ApprovalRequest, ApprovalService};
+use rmcp::model::{
+    CancelledNotification, CancelledNotificationParam, ClientResult, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
+    InputRequiredResult, InputResponses, ServerRequest,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleServer};
+use serde_json::Value;
+
+/// The question put to the person: the command, the mode and the reason,
+/// with an empty form (Accept is the yes).
+fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
+    let schema = ElicitationSchema::builder().build().ok()?;
+    Some(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!(
+            "Allow this one command to run with {} file access?\n\n{}\n\nReason: {}\n\nAccept to allow it once; decline to refuse.",
+            request.mode, request.command, request.reason
+        ),
+        requested_schema: schema,
+    })
+}
+
+/// What an answer means: only Accept is a yes.
+fn outcome(action: &ElicitationAction) -> ApprovalOutcome {
+    match action {
+        ElicitationAction::Accept => ApprovalOutcome::AllowedOnce,
+        ElicitationAction::Decline => ApprovalOutcome::Rejected,
+        // Cancel, and any action a newer protocol adds: not a yes.
+        _ => ApprovalOutcome::Cancelled,
+    }
+}
+
+/// No way to ask: the client did not declare elicitation.
+pub(super) struct NoChannel;
+
+impl ApprovalService for NoChannel {
+    fn request(&self, _request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
+        Box::pin(async { ApprovalOutcome::Unavailable })
+    }
+}
+
+/// Asks mid-call through `elicitation/create` (protocols up to 2025-11-25).
+pub(super) struct Elicitation {
+    pub(super) peer: Peer<RoleServer>,
+}
+
+impl ApprovalService for Elicitation {
+    /// A question whose call is cancelled is withdrawn
+    /// (`notifications/cancelled` for the elicitation request).
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
+        Box::pin(async move {
+            let Some(params) = question(&request) else {
+                return ApprovalOutcome::Unavailable;
+            };
+            let asked = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+            let handle = match self
+                .peer
+                .send_request_with_option(asked, PeerRequestOptions::no_options())
+                .await
+            {
+                Ok(handle) => handle,
+                Err(err) => {
+                    tracing::warn!(%err, "elicitation failed");
+                    return ApprovalOutcome::Unavailable;
+                }
+            };
+            let id = handle.id.clone();
+            let answer = tokio::select! {
+                answer = handle.await_response() => answer,
+                () = request.cancel.cancelled() => {
+                    let withdrawn = CancelledNotification::new(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the tool call that asked was cancelled".into()),
+                    ));
+                    if let Err(err) = self.peer.send_notification(withdrawn.into()).await {
+                        tracing::debug!(%err, "cannot withdraw an approval question");
+                    }
+                    return ApprovalOutcome::Cancelled;
+                }
+            };
+            match answer {
+                Ok(ClientResult::ElicitResult(answer)) => outcome(&answer.action),
+                Ok(other) => {
+                    tracing::warn!(?other, "unexpected answer to an elicitation");
+                    ApprovalOutcome::Unavailable
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "elicitation failed");
+                    ApprovalOutcome::Unavailable
+                }
+            }
+        })
+    }
+}
+
+/// Keeps the question of a 2026-07-28 call, to go back with its answer.
+#[derive(Default)]
+pub(super) struct Deferral {
+    asked: Mutex<Option<ElicitRequestParams>>,
+}
+
+impl Deferral {
+    /// The question the call put, if it put one.
+    pub(super) fn take(&self) -> Option<ElicitRequestParams> {
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl ApprovalService for Deferral {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
+        Box::pin(async move {
+            let Some(params) = question(&request) else {
+                return ApprovalOutcome::Unavailable;
+            };
+            *self.asked.lock().unwrap_or_else(PoisonError::into_inner) = Some(params);
+            ApprovalOutcome::Deferred
+        })
+    }
+}
+
+/// The answer a retried call brought back.
+pub(super) struct Answered(pub(super) ApprovalOutcome);
+
+impl ApprovalService for Answered {
+    fn request(&self, _request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
+        let outcome = self.0;
+        Box::pin(async move { outcome })
+    }
+}
+
+/// The key of the one input request an approval carries.
+const KEY: &str = "approval";
+
+/// How long a question waits for its answer.
+const QUESTION_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// Questions kept at once; the oldest goes first past this.
+const MAX_QUESTIONS: usize = 64;
+
+struct Pending {
+    tool: String,
+    arguments: Value,
+    asked: Instant,
+}
+
+/// The questions handed out with input-required results and not answered
+/// yet, by their `requestState`.
+#[derive(Default)]
+pub(super) struct Questions {
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+impl Questions {
+    /// The input-required result that asks `params` about this call.
+    pub(super) fn ask(
+        &self,
+        tool: &str,
+        arguments: Value,
+        params: ElicitRequestParams,
+    ) -> InputRequiredResult {
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|_, question| question.asked.elapsed() < QUESTION_TTL);
+        while pending.len() >= MAX_QUESTIONS {
+            let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, question)| question.asked)
+                .map(|(state, _)| state.clone())
+            else {
+                break;
+            };
+            pending.remove(&oldest);
+        }
+        pending.insert(
+            state.clone(),
+            Pending {
+                tool: tool.to_owned(),
+                arguments,
+                asked: Instant::now(),
+            },
+        );
+        let requests = [(
+            KEY.to_owned(),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
+        )]
+        .into_iter()
+        .collect();
+        InputRequiredResult::new(Some(requests), Some(state))
+    }
+
+    /// The person's answer to the question `state` names, which must have
+    /// been asked about this very call; the question is used up.
+    pub(super) fn answer(
+        &self,
+        state: &str,
+        tool: &str,
+        arguments: &Value,
+        responses: Option<&InputResponses>,
+    ) -> Result<ApprovalOutcome, String> {
+        let asked = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(state)
+            .filter(|q| q.asked.elapsed() < QUESTION_TTL);
+        let Some(asked) = asked else {
+            return Err("this call's requestState names no open approval question (unknown, expired or already answered); call again without requestState and inputResponses to be asked".into());
+        };
+        if asked.tool != tool || &asked.arguments != arguments {
+            return Err("the approval answer belongs to a different call: retry with exactly the tool and arguments that were asked about".into());
+        }
+        let Some(answer) = responses.and_then(|r| r.get(KEY)) else {
+            return Err(format!(
+                "the retry carries no answer to the approval question (inputResponses.{KEY}); call again to be asked"
+            ));
+        };
+        let answer: ElicitResult = serde_json::from_value(answer.clone()).map_err(|err| {
+            format!(
+                "inputResponses.{KEY} is not an elicitation result ({err}); call again to be asked"
+            )
+        })?;
+        Ok(outcome(&answer.action))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_bash::SandboxMode;
+    use tokio_util::sync::CancellationToken;
+
+    fn request() -> ApprovalRequest {
+        ApprovalRequest {
+            session_id: "s".into(),
+            call_id: "1".into(),
+            command: "touch /outside".into(),
+            mode: SandboxMode::DangerFullAccess,
+            reason: "escalate sandbox to danger-full-access: needs it".into(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    fn answered(action: &str) -> InputResponses {
+        [(KEY.to_owned(), serde_json::json!({"action": action}))]
+            .into_iter()
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_question_is_answered_once_and_only_for_its_own_call() {
+        let deferral = Deferral::default();
+        assert_eq!(deferral.request(request()).await, ApprovalOutcome::Deferred);
+        let params = deferral.take().expect("the question was kept");
+        let questions = Questions::default();
+        let args = serde_json::json!({"command": "touch /outside"});
+        let asked = questions.ask("bash", args.clone(), params.clone());
+        let state = asked.request_state.clone().expect("a state");
+        let wire = serde_json::to_value(&asked).expect("serialises");
+        assert_eq!(wire["resultType"], "input_required");
+        let message = wire["inputRequests"][KEY]["params"]["message"]
+            .as_str()
+            .expect("a message");
+        assert!(message.contains("touch /outside") && message.contains("needs it"));
+
+        let other = serde_json::json!({"command": "rm -rf /"});
+        let err = questions
+            .answer(&state, "bash", &other, Some(&answered("accept")))
+            .expect_err("another command");
+        assert!(err.contains("different call"), "{err}");
+        // Used up by that attempt, even though it failed.
+        let err = questions
+            .answer(&state, "bash", &args, Some(&answered("accept")))
+            .expect_err("used up");
+        assert!(err.contains("no open approval question"), "{err}");
+
+        let state = questions
+            .ask("bash", args.clone(), params.clone())
+            .request_state
+            .expect("a state");
+        assert_eq!(
+            questions.answer(&state, "bash", &args, Some(&answered("accept"))),
+            Ok(ApprovalOutcome::AllowedOnce)
+        );
+        let state = questions
+            .ask("bash", args.clone(), params.clone())
+            .request_state
+            .expect("a state");
+        assert_eq!(
+            questions.answer(&state, "bash", &args, Some(&answered("decline"))),
+            Ok(ApprovalOutcome::Rejected)
+        );
+        let state = questions
+            .ask("bash", args.clone(), params)
+            .request_state
+            .expect("a state");
+        let err = questions
+            .answer(&state, "bash", &args, None)
+            .expect_err("no answer");
+        assert!(err.contains("no answer"), "{err}");
+    }
+
+    #[test]
+    fn questions_are_bounded() {
+        let questions = Questions::default();
+        let params = question(&request()).expect("a question");
+        let first = questions
+            .ask("bash", Value::Null, params.clone())
+            .request_state
+            .expect("a state");
+        for _ in 0..MAX_QUESTIONS {
+            questions.ask("bash", Value::Null, params.clone());
+        }
+        assert_eq!(
+            questions
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len(),
+            MAX_QUESTIONS
+        );
+        assert!(questions
+            .answer(&first, "bash", &Value::Null, Some(&answered("accept")))
+            .is_err());
+    }
+}

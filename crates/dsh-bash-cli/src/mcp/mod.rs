@@ -1,0 +1,510 @@
+//! `dsh-bash mcp`: the tools over the Model Context Protocol on stdio.
+//!
+//! One connection is one session (its own owner token and cwd). Every
+//! protocol version `rmcp` knows is negotiated, from 2024-11-05 to
+//! 2026-07-28 (with `initialize` or `server/discover`), and what differs
+//! between them is chosen per call:
+//!
+//! | | up to 2025-11-25 | 2026-07-28 |
+//! |---|---|---|
+//! | approvals | `elicitation/create` mid-call | input-required result, retried with the answer |
+//! | background completion | `notifications/message` (`logging` advertised, `logging/setLevel` honoured) | carried by the next tool result (`notices`), `logging` not advertised |
+//!
+//! Polling with `bash_output` works in both. A client that declares the
+//! tasks extension (`io.modelcontextprotocol/tasks`) gets a foreground
+//! `bash` call still running after a second as a task it polls with
+//! `tasks/get`; `tasks/cancel` kills the command. A client's cancellation
+//! kills a foreground command; a progress token gets a heartbeat while it
+//! runs. Closing stdin, SIGTERM or SIGINT stops every command before the
+//! process exits.
+
+// MCP log-message notifications are deprecated from protocol 2026-07-28 on;
+// they are still how a person is told something on the earlier versions,
+// and only sent there.
+#![allow(deprecated)]
+
+mod approval;
+mod task;
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use dsh_tool_bash::{
+    ApprovalService, BashTools, CallContext, Session, ToolError, ToolOutput, STANDING_INSTRUCTION,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    DiscoverResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    ToolAnnotations, UpdateTaskParams,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use crate::compose::{self, ExecutorArgs};
+
+/// Arguments of `mcp`.
+#[derive(clap::Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    executor: ExecutorArgs,
+    /// Default foreground timeout in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 120_000.0)]
+    timeout: f64,
+    /// Cap on any requested timeout in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 600_000.0)]
+    max_timeout: f64,
+    /// Bytes of each output stream kept in memory (the rest goes to a spill file).
+    #[arg(long, value_name = "BYTES", default_value_t = 64_000)]
+    max_output_bytes: u64,
+}
+
+/// The MCP face of one session.
+struct BashServer {
+    tools: Arc<BashTools>,
+    session: Arc<Session>,
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+    /// Where completion notices go and the log level that lets them out.
+    notices: Arc<Notices>,
+    /// Approval questions handed out with input-required results.
+    questions: approval::Questions,
+    /// Foreground calls the client polls as tasks.
+    tasks: task::Tasks,
+}
+
+/// The severity rank of an MCP log level (debug lowest).
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// True if the call speaks 2026-07-28 or later: no requests from the
+/// server, no unsolicited notifications.
+fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Background-completion notices of one session, delivered the way the
+/// client's protocol allows: a log-message notification up to 2025-11-25
+/// (when `logging/setLevel` lets `info` through), else kept and carried by
+/// the next tool result. Each notice is delivered once.
+struct Notices {
+    peer: Arc<OnceLock<Peer<RoleServer>>>,
+    /// The least severe log level the client wants (`logging/setLevel`);
+    /// completion notices are `info`.
+    level: AtomicU8,
+    /// The client speaks 2026-07-28 or later (as of its latest call).
+    stateless: AtomicBool,
+    /// Notices waiting for the next tool result.
+    kept: Mutex<Vec<String>>,
+}
+
+impl Notices {
+    fn deliver(&self, text: &str) {
+        if self.stateless.load(Ordering::Relaxed) {
+            self.keep(text);
+            return;
+        }
+        // A client that silenced `info`, or one not initialized yet, finds
+        // the notice on its next result instead.
+        let Some(peer) = self
+            .peer
+            .get()
+            .cloned()
+            .filter(|_| self.level.load(Ordering::Relaxed) <= rank(LoggingLevel::Info))
+        else {
+            self.keep(text);
+            return;
+        };
+        let message =
+            LoggingMessageNotificationParam::new(LoggingLevel::Info, serde_json::json!(text))
+                .with_logger("dsh-bash");
+        tokio::spawn(async move {
+            let _ = peer.notify_logging_message(message).await;
+        });
+    }
+
+    fn keep(&self, text: &str) {
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(text.to_owned());
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The property results carry their kept notices in.
+fn notices_property() -> Value {
+    serde_json::json!({
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "Background tasks that finished since the previous tool result (clients on MCP 2026-07-28, which has no unsolicited notifications); also appended to `text`."
+    })
+}
+
+fn to_mcp(tool: dsh_tool_bash::Tool) -> Tool {
+    let schema = match tool.parameters {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let mut annotations = ToolAnnotations::default();
+    annotations.read_only_hint = Some(tool.annotations.read_only);
+    annotations.destructive_hint = Some(tool.annotations.destructive);
+    annotations.idempotent_hint = Some(tool.annotations.idempotent);
+    annotations.open_world_hint = Some(true);
+    let mut mcp = Tool::new(tool.name, tool.description, Arc::new(schema));
+    mcp.annotations = Some(annotations);
+    if let Value::Object(mut output) = tool.output_schema {
+        if let Some(Value::Object(properties)) = output.get_mut("properties") {
+            properties.insert("notices".into(), notices_property());
+        }
+        mcp.output_schema = Some(Arc::new(output));
+    }
+    mcp
+}
+
+/// A tool's outcome as an MCP result, carrying the kept `notices`: appended
+/// to the text (in both the text content and `structuredContent.text`) and
+/// listed in `structuredContent.notices`.
+fn tool_result(outcome: Result<ToolOutput, ToolError>, notices: Vec<String>) -> CallToolResult {
+    let (mut text, structured, failed) = match outcome {
+        Ok(output) => (output.text, Some(output.structured), false),
+        Err(err) => (err.to_string(), None, true),
+    };
+    if !notices.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&notices.join("\n"));
+    }
+    let content = vec![ContentBlock::text(text.clone())];
+    let mut result = if failed {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    if let Some(Value::Object(mut structured)) = structured {
+        structured.insert("text".into(), Value::String(text));
+        if !notices.is_empty() {
+            structured.insert("notices".into(), serde_json::json!(notices));
+        }
+        result.structured_content = Some(Value::Object(structured));
+    }
+    result
+}
+
+/// Sends a progress heartbeat every second until dropped.
+fn heartbeat(context: &RequestContext<RoleServer>) -> Option<tokio::task::JoinHandle<()>> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    Some(tokio::spawn(async move {
+        let started = Instant::now();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // After a stall, skip missed beats: progress must keep increasing.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let secs = started.elapsed().as_secs_f64().floor();
+            let mut progress = ProgressNotificationParam::new(token.clone(), secs);
+            progress.message = Some(format!("running for {secs:.0}s"));
+            if peer.notify_progress(progress).await.is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Who asks the person about an escalation in one call.
+struct Asker {
+    service: Arc<dyn ApprovalService>,
+    /// On 2026-07-28: where the call's question is kept, to go back with
+    /// its result.
+    deferral: Option<Arc<approval::Deferral>>,
+}
+
+impl Asker {
+    fn new(service: impl ApprovalService + 'static) -> Self {
+        Asker {
+            service: Arc::new(service),
+            deferral: None,
+        }
+    }
+}
+
+impl BashServer {
+    /// Who asks the person about an escalation in this call.
+    fn asker(
+        &self,
+        request: &CallToolRequestParams,
+        arguments: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Asker, String> {
+        let elicits = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.elicitation.is_some());
+        if !elicits {
+            return Ok(Asker::new(approval::NoChannel));
+        }
+        if !stateless(context) {
+            let asks = approval::Elicitation {
+                peer: context.peer.clone(),
+            };
+            return Ok(Asker::new(asks));
+        }
+        if let Some(state) = &request.request_state {
+            let outcome = self.questions.answer(
+                state,
+                &request.name,
+                arguments,
+                request.input_responses.as_ref(),
+            )?;
+            return Ok(Asker::new(approval::Answered(outcome)));
+        }
+        let deferral = Arc::new(approval::Deferral::default());
+        Ok(Asker {
+            service: Arc::clone(&deferral) as Arc<dyn ApprovalService>,
+            deferral: Some(deferral),
+        })
+    }
+}
+
+impl ServerHandler for BashServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .enable_tasks()
+            .build();
+        let mut identity = Implementation::from_build_env();
+        identity.name = "dsh-bash".into();
+        identity.version = env!("CARGO_PKG_VERSION").into();
+        ServerConfig::new(capabilities)
+            .with_server_info(identity)
+            .with_instructions(STANDING_INSTRUCTION)
+    }
+
+    /// 2026-07-28 discovery: no `logging` (this server sends no log
+    /// messages there; notices ride on results).
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let mut info = self.get_info();
+        info.capabilities.logging = None;
+        Ok(DiscoverResult::from_server_info(
+            ServerHandler::supported_protocol_versions(self).into_owned(),
+            info,
+        ))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.notices
+            .level
+            .store(rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let _ = self.peer.set(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(
+            self.tools.tools().into_iter().map(to_mcp).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let stateless = stateless(&context);
+        self.notices.stateless.store(stateless, Ordering::Relaxed);
+        if !stateless {
+            let _ = self.peer.set(context.peer.clone());
+        }
+        let args = request
+            .arguments
+            .clone()
+            .map_or(Value::Object(Default::default()), Value::Object);
+        let Asker { service, deferral } = match self.asker(&request, &args, &context) {
+            Ok(asker) => asker,
+            Err(message) => {
+                let outcome = Err(ToolError::from(message));
+                return Ok(tool_result(outcome, self.notices.take()).into());
+            }
+        };
+        // rmcp cancels the request token both on the client's cancellation
+        // and after the handler returns; only the former may reach the
+        // command (a background task must outlive the call that started it).
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let forward = AbortOnDrop(tokio::spawn({
+            let (client, cancel) = (context.ct.clone(), cancel.clone());
+            async move {
+                client.cancelled().await;
+                cancel.cancel();
+            }
+        }));
+        let ctx = CallContext {
+            session: Some(Arc::clone(&self.session)),
+            call_id: serde_json::to_string(&context.id).unwrap_or_default(),
+            cancel: cancel.clone(),
+            approvals: Some(service),
+        };
+        let beat = heartbeat(&context).map(AbortOnDrop);
+        let asked_args = deferral.is_some().then(|| args.clone());
+        let as_task = request.name == "bash"
+            && context
+                .client_capabilities()
+                .is_some_and(|caps| caps.supports_tasks())
+            && args.get("run_in_background") != Some(&Value::Bool(true));
+        let call = {
+            let (tools, name) = (Arc::clone(&self.tools), request.name.clone());
+            async move { tools.call(&name, args, &ctx).await }
+        };
+        let outcome = if as_task {
+            match self.tasks.run(call, cancel, forward).await {
+                task::Ran::Finished(outcome) => outcome,
+                task::Ran::Became(created) => return Ok(CallToolResponse::Task(created)),
+            }
+        } else {
+            let outcome = call.await;
+            drop(forward);
+            outcome
+        };
+        drop(beat);
+        if let (Some(asked), Some(args)) = (deferral.and_then(|d| d.take()), asked_args) {
+            let question = self.questions.ask(&request.name, args, asked);
+            return Ok(CallToolResponse::InputRequired(question));
+        }
+        Ok(tool_result(outcome, self.notices.take()).into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.tasks.get(&request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(&request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.update(&request.task_id, request.input_responses)
+    }
+}
+
+/// Serves one MCP connection on stdio until it closes or a signal arrives,
+/// then stops every command it started.
+pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
+    let mut local = compose::local_config(&args.executor);
+    local.default_timeout_ms = args.timeout.min(args.max_timeout);
+    local.max_timeout_ms = args.max_timeout;
+    local.max_output_bytes = args.max_output_bytes;
+    // The session's full-output paths mean nothing once it ends.
+    local.discard_spill_on_shutdown = true;
+    let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
+    let executor = compose::executor(&args.executor, local)?;
+    let tools = Arc::new(BashTools::new(Arc::clone(&executor)));
+
+    let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
+    let notices = Arc::new(Notices {
+        peer: Arc::clone(&peer),
+        level: AtomicU8::new(rank(LoggingLevel::Debug)),
+        stateless: AtomicBool::new(false),
+        kept: Mutex::default(),
+    });
+    let session_id = format!(
+        "mcp-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let sink = Arc::clone(&notices);
+    let session = Arc::new(
+        Session::new(session_id, cwd).with_notices(Arc::new(move |text: &str| sink.deliver(text))),
+    );
+    let max_timeout =
+        Duration::try_from_secs_f64(args.max_timeout / 1000.0).unwrap_or(Duration::from_secs(600));
+    let tasks = task::Tasks::new(Arc::clone(&notices), max_timeout);
+    let server = BashServer {
+        tools: Arc::clone(&tools),
+        session: Arc::clone(&session),
+        peer,
+        tasks: tasks.clone(),
+        notices,
+        questions: approval::Questions::default(),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let (lines, outgoing) = tokio::sync::mpsc::unbounded_channel();
+    let writer = tokio::spawn(crate::wire::write_lines(outgoing, stdout));
+    let stdin = crate::wire::Inbound::new(stdin, lines.clone(), stop.clone());
+    let service = server
+        .serve((stdin, crate::wire::Outbound::new(lines)))
+        .await?;
+    let cancel = service.cancellation_token();
+    let interrupts = crate::run::cancel_on_interrupt(stop.clone());
+    tokio::select! {
+        closed = service.waiting() => {
+            if let Err(err) = closed {
+                tracing::warn!(%err, "the MCP connection ended with an error");
+            }
+        }
+        () = stop.cancelled() => cancel.cancel(),
+    }
+    interrupts.abort();
+    session.end();
+    tasks.shutdown();
+    executor.shutdown().await;
+    // Lines already handed to the writer go out; a reader still blocked on
+    // stdin keeps its sender alive, so the wait is bounded.
+    let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
+    Ok(ExitCode::SUCCESS)
+}

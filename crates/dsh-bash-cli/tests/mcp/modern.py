@@ -1,0 +1,265 @@
+"""Drives `dsh-bash mcp` on MCP 2026-07-28 with the official Python SDK's
+`Client` in its default mode (`server/discover`, no `initialize`): the
+stateless protocol where the server sends no requests of its own and no
+unsolicited notifications. Usage: modern.py <path to dsh-bash> <scratch dir>.
+
+Each scenario prints `ok <name>`; the first failed assertion exits non-zero.
+"""
+
+import os
+import sys
+import time
+
+import anyio
+import jsonschema
+import mcp.types as types
+from mcp import Client, StdioServerParameters
+from mcp.client import advertise
+
+BINARY = sys.argv[1]
+SCRATCH = sys.argv[2]
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except OSError:
+        return False
+
+
+async def gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        await anyio.sleep(0.02)
+    return True
+
+
+async def read_pid(path: str, seconds: float = 10.0) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return int(text)
+        except OSError:
+            pass
+        await anyio.sleep(0.02)
+    raise AssertionError(f"no pid appeared in {path}")
+
+
+def text_of(result) -> str:
+    return "".join(block.text for block in result.content if block.type == "text")
+
+
+def bash(command: str, **extra):
+    return {"command": command, "description": "a test command for the suite", **extra}
+
+
+def server(*extra: str, cwd: str | None = None) -> StdioServerParameters:
+    return StdioServerParameters(command=BINARY, args=["mcp", *extra], cwd=cwd or SCRATCH)
+
+
+SCHEMAS = {}
+
+
+def validates(name: str, result) -> dict:
+    schema = SCHEMAS[name]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(result.structured_content)
+    assert result.structured_content["text"] == text_of(result), (result.structured_content, text_of(result))
+    return result.structured_content
+
+
+async def stamped(client: Client, method: str, params: dict) -> dict:
+    """A request the SDK has no typed call for (the tasks extension), sent
+    through its own dispatcher with the 2026-07-28 `_meta` it stamps on
+    every request."""
+    data = {"method": method, "params": params}
+    opts = {}
+    client.session._stamp(data, opts)
+    return await client.session._dispatcher.send_raw_request(method, data["params"], opts)
+
+
+async def negotiated():
+    logs = []
+
+    async def logged(params):
+        logs.append(params)
+
+    async with Client(server(), logging_callback=logged) as client:
+        assert client.session.protocol_version == "2026-07-28", client.session.protocol_version
+        discovered = client.session.discover_result
+        assert discovered is not None, "negotiated without server/discover"
+        assert "2024-11-05" in discovered.supported_versions, discovered.supported_versions
+        assert "2025-11-25" in discovered.supported_versions, discovered.supported_versions
+        assert discovered.capabilities.logging is None, "logging advertised on 2026-07-28"
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert sorted(tools) == ["bash", "bash_kill", "bash_output"], sorted(tools)
+        for name, tool in tools.items():
+            SCHEMAS[name] = tool.output_schema
+        print("ok 2026-07-28 negotiated through server/discover, logging not advertised")
+
+        result = await client.call_tool("bash", bash("echo out; exit 2"))
+        assert text_of(result) == "out\n[exit code: 2]", text_of(result)
+        assert validates("bash", result)["exit_code"] == 2
+        print("ok a foreground call on 2026-07-28")
+
+        marker = os.path.join(SCRATCH, "modern-bg.done")
+        result = await client.call_tool("bash", bash(f"echo bg; touch {marker}", run_in_background=True))
+        task_id = result.structured_content["task_id"]
+        deadline = time.monotonic() + 20
+        notice = f"background bash task {task_id} finished [status: completed, exit code: 0]"
+        while True:
+            assert time.monotonic() < deadline, "the completion notice never rode on a result"
+            result = await client.call_tool("bash", bash("echo tick"))
+            if notice in text_of(result):
+                break
+            assert text_of(result) == "tick\n", text_of(result)
+            await anyio.sleep(0.05)
+        facts = validates("bash", result)
+        assert any(notice in n for n in facts["notices"]), facts
+        assert text_of(result).startswith("tick\n"), text_of(result)
+        # Carried once.
+        result = await client.call_tool("bash", bash("echo again"))
+        assert text_of(result) == "again\n", text_of(result)
+        assert "notices" not in result.structured_content, result.structured_content
+        assert logs == [], f"unsolicited log messages on 2026-07-28: {logs}"
+        print("ok a completion notice rides on the next result, once, with no log message")
+
+
+def answering(action: str, asked: list):
+    async def callback(context, params):
+        asked.append(params.message)
+        assert "workspace-write" in params.message and "The test needs" in params.message, params.message
+        assert not params.requested_schema.get("properties"), params.requested_schema
+        return types.ElicitResult(action=action, content={} if action == "accept" else None)
+    return callback
+
+
+ESCALATE = {"sandbox_permissions": "workspace-write",
+            "justification": "The test needs to create one file in the workspace."}
+
+
+async def escalations(workspace: str):
+    params = server("--sandbox", "read-only", "--workdir", workspace)
+
+    asked = []
+    target = os.path.join(workspace, "approved.txt")
+    async with Client(params, elicitation_callback=answering("accept", asked)) as client:
+        assert client.session.protocol_version == "2026-07-28"
+        result = await client.call_tool("bash", bash(f"touch {target}", **ESCALATE))
+        assert not result.is_error, text_of(result)
+        assert os.path.exists(target), "the approved command did not run"
+        assert len(asked) == 1 and target in asked[0], asked
+    print("ok escalation approved through an input-required result")
+
+    asked = []
+    target = os.path.join(workspace, "declined.txt")
+    async with Client(params, elicitation_callback=answering("decline", asked)) as client:
+        result = await client.call_tool("bash", bash(f"touch {target}", **ESCALATE))
+        assert result.is_error, text_of(result)
+        assert text_of(result) == 'Error: the user rejected escalating this command to "workspace-write"', text_of(result)
+        assert not os.path.exists(target), "a declined escalation ran the command"
+        assert len(asked) == 1, asked
+    print("ok escalation declined through an input-required result")
+
+    target = os.path.join(workspace, "unasked.txt")
+    async with Client(params) as client:
+        result = await client.call_tool("bash", bash(f"touch {target}", **ESCALATE))
+        assert result.is_error and "no approval channel is available" in text_of(result), text_of(result)
+        assert not os.path.exists(target)
+    print("ok escalation without elicitation fails closed on 2026-07-28")
+
+    target = os.path.join(workspace, "forged.txt")
+    other = os.path.join(workspace, "swapped.txt")
+    accept = {"approval": {"action": "accept", "content": {}}}
+    async with Client(params, elicitation_callback=answering("accept", [])) as client:
+        # An answer nobody asked for approves nothing.
+        result = await client.session.call_tool(
+            "bash", bash(f"touch {target}", **ESCALATE), input_responses=accept, request_state="forged")
+        assert result.is_error and "no open approval question" in text_of(result), text_of(result)
+        assert not os.path.exists(target)
+        # An answer to one command does not approve another.
+        question = await client.session.call_tool(
+            "bash", bash(f"touch {target}", **ESCALATE), allow_input_required=True)
+        assert isinstance(question, types.InputRequiredResult), question
+        assert list(question.input_requests) == ["approval"], question
+        result = await client.session.call_tool(
+            "bash", bash(f"touch {other}", **ESCALATE), input_responses=accept,
+            request_state=question.request_state)
+        assert result.is_error and "different call" in text_of(result), text_of(result)
+        assert not os.path.exists(target) and not os.path.exists(other)
+        # And a question is answered once.
+        result = await client.session.call_tool(
+            "bash", bash(f"touch {target}", **ESCALATE), input_responses=accept,
+            request_state=question.request_state)
+        assert result.is_error and "no open approval question" in text_of(result), text_of(result)
+        assert not os.path.exists(target)
+    print("ok a forged, swapped or replayed answer approves nothing")
+
+
+async def poll(client: Client, task_id: str, statuses: set, seconds: float = 30.0) -> dict:
+    deadline = time.monotonic() + seconds
+    while True:
+        task = await stamped(client, "tasks/get", {"taskId": task_id})
+        if task["status"] in statuses:
+            return task
+        assert time.monotonic() < deadline, task
+        await anyio.sleep(0.1)
+
+
+async def tasks():
+    async with Client(server(), extensions=[advertise(TASKS)]) as client:
+        discovered = client.session.discover_result
+        assert TASKS in (discovered.capabilities.extensions or {}), discovered.capabilities
+
+        quick = await stamped(client, "tools/call",
+                              {"name": "bash", "arguments": bash("echo quick")})
+        assert quick.get("resultType") != "task", quick
+        assert quick["content"][0]["text"] == "quick\n", quick
+        print("ok a quick call answers inline even with tasks declared")
+
+        created = await stamped(client, "tools/call",
+                                {"name": "bash", "arguments": bash("sleep 2; echo built")})
+        assert created["resultType"] == "task", created
+        assert created["status"] == "working", created
+        done = await poll(client, created["taskId"], {"completed", "failed", "cancelled"})
+        assert done["status"] == "completed", done
+        assert done["result"]["content"][0]["text"] == "built\n", done
+        assert done["result"]["structuredContent"]["exit_code"] == 0, done
+        print("ok a long call becomes a task polled to its result")
+
+        pidfile = os.path.join(SCRATCH, "task-cancel.pid")
+        created = await stamped(client, "tools/call",
+                                {"name": "bash", "arguments": bash(f"echo $$ > {pidfile}; exec sleep 1000")})
+        assert created["resultType"] == "task", created
+        pid = await read_pid(pidfile)
+        assert alive(pid)
+        await stamped(client, "tasks/cancel", {"taskId": created["taskId"]})
+        assert await gone(pid), f"tasks/cancel left the command {pid} running"
+        done = await poll(client, created["taskId"], {"completed", "failed", "cancelled"})
+        assert done["status"] == "cancelled", done
+        print("ok tasks/cancel kills the command")
+
+    # Without the extension the same long call answers inline.
+    async with Client(server()) as client:
+        result = await client.call_tool("bash", bash("sleep 1.5; echo inline"))
+        assert text_of(result) == "inline\n", text_of(result)
+    print("ok without the tasks extension a long call answers inline")
+
+
+async def main():
+    await negotiated()
+    workspace = os.path.join(SCRATCH, "modern-ws")
+    os.makedirs(workspace, exist_ok=True)
+    await escalations(workspace)
+    await tasks()
+
+
+anyio.run(main)
