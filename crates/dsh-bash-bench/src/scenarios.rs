@@ -484,6 +484,7 @@ fn sandboxed(
             local: local(options),
             mode,
             workspace_root: Some(options.scratch.clone()),
+            ..SandboxConfig::default()
         },
         Arc::new(provider),
     )

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
-use dsh_sandbox::SandboxMode;
+use dsh_sandbox::{NetworkPolicy, ProtectedPaths, SandboxMode};
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
 /// Options shared by `run` and `mcp`.
@@ -27,6 +27,21 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "BACKEND", default_value = "auto",
           value_parser = ["auto", "bwrap", "landlock"], requires = "sandbox")]
     pub sandbox_backend: String,
+    /// Whether confined commands may use the network: off or on (default:
+    /// off under read-only and workspace-write).
+    #[arg(long, value_name = "POLICY", requires = "sandbox")]
+    pub network: Option<NetworkPolicy>,
+    /// Also keep this path read-only inside the workspace under
+    /// workspace-write (relative to the workspace; a trailing / makes a
+    /// missing one a directory; repeatable). Protected by default: .git,
+    /// shell start-up files, .gitconfig, .envrc, .vscode/{tasks,settings,
+    /// launch}.json, .idea, .dsh-bash.
+    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    pub protect: Vec<String>,
+    /// Stop protecting this path (one of the protected ones; repeatable),
+    /// e.g. --unprotect .git to let commands commit.
+    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    pub unprotect: Vec<String>,
     /// Also drop inherited environment variables whose name contains this
     /// (case-insensitive; repeatable). KEY, SECRET, TOKEN, PASSWORD, PASSWD
     /// and CREDENTIAL are always dropped.
@@ -86,10 +101,19 @@ pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<d
         backend,
         ..LocalSandboxConfig::default()
     })?;
+    let mut protected = ProtectedPaths::default();
+    for path in &args.protect {
+        protected.protect(path)?;
+    }
+    for path in &args.unprotect {
+        protected.unprotect(path)?;
+    }
     let config = SandboxConfig {
         workspace_root: args.workspace.clone().or_else(|| local.cwd.clone()),
         local,
         mode,
+        network: args.network,
+        protected,
     };
     Ok(Arc::new(SandboxBashExecutor::new(
         config,

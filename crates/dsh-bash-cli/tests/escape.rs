@@ -738,7 +738,7 @@ fn controls(user: User, backend: &str, base: &Path) {
         let link = base.join(format!("ctl-link-{tag}"));
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let legit = if mode == "workspace-write" {
-            "echo ok > /dev/null && ls / > /dev/null && echo ok > ./allowed && t=$(mktemp) && echo data > \"$t\" && cat \"$t\" | cat > /dev/null && git init -q . && git add allowed && git status --short"
+            "echo ok > /dev/null && ls / > /dev/null && echo ok > ./allowed && t=$(mktemp) && echo data > \"$t\" && cat \"$t\" | cat > /dev/null && mkdir -p sub/dir && echo x > sub/dir/f && rm -r sub"
         } else {
             "echo ok > /dev/null && ls / > /dev/null && cat /etc/hostname > /dev/null && echo x | cat"
         };

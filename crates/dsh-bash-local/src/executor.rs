@@ -507,6 +507,7 @@ impl BashExecutor for LocalBashExecutor {
             timeout_ms: timeout.ceil() as u64,
             owner: request.owner,
             sandbox_mode: request.sandbox_mode,
+            network: request.network,
             stdin: request.stdin,
             env: request.env,
             cancel: request.cancel,

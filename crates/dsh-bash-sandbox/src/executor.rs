@@ -8,8 +8,8 @@ use dsh_bash::{
 };
 use dsh_bash_local::{ConfigError, Invocation, LocalBashExecutor, LocalConfig, Settled};
 use dsh_sandbox::{
-    Confinement, RunnerOutcome, SandboxPolicy, SandboxProvider, SandboxUnavailable, Workspace,
-    WorkspaceError,
+    Confinement, Held, NetworkPolicy, ProtectedPaths, RunnerOutcome, SandboxPolicy,
+    SandboxProvider, SandboxUnavailable, Workspace, WorkspaceError,
 };
 use tokio_util::task::TaskTracker;
 
@@ -24,6 +24,12 @@ pub struct SandboxConfig {
     pub mode: SandboxMode,
     /// The workspace root; `None` = the local cwd, else the process cwd.
     pub workspace_root: Option<PathBuf>,
+    /// The network policy for requests that name none; `None` = what the
+    /// call's mode defaults to (`off` when it confines).
+    pub network: Option<NetworkPolicy>,
+    /// What stays read-only inside the workspace under `workspace-write`.
+    /// Default [`dsh_sandbox::DEFAULT_PROTECTED_PATHS`].
+    pub protected: ProtectedPaths,
 }
 
 impl Default for SandboxConfig {
@@ -32,6 +38,8 @@ impl Default for SandboxConfig {
             local: LocalConfig::default(),
             mode: SandboxMode::ReadOnly,
             workspace_root: None,
+            network: None,
+            protected: ProtectedPaths::default(),
         }
     }
 }
@@ -54,6 +62,8 @@ pub struct SandboxBashExecutor {
     local: LocalBashExecutor,
     provider: Arc<dyn SandboxProvider>,
     mode: SandboxMode,
+    network: Option<NetworkPolicy>,
+    protected: ProtectedPaths,
     workspace: Workspace,
     cleanups: TaskTracker,
 }
@@ -67,23 +77,38 @@ impl std::fmt::Debug for SandboxBashExecutor {
     }
 }
 
-/// A command as the provider confines it, with the private temporary
-/// directory it owns until its tree is gone.
+/// A command as the provider confines it, with what it owns until its
+/// tree is gone.
 struct Confined {
     confinement: Confinement,
     invocation: Invocation,
-    private_tmp: Option<PrivateTmp>,
+    leftovers: Leftovers,
 }
 
-/// Removes a command's private temporary directory on the blocking pool (it
-/// may hold anything the command wrote), tracked so shutdown waits for it.
-fn discard(cleanups: &TaskTracker, private_tmp: Option<PrivateTmp>) {
-    if let Some(dir) = private_tmp {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            cleanups.spawn_blocking(move || dir.remove());
-        } else {
+/// What a command leaves to clean once its tree is gone: its private
+/// temporary directory (it may hold anything the command wrote) and what
+/// its confinement held (stand-ins for protected paths).
+struct Leftovers {
+    private_tmp: Option<PrivateTmp>,
+    held: Vec<std::sync::Arc<dyn Held>>,
+}
+
+impl Leftovers {
+    fn clean(self) {
+        if let Some(dir) = self.private_tmp {
             dir.remove();
         }
+        drop(self.held);
+    }
+}
+
+/// Cleans a command's leftovers on the blocking pool, tracked so shutdown
+/// waits for it.
+fn discard(cleanups: &TaskTracker, leftovers: Leftovers) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        cleanups.spawn_blocking(move || leftovers.clean());
+    } else {
+        leftovers.clean();
     }
 }
 
@@ -118,6 +143,8 @@ fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) ->
         runner_failed: false,
         gaps: confinement.gaps.clone(),
         workspace: Some(workspace.path().to_owned()),
+        network: Some(confinement.network),
+        protected: confinement.protected.clone(),
     }
 }
 
@@ -144,6 +171,8 @@ impl SandboxBashExecutor {
             local: LocalBashExecutor::new(config.local)?,
             provider,
             mode: config.mode,
+            network: config.network,
+            protected: config.protected,
             cleanups: TaskTracker::new(),
         })
     }
@@ -155,6 +184,16 @@ impl SandboxBashExecutor {
 
     fn mode_of(&self, spec: &BashExecSpec) -> SandboxMode {
         spec.sandbox_mode.unwrap_or(self.mode)
+    }
+
+    /// The network policy of a call under `mode` that names `asked`.
+    fn network_of(&self, asked: Option<NetworkPolicy>, mode: SandboxMode) -> NetworkPolicy {
+        if !mode.confines() {
+            return NetworkPolicy::On;
+        }
+        asked
+            .or(self.network)
+            .unwrap_or_else(|| NetworkPolicy::default_for(mode))
     }
 
     /// Asks the provider how to run `spec` under `mode`: the confinement,
@@ -173,20 +212,38 @@ impl SandboxBashExecutor {
         } else {
             None
         };
+        let protected = if mode == SandboxMode::WorkspaceWrite {
+            let (protected, workspace) = (self.protected.clone(), self.workspace.clone());
+            // A few metadata reads in the workspace: off the async threads.
+            tokio::task::spawn_blocking(move || protected.resolve(&workspace))
+                .await
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let policy = SandboxPolicy {
             mode,
             workspace: self.workspace.clone(),
             private_tmp: private_tmp.as_ref().map(|dir| dir.path().to_owned()),
             // Full-output paths printed earlier stay readable.
             readable: self.local.spill_directory().into_iter().collect(),
+            protected,
+            network: self.network_of(spec.network, mode),
         };
-        let confinement = match self.provider.confine(&plain.argv, &policy).await {
+        let mut confinement = match self.provider.confine(&plain.argv, &policy).await {
             Ok(confinement) => confinement,
             Err(refused) => {
-                discard(&self.cleanups, private_tmp);
+                discard(
+                    &self.cleanups,
+                    Leftovers {
+                        private_tmp,
+                        held: Vec::new(),
+                    },
+                );
                 return Err(refused.into());
             }
         };
+        let held = std::mem::take(&mut confinement.held);
         Ok(Confined {
             invocation: Invocation {
                 argv: confinement.argv.clone(),
@@ -202,7 +259,7 @@ impl SandboxBashExecutor {
                 environment: confinement.environment.clone(),
             },
             confinement,
-            private_tmp,
+            leftovers: Leftovers { private_tmp, held },
         })
     }
 
@@ -218,19 +275,23 @@ impl SandboxBashExecutor {
                 runner_failed: false,
                 gaps: Vec::new(),
                 workspace: None,
+                network: Some(NetworkPolicy::On),
+                protected: Vec::new(),
             });
             return Ok(result);
         }
         let Confined {
             confinement,
             invocation,
-            private_tmp,
+            leftovers,
         } = self.confine(&spec, mode).await?;
         let ran = self.local.run_invocation(spec, invocation).await;
-        if let Some(dir) = private_tmp {
-            // Gone before the result is: a printed TMPDIR never outlives it.
-            let _ = self.cleanups.spawn_blocking(move || dir.remove()).await;
-        }
+        // Gone before the result is: a printed TMPDIR never outlives it,
+        // nor a stand-in the workspace did not have.
+        let _ = self
+            .cleanups
+            .spawn_blocking(move || leftovers.clean())
+            .await;
         let mut result = match ran {
             Ok(result) => result,
             // The runner could not even start (missing binary, a restriction
@@ -261,12 +322,12 @@ impl SandboxBashExecutor {
         let Confined {
             confinement,
             invocation,
-            private_tmp,
+            leftovers,
         } = self.confine(&spec, mode).await?;
         let workspace = self.workspace.clone();
         let cleanups = self.cleanups.clone();
         let stamp = Box::new(move |state: &mut TaskState, settled: Settled<'_>| {
-            discard(&cleanups, private_tmp);
+            discard(&cleanups, leftovers);
             let mut info = facts(mode, &confinement, &workspace);
             // A task stopped while the runner was still setting up never
             // started either, but that is the stop, not a runner failure.
@@ -288,10 +349,16 @@ impl BashExecutor for SandboxBashExecutor {
         Some(self.mode)
     }
 
+    fn network_policy(&self, mode: SandboxMode) -> Option<NetworkPolicy> {
+        Some(self.network_of(None, mode))
+    }
+
     fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
         let mode = request.sandbox_mode.unwrap_or(self.mode);
+        let network = self.network_of(request.network, mode);
         let mut spec = self.local.resolve(request)?;
         spec.sandbox_mode = Some(mode);
+        spec.network = Some(network);
         Ok(spec)
     }
 

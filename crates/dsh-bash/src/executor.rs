@@ -4,7 +4,7 @@ pub use dsh_sandbox::BoxFuture;
 
 use crate::{
     BashError, BashExecRequest, BashExecSpec, BashRunResult, BashTask, BashTaskId, BashTaskRead,
-    OwnerToken, SandboxMode,
+    NetworkPolicy, OwnerToken, SandboxMode,
 };
 
 /// Called exactly once when a background task settles (completed or killed).
@@ -46,6 +46,13 @@ pub trait BashExecutor: Send + Sync {
     /// The default mode of a confining executor; `None` for one that never
     /// confines.
     fn sandbox_mode(&self) -> Option<SandboxMode>;
+
+    /// The network policy a call under `mode` gets when it names none;
+    /// `None` for an executor that never confines (the default).
+    fn network_policy(&self, mode: SandboxMode) -> Option<NetworkPolicy> {
+        let _ = mode;
+        None
+    }
 
     /// Applies defaults and caps: the request becomes a spec with every knob
     /// explicit. Fails on an invalid timeout.

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 pub use tokio_util::sync::CancellationToken;
 
-use crate::{OwnerToken, SandboxMode};
+use crate::{NetworkPolicy, OwnerToken, SandboxMode};
 
 /// What a caller asks an executor to run. Every knob but `command` is
 /// optional; [`crate::BashExecutor::resolve`] fills them in.
@@ -29,6 +29,9 @@ pub struct BashExecRequest {
     pub owner: Option<OwnerToken>,
     /// An explicit per-call sandbox mode (meaningful to confining executors).
     pub sandbox_mode: Option<SandboxMode>,
+    /// An explicit per-call network policy (meaningful to confining
+    /// executors); absent = the executor's default for the mode.
+    pub network: Option<NetworkPolicy>,
 }
 
 impl BashExecRequest {
@@ -56,6 +59,9 @@ pub struct BashExecSpec {
     /// The sandbox mode, always set explicitly by `resolve` (`None` under an
     /// executor that never confines).
     pub sandbox_mode: Option<SandboxMode>,
+    /// The network policy, set by `resolve` of a confining executor
+    /// (`None` under one that never confines).
+    pub network: Option<NetworkPolicy>,
     /// stdin bytes, carried through verbatim.
     pub stdin: Option<Vec<u8>>,
     /// Explicit environment entries, carried through verbatim.

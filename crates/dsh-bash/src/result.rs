@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{SandboxEnforcement, SandboxGap, SandboxMode};
+use crate::{NetworkPolicy, SandboxEnforcement, SandboxGap, SandboxMode};
 
 /// One collected output stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +55,15 @@ pub struct BashSandboxInfo {
     /// `danger-full-access`.
     #[serde(default)]
     pub workspace: Option<PathBuf>,
+    /// The network policy in force (`on` for `danger-full-access`); what a
+    /// backend cannot cut of `off` is in `gaps` (`tcp`, `udp`).
+    #[serde(default)]
+    pub network: Option<NetworkPolicy>,
+    /// The protected paths kept read-only inside the writable workspace
+    /// (absolute; empty outside `workspace-write`, and where the backend
+    /// cannot keep them, which `gaps` then names `protected-paths`).
+    #[serde(default)]
+    pub protected: Vec<PathBuf>,
 }
 
 /// How a command's processes were contained (and stopped).

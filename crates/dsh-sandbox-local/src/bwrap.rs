@@ -20,10 +20,21 @@
 //! The host's own `/tmp` is therefore not visible inside, except the
 //! workspace.
 //!
-//! Abstract unix sockets live in the network namespace, which stays shared
-//! (the network is not cut yet): a Landlock scope applied to bwrap itself
-//! before exec (ABI 6) confines them; on older kernels the result names the
-//! `abstract-sockets` gap.
+//! In `workspace-write` the protected paths stay read-only: each existing
+//! one bound read-only over itself, each missing one through a stand-in
+//! created for the command's lifetime ([`crate::placeholder`]), and every
+//! directory between the workspace root and a nested one (`.vscode` of
+//! `.vscode/tasks.json`) bound over itself writable, which makes it a
+//! mount point the command cannot rename away. A protected symlink keeps
+//! its target read-only, but the link itself cannot be pinned: the result
+//! names the `protected-paths` gap.
+//!
+//! With the network `off`, `--unshare-net`: a network namespace of its own
+//! with only a loopback nobody outside listens on. Abstract unix sockets
+//! live in the network namespace; with the network `on` it stays shared,
+//! and a Landlock scope applied to bwrap itself before exec (ABI 6)
+//! confines them; on older kernels the result names the `abstract-sockets`
+//! gap.
 //!
 //! Runner failure is structural: bwrap writes `{"child-pid": N}` on its
 //! `--json-status-fd` once the command started; without it the command
@@ -34,11 +45,15 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use std::path::{Path, PathBuf};
+
 use dsh_sandbox::{
-    Confinement, Restriction, RunnerOutcome, RunnerReport, SandboxGap, SandboxMode, SandboxPolicy,
+    Confinement, Held, NetworkPolicy, ProtectedState, Restriction, RunnerOutcome, RunnerReport,
+    SandboxGap, SandboxMode, SandboxPolicy,
 };
 
 use crate::error::SandboxError;
+use crate::placeholder::Placeholder;
 
 /// The backend's name in results.
 pub(crate) const NAME: &str = "bwrap";
@@ -49,9 +64,89 @@ fn args(list: &[&str]) -> Vec<OsString> {
     list.iter().map(OsString::from).collect()
 }
 
+/// How the protected paths of a `workspace-write` command are kept.
+#[derive(Debug, Default)]
+pub(crate) struct Protection {
+    /// Directories bound over themselves (writable), outermost first.
+    pins: Vec<PathBuf>,
+    /// Paths bound read-only over themselves.
+    read_only: Vec<PathBuf>,
+    /// The protected paths kept (for the facts).
+    kept: Vec<PathBuf>,
+    /// A protected symlink whose link cannot be pinned.
+    symlinked: bool,
+    /// The stand-ins, claimed until the command's tree is gone.
+    placeholders: Vec<Placeholder>,
+}
+
+impl Protection {
+    /// Resolves what to bind, creating stand-ins for missing paths.
+    pub(crate) fn of(policy: &SandboxPolicy) -> Result<Protection, SandboxError> {
+        let mut protection = Protection::default();
+        if policy.mode != SandboxMode::WorkspaceWrite {
+            return Ok(protection);
+        }
+        let root = policy.workspace.path();
+        for protected in &policy.protected {
+            let bound = match &protected.state {
+                ProtectedState::Present => protected.path.clone(),
+                ProtectedState::Symlink => {
+                    protection.symlinked = true;
+                    protection.read_only.push(protected.path.clone());
+                    continue;
+                }
+                ProtectedState::Missing {
+                    placeholder,
+                    directory,
+                } => {
+                    let claim = Placeholder::claim(placeholder, *directory).map_err(|cause| {
+                        SandboxError::Placeholder {
+                            path: placeholder.clone(),
+                            cause,
+                        }
+                    })?;
+                    let bound = claim.path().to_owned();
+                    protection.placeholders.push(claim);
+                    bound
+                }
+            };
+            for pin in between(root, &bound) {
+                if !protection.pins.contains(&pin) {
+                    protection.pins.push(pin);
+                }
+            }
+            protection.read_only.push(bound);
+            protection.kept.push(protected.path.clone());
+        }
+        // Outermost first, so an inner bind lands on the pinned directory.
+        protection.pins.sort_by_key(|p| p.components().count());
+        Ok(protection)
+    }
+}
+
+/// The directories strictly between `root` and `path`.
+fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
+    let Ok(relative) = path.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut dirs = Vec::new();
+    let mut current = root.to_path_buf();
+    let count = relative.components().count();
+    for component in relative.components().take(count.saturating_sub(1)) {
+        current.push(component);
+        dirs.push(current.clone());
+    }
+    dirs
+}
+
 /// The profile arguments for `policy`, up to and including `--`, given the
 /// numbers of the status pipe and the workspace handle.
-pub(crate) fn profile(policy: &SandboxPolicy, status_fd: i32, workspace_fd: i32) -> Vec<OsString> {
+pub(crate) fn profile(
+    policy: &SandboxPolicy,
+    protection: &Protection,
+    status_fd: i32,
+    workspace_fd: i32,
+) -> Vec<OsString> {
     let mut profile = args(&[
         "--unshare-user",
         "--unshare-pid",
@@ -100,6 +195,19 @@ pub(crate) fn profile(policy: &SandboxPolicy, status_fd: i32, workspace_fd: i32)
     });
     profile.push(workspace_fd.to_string().into());
     profile.push(policy.workspace.path().as_os_str().to_owned());
+    for (flag, paths) in [
+        ("--bind", &protection.pins),
+        ("--ro-bind", &protection.read_only),
+    ] {
+        for path in paths {
+            profile.push(flag.into());
+            profile.push(path.as_os_str().to_owned());
+            profile.push(path.as_os_str().to_owned());
+        }
+    }
+    if policy.network == NetworkPolicy::Off {
+        profile.push("--unshare-net".into());
+    }
     // What must stay readable although the private /tmp hides it.
     for path in &policy.readable {
         profile.push("--ro-bind-try".into());
@@ -169,14 +277,29 @@ pub(crate) fn confine(
             what: "workspace handle",
             cause,
         })?;
+    let protection = Protection::of(policy)?;
     let mut wrapped = runner.to_vec();
-    wrapped.extend(profile(policy, write.as_raw_fd(), workspace.as_raw_fd()));
+    wrapped.extend(profile(
+        policy,
+        &protection,
+        write.as_raw_fd(),
+        workspace.as_raw_fd(),
+    ));
     wrapped.extend_from_slice(argv);
-    let gaps = if scope.is_some() {
-        Vec::new()
-    } else {
-        vec![SandboxGap::AbstractSockets]
-    };
+    let mut gaps = Vec::new();
+    // With the network cut, abstract sockets are in the sandbox's own
+    // network namespace; otherwise only the scope confines them.
+    if scope.is_none() && policy.network == NetworkPolicy::On {
+        gaps.push(SandboxGap::AbstractSockets);
+    }
+    if protection.symlinked {
+        gaps.push(SandboxGap::ProtectedPaths);
+    }
+    let held: Vec<Arc<dyn Held>> = protection
+        .placeholders
+        .into_iter()
+        .map(|claim| Arc::new(claim) as Arc<dyn Held>)
+        .collect();
     let mut environment = crate::provider::environment();
     environment.push(("TMPDIR".into(), Some("/tmp".into())));
     Ok(Confinement {
@@ -196,6 +319,9 @@ pub(crate) fn confine(
             read: Mutex::new(Some(std::fs::File::from(read))),
             seen: Mutex::new(Vec::new()),
         })),
+        protected: protection.kept,
+        network: policy.network,
+        held,
     })
 }
 
@@ -213,8 +339,10 @@ mod tests {
             workspace: workspace.clone(),
             private_tmp: None,
             readable: vec!["/tmp/dsh-bash-spill".into()],
+            protected: Vec::new(),
+            network: NetworkPolicy::Off,
         };
-        let profile_ro = profile(&read_only, 7, 8);
+        let profile_ro = profile(&read_only, &Protection::default(), 7, 8);
         let text: Vec<String> = profile_ro
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -237,6 +365,7 @@ mod tests {
             .windows(3)
             .any(|w| w == ["--ro-bind-fd".to_owned(), "8".into(), ws.clone()]));
         assert!(!text.contains(&"--bind-fd".to_owned()));
+        assert!(text.contains(&"--unshare-net".to_owned()));
         assert!(text.windows(3).any(|w| w
             == [
                 "--ro-bind-try".to_owned(),
@@ -246,13 +375,24 @@ mod tests {
         assert_eq!(text.last().map(String::as_str), Some("--"));
 
         let tmp = dir.path().join("tmp");
+        std::fs::create_dir(dir.path().join(".vscode")).unwrap();
+        std::fs::write(dir.path().join(".bashrc"), "").unwrap();
+        let mut protected = dsh_sandbox::ProtectedPaths::none();
+        for path in [".bashrc", ".vscode/tasks.json"] {
+            protected.protect(path).unwrap();
+        }
         let write = SandboxPolicy {
             mode: SandboxMode::WorkspaceWrite,
+            protected: protected.resolve(&workspace),
             workspace,
             private_tmp: Some(tmp.clone()),
             readable: Vec::new(),
+            network: NetworkPolicy::On,
         };
-        let text: Vec<String> = profile(&write, 7, 8)
+        let protection = Protection::of(&write).unwrap();
+        let root = write.workspace.path().to_owned();
+        assert!(root.join(".vscode/tasks.json").is_file(), "the stand-in");
+        let text: Vec<String> = profile(&write, &protection, 7, 8)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
@@ -266,5 +406,20 @@ mod tests {
         assert!(text
             .windows(3)
             .any(|w| w == ["--bind-fd".to_owned(), "8".into(), ws.clone()]));
+        assert!(!text.contains(&"--unshare-net".to_owned()));
+        let at = |flag: &str, path: &Path| {
+            let path = path.display().to_string();
+            text.windows(3)
+                .position(|w| w == [flag.to_owned(), path.clone(), path.clone()])
+        };
+        let pin = at("--bind", &root.join(".vscode")).expect("the parent pinned");
+        let inner = at("--ro-bind", &root.join(".vscode/tasks.json")).expect("read-only");
+        assert!(pin < inner, "the pin comes first");
+        assert!(at("--ro-bind", &root.join(".bashrc")).is_some());
+        drop(protection);
+        assert!(
+            !root.join(".vscode/tasks.json").exists(),
+            "the stand-in is gone with its last claim"
+        );
     }
 }

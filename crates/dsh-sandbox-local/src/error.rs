@@ -24,6 +24,14 @@ pub enum SandboxError {
         /// What the OS said.
         cause: io::Error,
     },
+    /// A stand-in for a missing protected path could not be created.
+    #[error("cannot create the read-only stand-in {path} for a protected path: {cause}")]
+    Placeholder {
+        /// The stand-in.
+        path: std::path::PathBuf,
+        /// What the OS said.
+        cause: io::Error,
+    },
     /// A probe showed the backend does not confine here.
     #[error("{backend}: {reason}")]
     Probe {

@@ -17,16 +17,32 @@
 //! Older kernels add `truncate` (ABI < 3) and `signals` +
 //! `abstract-sockets` (ABI < 6); an architecture without a filter adds
 //! `syscalls` (and `metadata` in read-only).
+//!
+//! Protected paths: Landlock only ever allows (a rule grants rights beneath
+//! a directory, nothing takes them back lower down), so a read-only hole
+//! in the writable workspace cannot be expressed. Granting the workspace's
+//! entries one by one instead would refuse every new top-level file, and
+//! still leave the root's own `MAKE_*` rights, which cover any name. So in
+//! `workspace-write` with protected paths the result names the
+//! `protected-paths` gap; bubblewrap keeps them.
+//!
+//! Network `off`: TCP `bind` and `connect` handled with no port allowed
+//! (ABI 4; gap `tcp` before), and the syscall filter refuses every other
+//! socket of the Internet families (UDP, raw, SCTP, MPTCP), packet, vsock
+//! and the other network families, and TCP Fast Open's connecting
+//! `sendto`/`sendmsg` (gap `udp` without a filter). Loopback is cut too:
+//! unlike under bubblewrap, a command cannot serve itself on TCP.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
 
 use dsh_sandbox::{
-    BpfInstruction, Confinement, Restriction, SandboxGap, SandboxMode, SandboxPolicy,
+    BpfInstruction, Confinement, NetworkPolicy, Restriction, SandboxGap, SandboxMode, SandboxPolicy,
 };
 use landlock::{
-    AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+    AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    Scope, ABI,
 };
 
 use crate::error::SandboxError;
@@ -56,11 +72,18 @@ fn ruleset(policy: &SandboxPolicy) -> Result<OwnedFd, SandboxError> {
             detail: err.to_string(),
         }
     };
-    let mut created = Ruleset::default()
+    let mut base = Ruleset::default()
         .handle_access(handled())
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
-        .and_then(Ruleset::create)
         .map_err(ruleset("create the ruleset"))?;
+    if policy.network == NetworkPolicy::Off {
+        // No port is ever allowed: every TCP bind and connect is refused
+        // (best effort: ignored below ABI 4, where the gap says so).
+        base = base
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(ruleset("handle TCP"))?;
+    }
+    let mut created = base.create().map_err(ruleset("create the ruleset"))?;
     let dev_null = PathFd::new("/dev/null").map_err(|err| SandboxError::Landlock {
         step: "open /dev/null",
         detail: err.to_string(),
@@ -96,9 +119,10 @@ pub(crate) fn scope_only() -> Option<OwnedFd> {
     Option::<OwnedFd>::from(created)
 }
 
-/// What Landlock cannot govern for `mode` on a kernel of ABI `abi`, with or
-/// without the syscall filter.
-pub(crate) fn gaps(mode: SandboxMode, abi: i64, filtered: bool) -> Vec<SandboxGap> {
+/// What Landlock cannot govern for `policy` on a kernel of ABI `abi`, with
+/// or without the syscall filter.
+pub(crate) fn gaps(policy: &SandboxPolicy, abi: i64, filtered: bool) -> Vec<SandboxGap> {
+    let mode = policy.mode;
     let mut gaps = Vec::new();
     if mode == SandboxMode::WorkspaceWrite || !filtered {
         gaps.push(SandboxGap::Metadata);
@@ -113,23 +137,35 @@ pub(crate) fn gaps(mode: SandboxMode, abi: i64, filtered: bool) -> Vec<SandboxGa
     if !filtered {
         gaps.push(SandboxGap::Syscalls);
     }
+    if mode == SandboxMode::WorkspaceWrite && !policy.protected.is_empty() {
+        gaps.push(SandboxGap::ProtectedPaths);
+    }
+    if policy.network == NetworkPolicy::Off {
+        if abi < 4 {
+            gaps.push(SandboxGap::Tcp);
+        }
+        if !filtered {
+            gaps.push(SandboxGap::Udp);
+        }
+    }
     gaps
 }
 
 /// What does not change from one command to the next, built once per
-/// provider: the syscall filter of each mode and the read-only ruleset (a
-/// ruleset fd can be enforced any number of times).
+/// provider: the syscall filter of each mode and network policy, and the
+/// read-only rulesets (a ruleset fd can be enforced any number of times).
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
-    filters: [OnceLock<Option<Arc<[BpfInstruction]>>>; 2],
-    read_only: OnceLock<Arc<OwnedFd>>,
+    filters: [OnceLock<Option<Arc<[BpfInstruction]>>>; 4],
+    read_only: [OnceLock<Arc<OwnedFd>>; 2],
 }
 
 impl Prepared {
-    fn filter(&self, mode: SandboxMode) -> Option<Arc<[BpfInstruction]>> {
-        let slot = usize::from(mode == SandboxMode::WorkspaceWrite);
+    fn filter(&self, mode: SandboxMode, network: NetworkPolicy) -> Option<Arc<[BpfInstruction]>> {
+        let slot = usize::from(mode == SandboxMode::WorkspaceWrite) * 2
+            + usize::from(network == NetworkPolicy::Off);
         self.filters[slot]
-            .get_or_init(|| crate::seccomp::filter(mode).map(Arc::from))
+            .get_or_init(|| crate::seccomp::filter(mode, network).map(Arc::from))
             .clone()
     }
 
@@ -137,11 +173,12 @@ impl Prepared {
         if policy.mode != SandboxMode::ReadOnly {
             return ruleset(policy).map(Arc::new);
         }
-        if let Some(cached) = self.read_only.get() {
+        let slot = &self.read_only[usize::from(policy.network == NetworkPolicy::Off)];
+        if let Some(cached) = slot.get() {
             return Ok(Arc::clone(cached));
         }
         let built = Arc::new(ruleset(policy)?);
-        Ok(Arc::clone(self.read_only.get_or_init(|| built)))
+        Ok(Arc::clone(slot.get_or_init(|| built)))
     }
 }
 
@@ -153,8 +190,8 @@ pub(crate) fn confine(
     prepared: &Prepared,
 ) -> Result<Confinement, SandboxError> {
     let ruleset = prepared.ruleset(policy)?;
-    let filter = prepared.filter(policy.mode);
-    let gaps = gaps(policy.mode, abi, filter.is_some());
+    let filter = prepared.filter(policy.mode, policy.network);
+    let gaps = gaps(policy, abi, filter.is_some());
     let mut environment = crate::provider::environment();
     if let (SandboxMode::WorkspaceWrite, Some(tmp)) = (policy.mode, &policy.private_tmp) {
         environment.push(("TMPDIR".into(), Some(tmp.clone().into_os_string())));
@@ -173,6 +210,9 @@ pub(crate) fn confine(
         gaps,
         denial_signatures: vec![DENIAL.into()],
         runner_report: None,
+        protected: Vec::new(),
+        network: policy.network,
+        held: Vec::new(),
     })
 }
 
@@ -180,19 +220,35 @@ pub(crate) fn confine(
 mod tests {
     use super::*;
 
+    fn policy(mode: SandboxMode, network: NetworkPolicy, protected: bool) -> SandboxPolicy {
+        let dir = std::env::temp_dir();
+        let workspace = dsh_sandbox::Workspace::open(&dir).unwrap();
+        SandboxPolicy {
+            mode,
+            protected: if protected {
+                dsh_sandbox::ProtectedPaths::default().resolve(&workspace)
+            } else {
+                Vec::new()
+            },
+            workspace,
+            private_tmp: None,
+            readable: Vec::new(),
+            network,
+        }
+    }
+
     #[test]
-    fn gaps_are_honest_about_mode_abi_and_filter() {
-        assert!(gaps(SandboxMode::ReadOnly, 6, true).is_empty());
+    fn gaps_are_honest_about_mode_abi_filter_protection_and_network() {
+        let ro = policy(SandboxMode::ReadOnly, NetworkPolicy::On, false);
+        let rw = policy(SandboxMode::WorkspaceWrite, NetworkPolicy::On, false);
+        assert!(gaps(&ro, 6, true).is_empty());
+        assert_eq!(gaps(&rw, 7, true), [SandboxGap::Metadata]);
         assert_eq!(
-            gaps(SandboxMode::WorkspaceWrite, 7, true),
-            [SandboxGap::Metadata]
-        );
-        assert_eq!(
-            gaps(SandboxMode::ReadOnly, 5, true),
+            gaps(&ro, 5, true),
             [SandboxGap::Signals, SandboxGap::AbstractSockets]
         );
         assert_eq!(
-            gaps(SandboxMode::ReadOnly, 2, true),
+            gaps(&ro, 2, true),
             [
                 SandboxGap::Truncate,
                 SandboxGap::Signals,
@@ -200,8 +256,20 @@ mod tests {
             ]
         );
         assert_eq!(
-            gaps(SandboxMode::ReadOnly, 6, false),
+            gaps(&ro, 6, false),
             [SandboxGap::Metadata, SandboxGap::Syscalls]
+        );
+        let protected = policy(SandboxMode::WorkspaceWrite, NetworkPolicy::On, true);
+        assert_eq!(
+            gaps(&protected, 7, true),
+            [SandboxGap::Metadata, SandboxGap::ProtectedPaths]
+        );
+        let offline = policy(SandboxMode::ReadOnly, NetworkPolicy::Off, false);
+        assert!(gaps(&offline, 6, true).is_empty());
+        assert_eq!(gaps(&offline, 3, true)[2..], [SandboxGap::Tcp]);
+        assert_eq!(
+            gaps(&offline, 6, false),
+            [SandboxGap::Metadata, SandboxGap::Syscalls, SandboxGap::Udp]
         );
     }
 

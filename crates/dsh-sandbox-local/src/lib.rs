@@ -126,12 +126,10 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let provider = LocalSandboxProvider::new(LocalSandboxConfig::default())?;
 //! let argv = ["bash", "-c", "touch /etc/x"].map(std::ffi::OsString::from);
-//! let policy = SandboxPolicy {
-//!     mode: SandboxMode::ReadOnly,
-//!     workspace: Workspace::open("/src/project".as_ref())?,
-//!     private_tmp: None,
-//!     readable: Vec::new(),
-//! };
+//! let policy = SandboxPolicy::new(
+//!     SandboxMode::ReadOnly,
+//!     Workspace::open("/src/project".as_ref())?,
+//! );
 //! let confinement = provider.confine(&argv, &policy).await?;
 //! println!("{} ({}, gaps {:?})", confinement.backend, confinement.enforcement, confinement.gaps);
 //! # Ok(())
@@ -151,6 +149,8 @@ mod config;
 mod error;
 #[cfg(target_os = "linux")]
 mod landlock_backend;
+#[cfg(target_os = "linux")]
+mod placeholder;
 #[cfg(target_os = "linux")]
 mod probe;
 mod provider;

@@ -57,6 +57,10 @@ pub(crate) async fn check(
         workspace,
         private_tmp: None,
         readable: Vec::new(),
+        protected: Vec::new(),
+        // The strictest setup, so a backend that cannot cut the network
+        // where it claims to fails here rather than on a real command.
+        network: dsh_sandbox::NetworkPolicy::Off,
     };
     let confinement = build(&probe_argv(&target), &policy)?;
     let executor = LocalBashExecutor::new(LocalConfig {

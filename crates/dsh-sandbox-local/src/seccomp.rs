@@ -16,6 +16,12 @@
 //!   `perf_event_open`;
 //! - SysV IPC (`msg*`, `sem*`, `shm*`) and POSIX message queues (`mq_*`).
 //!
+//! Refused with the network `off` (TCP itself is Landlock's): every
+//! socket but `AF_UNIX`, `AF_NETLINK` and TCP over `AF_INET`/`AF_INET6`
+//! (so UDP, raw, SCTP, MPTCP, packet, vsock, ...), and `sendto`,
+//! `sendmsg` and `sendmmsg` with `MSG_FASTOPEN` (a TCP connect Landlock
+//! would not see).
+//!
 //! Refused in `read-only` only (Landlock cannot say where, so in
 //! `workspace-write` they stay possible outside the workspace and the
 //! result names the `metadata` gap): chmod, chown and timestamp changes.
@@ -24,7 +30,7 @@
 
 use std::collections::BTreeMap;
 
-use dsh_sandbox::{BpfInstruction, SandboxMode};
+use dsh_sandbox::{BpfInstruction, NetworkPolicy, SandboxMode};
 use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
     TargetArch,
@@ -150,7 +156,69 @@ fn device_node(arg: u8) -> Option<Vec<SeccompRule>> {
     ])
 }
 
-fn rules(mode: SandboxMode) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
+/// `MSG_FASTOPEN`: a `sendto`/`sendmsg` flag that connects a TCP socket.
+const MSG_FASTOPEN: u64 = 0x2000_0000;
+
+/// `IPPROTO_TCP`.
+const IPPROTO_TCP: u64 = 6;
+
+/// A rule of several conditions on `int` arguments, all of which must hold.
+fn all_of(conditions: &[(u8, SeccompCmpOp, u64)]) -> Option<SeccompRule> {
+    let conditions = conditions
+        .iter()
+        .map(|(arg, op, value)| {
+            SeccompCondition::new(*arg, SeccompCmpArgLen::Dword, op.clone(), *value).ok()
+        })
+        .collect::<Option<Vec<_>>>()?;
+    SeccompRule::new(conditions).ok()
+}
+
+/// What the network `off` refuses beside Landlock's TCP rules: sockets of
+/// every family but `AF_UNIX`, `AF_NETLINK` and the Internet ones; Internet
+/// sockets of any type but a stream, or of another protocol than TCP; and
+/// TCP Fast Open's connecting sends.
+fn network_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Option<()> {
+    let inet = [libc::AF_INET as u64, libc::AF_INET6 as u64];
+    let mut socket_rules = vec![all_of(&[
+        (0, SeccompCmpOp::Ne, libc::AF_UNIX as u64),
+        (0, SeccompCmpOp::Ne, libc::AF_NETLINK as u64),
+        (0, SeccompCmpOp::Ne, inet[0]),
+        (0, SeccompCmpOp::Ne, inet[1]),
+    ])?];
+    for family in inet {
+        // The type's low bits (the rest are SOCK_NONBLOCK/SOCK_CLOEXEC):
+        // every type the kernel knows but SOCK_STREAM (the other values
+        // are refused by the kernel itself).
+        for kind in [
+            libc::SOCK_DGRAM,
+            libc::SOCK_RAW,
+            libc::SOCK_RDM,
+            libc::SOCK_SEQPACKET,
+            libc::SOCK_DCCP,
+            // SOCK_PACKET (obsolete, deprecated in libc).
+            10,
+        ] {
+            socket_rules.push(all_of(&[
+                (0, SeccompCmpOp::Eq, family),
+                (1, SeccompCmpOp::MaskedEq(0xf), kind as u64),
+            ])?);
+        }
+        // A stream of another protocol than TCP (SCTP, MPTCP, ...).
+        socket_rules.push(all_of(&[
+            (0, SeccompCmpOp::Eq, family),
+            (2, SeccompCmpOp::Ne, 0),
+            (2, SeccompCmpOp::Ne, IPPROTO_TCP),
+        ])?);
+    }
+    rules.insert(libc::SYS_socket, socket_rules);
+    let fast_open = |arg: u8| all_of(&[(arg, SeccompCmpOp::MaskedEq(MSG_FASTOPEN), MSG_FASTOPEN)]);
+    rules.insert(libc::SYS_sendto, vec![fast_open(3)?]);
+    rules.insert(libc::SYS_sendmsg, vec![fast_open(2)?]);
+    rules.insert(libc::SYS_sendmmsg, vec![fast_open(3)?]);
+    Some(())
+}
+
+fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let unconditional = [
         libc::SYS_io_uring_setup,
@@ -213,6 +281,9 @@ fn rules(mode: SandboxMode) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
     }
     rules.insert(libc::SYS_mknodat, device_node(2)?);
     rules.insert(libc::SYS_ioctl, filesystem_ioctls()?);
+    if network == NetworkPolicy::Off {
+        network_rules(&mut rules)?;
+    }
     if mode == SandboxMode::ReadOnly {
         for nr in [
             libc::SYS_fchmod,
@@ -260,11 +331,12 @@ fn rules(mode: SandboxMode) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
     Some(rules)
 }
 
-/// The filter for `mode` on this architecture; `None` where `seccompiler`
-/// has no target for it (the result then names the `syscalls` gap).
-pub(crate) fn filter(mode: SandboxMode) -> Option<Vec<BpfInstruction>> {
+/// The filter for `mode` and `network` on this architecture; `None` where
+/// `seccompiler` has no target for it (the result then names the
+/// `syscalls` gap).
+pub(crate) fn filter(mode: SandboxMode, network: NetworkPolicy) -> Option<Vec<BpfInstruction>> {
     let filter = SeccompFilter::new(
-        rules(mode)?,
+        rules(mode, network)?,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         target()?,
@@ -290,8 +362,13 @@ mod tests {
 
     #[test]
     fn both_modes_build_and_read_only_refuses_more() {
-        let read_only = filter(SandboxMode::ReadOnly).expect("a filter for this architecture");
-        let write = filter(SandboxMode::WorkspaceWrite).expect("a filter for this architecture");
+        let read_only = filter(SandboxMode::ReadOnly, NetworkPolicy::On)
+            .expect("a filter for this architecture");
+        let write = filter(SandboxMode::WorkspaceWrite, NetworkPolicy::On)
+            .expect("a filter for this architecture");
+        let offline = filter(SandboxMode::ReadOnly, NetworkPolicy::Off)
+            .expect("a filter for this architecture");
+        assert!(offline.len() > read_only.len());
         assert!(
             read_only.len() > write.len(),
             "{} vs {}",

@@ -16,12 +16,10 @@ fn argv() -> Vec<OsString> {
 }
 
 fn policy(mode: SandboxMode) -> SandboxPolicy {
-    SandboxPolicy {
+    SandboxPolicy::new(
         mode,
-        workspace: Workspace::open(Path::new(env!("CARGO_TARGET_TMPDIR"))).unwrap(),
-        private_tmp: None,
-        readable: Vec::new(),
-    }
+        Workspace::open(Path::new(env!("CARGO_TARGET_TMPDIR"))).unwrap(),
+    )
 }
 
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {

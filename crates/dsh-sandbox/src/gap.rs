@@ -24,6 +24,16 @@ pub enum SandboxGap {
     /// The syscall filter (io_uring, keyrings, SysV IPC, inode flags, other
     /// processes' limits) could not be built for this architecture.
     Syscalls,
+    /// Protected paths inside a writable workspace are not kept read-only
+    /// (Landlock cannot carve a read-only hole out of a writable tree), or
+    /// one of them is a symlink a mount cannot pin.
+    ProtectedPaths,
+    /// With the network off, TCP connections and listeners are not cut
+    /// (Landlock ABI < 4).
+    Tcp,
+    /// With the network off, UDP, raw and other non-TCP sockets are not cut
+    /// (no syscall filter on this architecture).
+    Udp,
 }
 
 impl SandboxGap {
@@ -45,6 +55,9 @@ impl SandboxGap {
             SandboxGap::Signals => "signals",
             SandboxGap::AbstractSockets => "abstract-sockets",
             SandboxGap::Syscalls => "syscalls",
+            SandboxGap::ProtectedPaths => "protected-paths",
+            SandboxGap::Tcp => "tcp",
+            SandboxGap::Udp => "udp",
         }
     }
 }
@@ -67,6 +80,9 @@ mod tests {
             SandboxGap::Signals,
             SandboxGap::AbstractSockets,
             SandboxGap::Syscalls,
+            SandboxGap::ProtectedPaths,
+            SandboxGap::Tcp,
+            SandboxGap::Udp,
         ] {
             let json = serde_json::to_string(&gap).unwrap();
             assert_eq!(json, format!("\"{gap}\""));

@@ -6,8 +6,11 @@
 //! | mode | may write |
 //! |---|---|
 //! | [`SandboxMode::ReadOnly`] | `/dev/null` only |
-//! | [`SandboxMode::WorkspaceWrite`] | also the workspace root and its own private temporary directory |
+//! | [`SandboxMode::WorkspaceWrite`] | also the workspace root (but its [`ProtectedPaths`]) and its own private temporary directory |
 //! | [`SandboxMode::DangerFullAccess`] | anything the user can (no confinement) |
+//!
+//! Beside it a [`NetworkPolicy`] says whether the command may use the
+//! network (`off` by default in the confining modes).
 //!
 //! Every confining mode also keeps the command away from processes,
 //! capabilities, descriptors and IPC outside the sandbox (the threat model
@@ -53,13 +56,19 @@
 
 mod gap;
 mod mode;
+mod network;
+mod protect;
 mod provider;
 mod workspace;
 
 pub use gap::SandboxGap;
 pub use mode::{ParseModeError, SandboxEnforcement, SandboxMode};
+pub use network::{NetworkPolicy, ParseNetworkError};
+pub use protect::{
+    ProtectError, Protected, ProtectedPaths, ProtectedState, DEFAULT_PROTECTED_PATHS,
+};
 pub use provider::{
-    BoxFuture, BpfInstruction, Confinement, Restriction, RunnerOutcome, RunnerReport,
+    BoxFuture, BpfInstruction, Confinement, Held, Restriction, RunnerOutcome, RunnerReport,
     SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
 pub use workspace::{Workspace, WorkspaceError};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::{SandboxEnforcement, SandboxGap, SandboxMode, Workspace};
+use crate::{NetworkPolicy, Protected, SandboxEnforcement, SandboxGap, SandboxMode, Workspace};
 
 /// A boxed, sendable future, so provider and executor traits stay
 /// object-safe.
@@ -77,7 +77,36 @@ pub struct SandboxPolicy {
     /// hide them (for example the directory of earlier full-output files,
     /// under a private `/tmp`): bound read-only where needed.
     pub readable: Vec<PathBuf>,
+    /// What stays read-only inside the workspace under `workspace-write`,
+    /// as found there now ([`crate::ProtectedPaths::resolve`]); ignored in
+    /// the other modes.
+    pub protected: Vec<Protected>,
+    /// Whether the command may use the network.
+    pub network: NetworkPolicy,
 }
+
+impl SandboxPolicy {
+    /// `mode` over `workspace` with nothing else: no private temporary
+    /// directory, nothing extra readable, nothing protected, and the
+    /// network policy `mode` defaults to.
+    pub fn new(mode: SandboxMode, workspace: Workspace) -> Self {
+        SandboxPolicy {
+            mode,
+            workspace,
+            private_tmp: None,
+            readable: Vec::new(),
+            protected: Vec::new(),
+            network: NetworkPolicy::default_for(mode),
+        }
+    }
+}
+
+/// Something a confinement needs in place until the command's whole tree
+/// is gone, released by dropping it (for example the placeholders
+/// bubblewrap binds read-only over protected paths that do not exist yet).
+pub trait Held: Send + Sync + fmt::Debug {}
+
+impl<T: Send + Sync + fmt::Debug> Held for T {}
 
 /// Whether the sandbox runner started the command, read from a channel the
 /// command cannot write to (never from its output).
@@ -117,6 +146,14 @@ pub struct Confinement {
     pub denial_signatures: Vec<String>,
     /// The runner's structural report, when the argv wraps a runner.
     pub runner_report: Option<Arc<dyn RunnerReport>>,
+    /// The protected paths kept read-only (absolute); the ones the backend
+    /// cannot keep are named by the `protected-paths` gap instead.
+    pub protected: Vec<PathBuf>,
+    /// The network policy in force (its holes, if any, are in `gaps`).
+    pub network: NetworkPolicy,
+    /// What must stay in place until the command's tree is gone; dropped
+    /// after.
+    pub held: Vec<Arc<dyn Held>>,
 }
 
 impl Confinement {
@@ -132,6 +169,9 @@ impl Confinement {
             gaps: Vec::new(),
             denial_signatures: Vec::new(),
             runner_report: None,
+            protected: Vec::new(),
+            network: NetworkPolicy::On,
+            held: Vec::new(),
         }
     }
 

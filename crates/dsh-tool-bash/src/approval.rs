@@ -1,4 +1,4 @@
-use dsh_bash::{BoxFuture, CancellationToken, SandboxMode};
+use dsh_bash::{BoxFuture, CancellationToken, NetworkPolicy, SandboxMode};
 
 /// What the person decided about an escalation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,9 +27,13 @@ pub struct ApprovalRequest {
     pub call_id: String,
     /// The command that would run.
     pub command: String,
-    /// The mode asked for.
+    /// The mode the command would run under (the one asked for, or the
+    /// current one when only the network is asked for).
     pub mode: SandboxMode,
-    /// `escalate sandbox to <mode>: <justification>`.
+    /// `Some(on)` when the call asks for the network.
+    pub network: Option<NetworkPolicy>,
+    /// `escalate sandbox to <mode>: <justification>` (or `turn the network
+    /// on`, or both).
     pub reason: String,
     /// The call's cancellation: a cancelled call withdraws the question.
     pub cancel: CancellationToken,

@@ -7,7 +7,7 @@
 //! `timeout: 100` run for the 120 s default). `stdin` and `env` are not
 //! arguments at all, so they never reach the executor.
 
-use dsh_bash::SandboxMode;
+use dsh_bash::{NetworkPolicy, SandboxMode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -50,6 +50,14 @@ struct BashParams {
     run_in_background: Option<bool>,
 }
 
+/// The network a call may ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+enum NetworkAsk {
+    #[allow(missing_docs)]
+    On,
+}
+
 /// Parameters of `bash` under a confining executor.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
@@ -58,8 +66,10 @@ struct ConfinedBashParams {
     base: BashParams,
     /// Ask the user to run this one call under a wider sandbox mode.
     sandbox_permissions: Option<Escalation>,
-    /// One sentence: why this command needs the wider mode. Required with sandbox_permissions.
+    /// One sentence: why this command needs the wider access. Required with sandbox_permissions or network.
     justification: Option<String>,
+    /// Ask the user to let this one call use the network, which is off in the sandbox.
+    network: Option<NetworkAsk>,
 }
 
 /// Parameters of `bash_output` and `bash_kill`.
@@ -161,9 +171,9 @@ const LIKELY: [(&str, &str); 8] = [
     ("cmd", "command"),
 ];
 
-/// The escalation pair: known to every `bash` call, so that without a
+/// The escalation fields: known to every `bash` call, so that without a
 /// confining executor the call gets the specific "not available" answer.
-const ESCALATION_FIELDS: [&str; 2] = ["sandbox_permissions", "justification"];
+const ESCALATION_FIELDS: [&str; 3] = ["sandbox_permissions", "justification", "network"];
 
 /// Refuses arguments outside `allowed` (and the escalation pair), naming
 /// them, the allowed ones and the likely intended one.
@@ -212,6 +222,7 @@ fn bash_arguments(confining: bool) -> &'static [&'static str] {
             "run_in_background",
             "sandbox_permissions",
             "justification",
+            "network",
         ]
     } else {
         &[
@@ -231,7 +242,18 @@ pub(crate) struct BashCall {
     pub(crate) timeout_ms: Option<f64>,
     pub(crate) workdir: Option<String>,
     pub(crate) background: bool,
-    pub(crate) escalation: Option<(SandboxMode, String)>,
+    pub(crate) escalation: Option<Escalate>,
+}
+
+/// What a call asks the user for.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Escalate {
+    /// A wider mode.
+    pub(crate) mode: Option<SandboxMode>,
+    /// The network.
+    pub(crate) network: Option<NetworkPolicy>,
+    /// Why.
+    pub(crate) justification: String,
 }
 
 fn object(args: &Value) -> Result<&Map<String, Value>, String> {
@@ -288,27 +310,46 @@ pub(crate) fn bash_call(args: &Value, confining: bool) -> Result<BashCall, Strin
         }
     };
     let permissions = present(args, "sandbox_permissions");
+    let network = present(args, "network");
     let justification = present(args, "justification");
-    let escalation = match (permissions, justification) {
-        (None, None) => None,
-        (Some(_), None) => {
+    let escalation = match (permissions, network, justification) {
+        (None, None, None) => None,
+        (Some(_), _, None) => {
             return Err("invalid escalation: sandbox_permissions requires a justification".into())
         }
-        (None, Some(_)) => {
+        (None, Some(_), None) => {
+            return Err("invalid escalation: network requires a justification".into())
+        }
+        (None, None, Some(_)) => {
             return Err(
-                "invalid escalation: justification is only valid together with sandbox_permissions"
+                "invalid escalation: justification is only valid together with sandbox_permissions or network"
                     .into(),
             )
         }
-        (Some(mode), Some(reason)) => {
-            let mode = serde_json::from_value::<Escalation>(mode.clone()).map_err(|_| {
-                format!("invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got {mode}")
-            })?;
-            let reason = match reason {
+        (mode, network, Some(reason)) => {
+            let mode = mode
+                .map(|mode| {
+                    serde_json::from_value::<Escalation>(mode.clone()).map_err(|_| {
+                        format!("invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got {mode}")
+                    })
+                })
+                .transpose()?;
+            let network = network
+                .map(|network| {
+                    serde_json::from_value::<NetworkAsk>(network.clone()).map_err(|_| {
+                        format!("invalid network: expected \"on\" (the network is off in the sandbox; ask for it only when the command needs it), got {network}")
+                    })
+                })
+                .transpose()?;
+            let justification = match reason {
                 Value::String(text) if !text.trim().is_empty() => text.trim().to_owned(),
                 _ => return Err("invalid justification: expected a non-empty sentence".into()),
             };
-            Some((mode.into(), reason))
+            Some(Escalate {
+                mode: mode.map(Into::into),
+                network: network.map(|NetworkAsk::On| NetworkPolicy::On),
+                justification,
+            })
         }
     };
     only(args, bash_arguments(confining))?;
@@ -367,10 +408,12 @@ mod tests {
             (with(json!({"timeout": 100})), "unknown argument \"timeout\" (did you mean \"timeoutMs\"?); allowed: command, description, timeoutMs, workdir, run_in_background"),
             (with(json!({"env": {}, "stdin": "x"})), "unknown arguments \"env\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background"),
             (with(json!({"sandbox_permissions": "workspace-write"})), "invalid escalation: sandbox_permissions requires a justification"),
-            (with(json!({"justification": "needs it"})), "invalid escalation: justification is only valid together with sandbox_permissions"),
+            (with(json!({"justification": "needs it"})), "invalid escalation: justification is only valid together with sandbox_permissions or network"),
             (with(json!({"sandbox_permissions": "workspace-write", "justification": "  "})), "invalid justification: expected a non-empty sentence"),
             (with(json!({"sandbox_permissions": "root", "justification": "x"})), "invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got \"root\""),
             (with(json!({"run_in_background": "yes"})), "invalid run_in_background: expected a boolean, got \"yes\""),
+            (with(json!({"network": "on"})), "invalid escalation: network requires a justification"),
+            (with(json!({"network": "off", "justification": "x"})), "invalid network: expected \"on\" (the network is off in the sandbox; ask for it only when the command needs it), got \"off\""),
         ];
         for (args, message) in cases {
             assert_eq!(bash_call(&args, false).unwrap_err(), message, "{args}");
@@ -386,7 +429,20 @@ mod tests {
         // Confining: the escalation pair is allowed, still nothing else.
         assert_eq!(
             bash_call(&with(json!({"cwd": "/"})), true).unwrap_err(),
-            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, sandbox_permissions, justification"
+            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, sandbox_permissions, justification, network"
+        );
+        let network = bash_call(
+            &with(json!({"network": "on", "justification": "fetch the crate index"})),
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            network.escalation,
+            Some(Escalate {
+                mode: None,
+                network: Some(NetworkPolicy::On),
+                justification: "fetch the crate index".into()
+            })
         );
     }
 

@@ -269,6 +269,8 @@ mod tests {
             runner_failed: false,
             gaps: Vec::new(),
             workspace: Some("/ws".into()),
+            network: Some(dsh_bash::NetworkPolicy::Off),
+            protected: Vec::new(),
         });
         let plain = render_run_result(&r, false);
         assert!(plain.ends_with(

@@ -54,6 +54,10 @@ struct SandboxContent {
     runner_failed: bool,
     /// The workspace as resolved.
     workspace: Option<String>,
+    /// `off` or `on`: whether the command could use the network.
+    network: Option<String>,
+    /// Paths inside the workspace kept read-only (`workspace-write`).
+    protected: Vec<String>,
 }
 
 impl From<&BashSandboxInfo> for SandboxContent {
@@ -66,6 +70,12 @@ impl From<&BashSandboxInfo> for SandboxContent {
             denied: info.denied,
             runner_failed: info.runner_failed,
             workspace: path(&info.workspace),
+            network: info.network.map(|n| n.to_string()),
+            protected: info
+                .protected
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use dsh_bash::{
     BashError, BashExecRequest, BashExecutor, BashTaskId, CancellationToken, ListenerHandle,
-    SandboxMode,
+    NetworkPolicy, SandboxMode,
 };
 use serde_json::Value;
 
@@ -20,7 +20,7 @@ pub const STANDING_INSTRUCTION: &str = "Every bash result ends with a status mar
 
 const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut to its tail, followed by \"[output truncated; full output: <path>]\" naming a file with everything. A \"[sandbox: file access denied under <mode> mode]\" marker is a policy decision, not a bug: do not work around it. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
 
-const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. Never ask speculatively, and treat a rejection as final for that command.";
+const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. The network is off in the sandbox: a command that genuinely needs it (installing packages, fetching) may ask with network: \"on\" and a justification, the same way. Never ask speculatively, and treat a rejection as final for that command.";
 
 const OUTPUT_DESCRIPTION: &str = "Read the output a background bash task produced since the previous read, followed by its status line (\"[status: running]\", \"[status: completed, exit code: N]\", \"[status: killed]\"). Output that slid out of memory is named by a file path.";
 
@@ -81,6 +81,13 @@ pub struct ToolOutput {
     pub text: String,
     /// Structured facts (exit code, signal, spill paths, task id, status…).
     pub structured: Value,
+}
+
+/// What the user allowed one call.
+#[derive(Clone, Copy, Debug, Default)]
+struct Grant {
+    mode: Option<SandboxMode>,
+    network: Option<NetworkPolicy>,
 }
 
 /// A tool error; shown to the model as `Error: <message>`.
@@ -270,54 +277,102 @@ impl BashTools {
         self.standing_mode(ctx).or(self.executor.sandbox_mode())
     }
 
-    /// Checks and asks for an escalation; the granted mode, or the error.
-    async fn escalate(
-        &self,
-        call: &BashCall,
-        ctx: &CallContext,
-    ) -> Result<Option<SandboxMode>, ToolError> {
-        let Some((wanted, justification)) = &call.escalation else {
-            return Ok(None);
+    /// Checks and asks for an escalation; what was granted, or the error.
+    async fn escalate(&self, call: &BashCall, ctx: &CallContext) -> Result<Grant, ToolError> {
+        let Some(asked) = &call.escalation else {
+            return Ok(Grant::default());
         };
         let Some(current) = self.current_mode(ctx) else {
-            return Err("sandbox_permissions is not available in this composition (no sandboxing executor to escalate)".to_owned().into());
-        };
-        if !wanted.is_wider_than(current) {
+            let what = if asked.mode.is_some() {
+                "sandbox_permissions"
+            } else {
+                "network"
+            };
             return Err(format!(
-                "sandbox escalation to \"{wanted}\" is not strictly wider than this call's current \"{current}\" mode"
+                "{what} is not available in this composition (no sandboxing executor to escalate)"
             )
             .into());
+        };
+        if let Some(wanted) = asked.mode {
+            if !wanted.is_wider_than(current) {
+                return Err(format!(
+                    "sandbox escalation to \"{wanted}\" is not strictly wider than this call's current \"{current}\" mode"
+                )
+                .into());
+            }
         }
+        let mode = asked.mode.unwrap_or(current);
+        if let Some(wanted) = asked.network {
+            let standing = self
+                .executor
+                .network_policy(mode)
+                .unwrap_or(NetworkPolicy::On);
+            if !wanted.is_wider_than(standing) {
+                return Err(format!(
+                    "network \"{wanted}\" is not wider than this call's network policy \"{standing}\" under \"{mode}\" mode"
+                )
+                .into());
+            }
+        }
+        // What is asked, in the words of each outcome.
+        let (asking, rejected, cancelled, unavailable) = match (asked.mode, asked.network) {
+            (Some(wanted), None) => (
+                format!("escalate sandbox to {wanted}"),
+                format!("escalating this command to \"{wanted}\""),
+                format!("escalating to \"{wanted}\""),
+                format!("sandbox escalation to \"{wanted}\""),
+            ),
+            (None, _) => (
+                "turn the network on".to_owned(),
+                "turning the network on for this command".to_owned(),
+                "turning the network on".to_owned(),
+                "network access".to_owned(),
+            ),
+            (Some(wanted), Some(_)) => (
+                format!("escalate sandbox to {wanted} with the network on"),
+                format!("escalating this command to \"{wanted}\" with the network on"),
+                format!("escalating to \"{wanted}\" with the network on"),
+                format!("sandbox escalation to \"{wanted}\" with the network on"),
+            ),
+        };
         let Some(approvals) = &ctx.approvals else {
-            return Err(format!("sandbox escalation to \"{wanted}\" requires approval, but no approval service is composed").into());
+            return Err(format!(
+                "{unavailable} requires approval, but no approval service is composed"
+            )
+            .into());
         };
         let Some(session) = &ctx.session else {
-            return Err(format!("sandbox escalation to \"{wanted}\" requires approval, but the call has no agent to route it through").into());
+            return Err(format!(
+                "{unavailable} requires approval, but the call has no agent to route it through"
+            )
+            .into());
         };
         let outcome = approvals
             .request(ApprovalRequest {
                 session_id: session.id().to_owned(),
                 call_id: ctx.call_id.clone(),
                 command: call.command.clone(),
-                mode: *wanted,
-                reason: format!("escalate sandbox to {wanted}: {justification}"),
+                mode,
+                network: asked.network,
+                reason: format!("{asking}: {}", asked.justification),
                 cancel: ctx.cancel.clone(),
             })
             .await;
         match outcome {
-            ApprovalOutcome::AllowedOnce => Ok(Some(*wanted)),
-            ApprovalOutcome::Rejected => {
-                Err(format!("the user rejected escalating this command to \"{wanted}\"").into())
-            }
+            ApprovalOutcome::AllowedOnce => Ok(Grant {
+                mode: asked.mode,
+                network: asked.network,
+            }),
+            ApprovalOutcome::Rejected => Err(format!("the user rejected {rejected}").into()),
             ApprovalOutcome::Cancelled => {
-                Err(format!("approval for escalating to \"{wanted}\" was cancelled").into())
+                Err(format!("approval for {cancelled} was cancelled").into())
             }
             ApprovalOutcome::Unavailable => Err(format!(
-                "sandbox escalation to \"{wanted}\" requires approval, but no approval channel is available"
+                "{unavailable} requires approval, but no approval channel is available"
             )
             .into()),
             ApprovalOutcome::Deferred => Err(format!(
-                "sandbox escalation to \"{wanted}\" awaits the user's answer; the command did not run"
+                "{unavailable} awaits the user's answer; the command did not run"
             )
             .into()),
         }
@@ -327,7 +382,7 @@ impl BashTools {
         let call = args::bash_call(args, self.confining())?;
         let granted = self.escalate(&call, ctx).await?;
         // Stamp a grant or a standing override; the executor applies its default.
-        let mode = granted.or_else(|| self.standing_mode(ctx));
+        let mode = granted.mode.or_else(|| self.standing_mode(ctx));
         let effective = mode.or(self.executor.sandbox_mode());
         let escalation_offered = effective.is_some_and(|m| m != SandboxMode::DangerFullAccess);
 
@@ -345,6 +400,7 @@ impl BashTools {
         request.timeout_ms = call.timeout_ms;
         request.cancel = Some(ctx.cancel.clone());
         request.sandbox_mode = mode;
+        request.network = granted.network;
         if call.background {
             request.owner = ctx.session.as_ref().map(|s| s.owner());
         }

@@ -36,8 +36,15 @@ fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
     Some(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!(
-            "Allow this one command to run with {} file access?\n\n{}\n\nReason: {}\n\nAccept to allow it once; decline to refuse.",
-            request.mode, request.command, request.reason
+            "Allow this one command to run with {} file access{}?\n\n{}\n\nReason: {}\n\nAccept to allow it once; decline to refuse.",
+            request.mode,
+            if request.network.is_some() {
+                " and network access"
+            } else {
+                ""
+            },
+            request.command,
+            request.reason
         ),
         requested_schema: schema,
     })
@@ -261,6 +268,7 @@ mod tests {
             call_id: "1".into(),
             command: "touch /outside".into(),
             mode: SandboxMode::DangerFullAccess,
+            network: None,
             reason: "escalate sandbox to danger-full-access: needs it".into(),
             cancel: CancellationToken::new(),
         }

@@ -202,6 +202,7 @@ async fn only_the_runner_report_decides_runner_failure() {
                 },
                 mode: SandboxMode::ReadOnly,
                 workspace_root: None,
+                ..SandboxConfig::default()
             },
             recorder as Arc<dyn dsh_sandbox::SandboxProvider>,
         )

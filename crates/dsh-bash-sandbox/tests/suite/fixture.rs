@@ -30,6 +30,7 @@ fn over(config: LocalSandboxConfig, mode: SandboxMode, root: &Path) -> SandboxBa
             },
             mode,
             workspace_root: Some(root.to_owned()),
+            ..SandboxConfig::default()
         },
         Arc::new(provider),
     )

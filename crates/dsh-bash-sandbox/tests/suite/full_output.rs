@@ -31,6 +31,7 @@ async fn a_spill_path_is_readable_by_the_next_command() {
                     },
                     mode,
                     workspace_root: Some(root.path().to_owned()),
+                    ..SandboxConfig::default()
                 },
                 Arc::new(provider),
             )

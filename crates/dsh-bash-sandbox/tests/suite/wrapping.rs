@@ -18,6 +18,7 @@ fn over(recorder: &Arc<Recorder>, mode: SandboxMode) -> SandboxBashExecutor {
             },
             mode,
             workspace_root: None,
+            ..SandboxConfig::default()
         },
         Arc::clone(recorder) as Arc<dyn dsh_sandbox::SandboxProvider>,
     )

@@ -29,6 +29,7 @@ fn confined(
                 },
                 mode,
                 workspace_root: Some(root.to_owned()),
+                ..SandboxConfig::default()
             },
             Arc::new(LocalSandboxProvider::new(sandbox).unwrap()),
         )

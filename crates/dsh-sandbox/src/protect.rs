@@ -1,0 +1,352 @@
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use crate::Workspace;
+
+/// The paths kept read-only inside a writable workspace by default: what
+/// runs code later on the host, outside any sandbox, when a person or the
+/// agent's host touches the project (a trailing `/` marks a directory).
+///
+/// - `.git/`: hooks (`.git/hooks/pre-commit`) and config (`core.fsmonitor`,
+///   `core.pager`, aliases) run on the next `git` command;
+/// - shell start-up files: `.bashrc`, `.bash_profile`, `.bash_login`,
+///   `.bash_logout`, `.profile`, `.zshrc`, `.zshenv`, `.zprofile`,
+///   `.zlogin` (a workspace that is a home directory);
+/// - `.gitconfig` (idem);
+/// - `.envrc`: direnv runs it on entering the directory;
+/// - editor and task-runner configuration that executes commands:
+///   `.vscode/tasks.json`, `.vscode/settings.json`, `.vscode/launch.json`,
+///   `.idea/`;
+/// - `.dsh-bash/`: this project's own configuration, should it add one.
+pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
+    ".git/",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".gitconfig",
+    ".envrc",
+    ".vscode/tasks.json",
+    ".vscode/settings.json",
+    ".vscode/launch.json",
+    ".idea/",
+    ".dsh-bash/",
+];
+
+/// A protected-path argument that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtectError {
+    /// Empty, or only `.` components.
+    #[error("invalid protected path \"{0}\": give a path relative to the workspace root, e.g. .git or .vscode/tasks.json")]
+    Empty(String),
+    /// Absolute, or leaving the workspace through `..`.
+    #[error("invalid protected path \"{0}\": it must be relative to the workspace root and stay inside it (no leading /, no ..)")]
+    Outside(String),
+    /// `unprotect` of a path that is not protected.
+    #[error("\"{given}\" is not a protected path; protected: {protected}")]
+    NotProtected {
+        /// The path given.
+        given: String,
+        /// The current list, comma-separated.
+        protected: String,
+    },
+}
+
+/// Which paths inside the workspace stay read-only under
+/// `workspace-write`: [`DEFAULT_PROTECTED_PATHS`] unless configured
+/// otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedPaths {
+    /// Relative path → whether a placeholder for it is a directory.
+    entries: BTreeMap<PathBuf, bool>,
+}
+
+impl Default for ProtectedPaths {
+    fn default() -> Self {
+        let mut paths = ProtectedPaths::none();
+        for entry in DEFAULT_PROTECTED_PATHS {
+            // The defaults are well-formed.
+            let _ = paths.protect(entry);
+        }
+        paths
+    }
+}
+
+/// `spec` as a clean relative path, and whether it names a directory (a
+/// trailing `/`).
+fn parse(spec: &str) -> Result<(PathBuf, bool), ProtectError> {
+    let directory = spec.ends_with('/');
+    let mut clean = PathBuf::new();
+    for component in Path::new(spec).components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) | Component::ParentDir => {
+                return Err(ProtectError::Outside(spec.into()))
+            }
+        }
+    }
+    if clean.as_os_str().is_empty() {
+        return Err(ProtectError::Empty(spec.into()));
+    }
+    Ok((clean, directory))
+}
+
+impl ProtectedPaths {
+    /// Nothing protected.
+    pub fn none() -> Self {
+        ProtectedPaths {
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// Protects `spec`, relative to the workspace root (`.vscode/`, with a
+    /// trailing `/`, is a directory: that is what stands in for it while it
+    /// does not exist).
+    pub fn protect(&mut self, spec: &str) -> Result<(), ProtectError> {
+        let (path, directory) = parse(spec)?;
+        self.entries.insert(path, directory);
+        Ok(())
+    }
+
+    /// Stops protecting `spec`; an error names the protected ones if it is
+    /// not one of them.
+    pub fn unprotect(&mut self, spec: &str) -> Result<(), ProtectError> {
+        let (path, _) = parse(spec)?;
+        if self.entries.remove(&path).is_none() {
+            return Err(ProtectError::NotProtected {
+                given: spec.into(),
+                protected: self
+                    .entries
+                    .keys()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        Ok(())
+    }
+
+    /// True if and only if nothing is protected.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The protected paths, relative to the workspace root.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.entries.keys().map(PathBuf::as_path)
+    }
+
+    /// What each protected path is in `workspace` right now, plus what a
+    /// `.git` file (a worktree's or a submodule's) points to inside the
+    /// workspace: the git directory and its common directory.
+    pub fn resolve(&self, workspace: &Workspace) -> Vec<Protected> {
+        let root = workspace.path();
+        let mut resolved: BTreeMap<PathBuf, ProtectedState> = BTreeMap::new();
+        for (relative, directory) in &self.entries {
+            let (path, state) = state_of(root, relative, *directory);
+            resolved.entry(path).or_insert(state);
+            if relative == Path::new(".git") {
+                for linked in git_links(root) {
+                    resolved.entry(linked).or_insert(ProtectedState::Present);
+                }
+            }
+        }
+        resolved
+            .into_iter()
+            .map(|(path, state)| Protected { path, state })
+            .collect()
+    }
+}
+
+/// One protected path as found in the workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protected {
+    /// The absolute path, inside the workspace: the protected path itself,
+    /// or the symlink on its way that decides what it is.
+    pub path: PathBuf,
+    /// What is there.
+    pub state: ProtectedState,
+}
+
+/// What a protected path is in the workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtectedState {
+    /// A file or a directory.
+    Present,
+    /// A symlink (the path itself or a directory on its way): what it points
+    /// to can be kept read-only, but a mount cannot pin the link, which the
+    /// command may replace.
+    Symlink,
+    /// Nothing there yet. `placeholder` (the path itself, or its first
+    /// missing ancestor) is what must exist to be kept read-only;
+    /// `directory` says whether it is a directory or an empty file.
+    Missing {
+        /// The path to stand in for.
+        placeholder: PathBuf,
+        /// A directory (else an empty file).
+        directory: bool,
+    },
+}
+
+/// `relative` under `root`, walked one component at a time without
+/// following symlinks.
+fn state_of(root: &Path, relative: &Path, directory: bool) -> (PathBuf, ProtectedState) {
+    let mut path = root.to_path_buf();
+    let count = relative.components().count();
+    for (index, component) in relative.components().enumerate() {
+        path.push(component);
+        let last = index + 1 == count;
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => return (path, ProtectedState::Symlink),
+            Ok(_) if last => return (path, ProtectedState::Present),
+            Ok(meta) if meta.is_dir() => {}
+            // A file where a directory is expected: kept as it is, nothing
+            // can be created beneath it.
+            Ok(_) => return (path, ProtectedState::Present),
+            Err(_) => {
+                return (
+                    root.join(relative),
+                    ProtectedState::Missing {
+                        placeholder: path,
+                        directory: directory || !last,
+                    },
+                )
+            }
+        }
+    }
+    (path, ProtectedState::Present)
+}
+
+/// What a `.git` *file* at the workspace root points to, inside the
+/// workspace: the git directory (`gitdir: …`) and its common directory
+/// (`commondir`), where hooks and config live for a worktree.
+fn git_links(root: &Path) -> Vec<PathBuf> {
+    let dot_git = root.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        return Vec::new();
+    };
+    if !meta.is_file() || meta.len() > 4096 {
+        return Vec::new();
+    }
+    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+        return Vec::new();
+    };
+    let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let inside = |path: PathBuf| {
+        std::fs::canonicalize(path)
+            .ok()
+            .filter(|p| p.starts_with(root) && p.is_dir())
+    };
+    let mut links = Vec::new();
+    let Some(gitdir) = inside(root.join(target.trim())) else {
+        return links;
+    };
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        if let Some(common) = inside(gitdir.join(common.trim())) {
+            links.push(common);
+        }
+    }
+    links.push(gitdir);
+    links
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_are_relative_and_stay_inside() {
+        let mut paths = ProtectedPaths::none();
+        paths.protect("./.vscode/tasks.json").unwrap();
+        paths.protect("build/").unwrap();
+        assert_eq!(
+            paths.paths().collect::<Vec<_>>(),
+            [Path::new(".vscode/tasks.json"), Path::new("build")]
+        );
+        assert!(matches!(
+            paths.protect("/etc/passwd"),
+            Err(ProtectError::Outside(_))
+        ));
+        assert!(matches!(
+            paths.protect("a/../../b"),
+            Err(ProtectError::Outside(_))
+        ));
+        assert!(matches!(paths.protect("./"), Err(ProtectError::Empty(_))));
+        let err = paths.unprotect(".bashrc").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "\".bashrc\" is not a protected path; protected: .vscode/tasks.json, build"
+        );
+        paths.unprotect("build").unwrap();
+        assert_eq!(paths.paths().count(), 1);
+
+        let defaults = ProtectedPaths::default();
+        for expected in [".git", ".bashrc", ".envrc", ".vscode/tasks.json", ".idea"] {
+            assert!(
+                defaults.paths().any(|p| p == Path::new(expected)),
+                "{expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn resolution_finds_present_missing_symlinked_and_linked_git_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir_all(root.join("main/.git/worktrees/wt")).unwrap();
+        std::fs::write(root.join(".bashrc"), "x").unwrap();
+        std::fs::create_dir(root.join(".vscode")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join(".envrc")).unwrap();
+        std::fs::write(root.join(".git"), "gitdir: main/.git/worktrees/wt\n").unwrap();
+        std::fs::write(root.join("main/.git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let workspace = Workspace::open(&root).unwrap();
+        let root = workspace.path().to_owned();
+        let resolved = ProtectedPaths::default().resolve(&workspace);
+        let state = |rel: &str| {
+            resolved
+                .iter()
+                .find(|p| p.path == root.join(rel))
+                .map(|p| p.state.clone())
+        };
+        assert_eq!(state(".bashrc"), Some(ProtectedState::Present));
+        assert_eq!(state(".git"), Some(ProtectedState::Present));
+        assert_eq!(state(".envrc"), Some(ProtectedState::Symlink));
+        assert_eq!(state("main/.git"), Some(ProtectedState::Present));
+        assert_eq!(
+            state("main/.git/worktrees/wt"),
+            Some(ProtectedState::Present)
+        );
+        assert_eq!(
+            state(".vscode/tasks.json"),
+            Some(ProtectedState::Missing {
+                placeholder: root.join(".vscode/tasks.json"),
+                directory: false
+            })
+        );
+        assert_eq!(
+            state(".idea"),
+            Some(ProtectedState::Missing {
+                placeholder: root.join(".idea"),
+                directory: true
+            })
+        );
+        let mut nested = ProtectedPaths::none();
+        nested.protect("a/b/c").unwrap();
+        assert_eq!(
+            nested.resolve(&workspace)[0].state,
+            ProtectedState::Missing {
+                placeholder: root.join("a"),
+                directory: true
+            }
+        );
+    }
+}
