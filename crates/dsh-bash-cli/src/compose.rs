@@ -32,8 +32,8 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "POLICY", requires = "sandbox")]
     pub network: Option<NetworkPolicy>,
     /// Also keep this path read-only inside the workspace under
-    /// workspace-write (relative to the workspace; a trailing / makes a
-    /// missing one a directory; repeatable). Protected by default: .git,
+    /// workspace-write (relative to the workspace; repeatable). Protected
+    /// by default: .git,
     /// shell start-up files, .gitconfig, .envrc, .vscode/{tasks,settings,
     /// launch}.json, .idea, .dsh-bash.
     #[arg(long, value_name = "PATH", requires = "sandbox")]

@@ -25,6 +25,8 @@
 //! `DSH_TEST_REQUIRE_SANDBOX=1` (set by CI) a skip is a failure.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::io::ErrorKind;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -32,15 +34,9 @@ use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-const NOBODY: u32 = 65534;
-const SECRET: &str = "s3cr3t-d5h-escape-value";
+use common::confined::{as_user, base, binary, chown, require_sandbox, skip, User, NOBODY};
 
-/// Who runs `dsh-bash`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum User {
-    Root,
-    Nobody,
-}
+const SECRET: &str = "s3cr3t-d5h-escape-value";
 
 /// One escape attempt: a shell command against the world described in the
 /// module docs, and the backends it applies to.
@@ -248,12 +244,6 @@ fn snapshot(dir: &Path) -> Snapshot {
     }
 }
 
-fn chown(path: &Path, uid: u32) {
-    let c = cstr(path);
-    // SAFETY: chown on a path we just created.
-    assert_eq!(unsafe { libc::chown(c.as_ptr(), uid, uid) }, 0);
-}
-
 /// A fresh target directory with a file and an empty directory, owned by
 /// `user`.
 fn fresh_dir(base: &Path, name: &str, user: User) -> PathBuf {
@@ -267,55 +257,6 @@ fn fresh_dir(base: &Path, name: &str, user: User) -> PathBuf {
         }
     }
     dir
-}
-
-fn require_sandbox() -> bool {
-    std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
-}
-
-fn skip(why: &str) {
-    assert!(!require_sandbox(), "{why} (DSH_TEST_REQUIRE_SANDBOX=1)");
-    eprintln!("SKIP {why}");
-}
-
-/// The binary, copied where every user can run it (the checkout may live
-/// under a directory the unprivileged user cannot enter).
-fn binary() -> &'static Path {
-    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    COPY.get_or_init(|| {
-        let dir = base().join("bin");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let copy = dir.join("dsh-bash");
-        std::fs::copy(env!("CARGO_BIN_EXE_dsh-bash"), &copy).unwrap();
-        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-        copy
-    })
-}
-
-/// Where targets and workspaces live: outside /tmp and reachable by every
-/// user.
-fn base() -> PathBuf {
-    let root = if Path::new("/var/tmp").is_dir() {
-        PathBuf::from("/var/tmp")
-    } else {
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-    };
-    root.join(format!("dsh-escape-{}", std::process::id()))
-}
-
-/// A command run as `user` (through `setpriv` for the unprivileged one).
-fn as_user(user: User, program: &str) -> Command {
-    match user {
-        User::Root => Command::new(program),
-        User::Nobody => {
-            let mut command = Command::new("setpriv");
-            command
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                .arg(program);
-            command
-        }
-    }
 }
 
 /// What one `dsh-bash run --json` printed.

@@ -41,6 +41,8 @@ fn the_python_client_on_2026_07_28_drives_every_scenario() {
             "escalation declined through an input-required result",
             "escalation without elicitation fails closed on 2026-07-28",
             "a forged, swapped or replayed answer approves nothing",
+            "network escalation approved through an input-required result",
+            "network escalation declined through an input-required result",
             "a quick call answers inline even with tasks declared",
             "a long call becomes a task polled to its result",
             "tasks/cancel kills the command",

@@ -95,11 +95,8 @@ impl Protection {
                     protection.read_only.push(protected.path.clone());
                     continue;
                 }
-                ProtectedState::Missing {
-                    placeholder,
-                    directory,
-                } => {
-                    let claim = Placeholder::claim(placeholder, *directory).map_err(|cause| {
+                ProtectedState::Missing { placeholder } => {
+                    let claim = Placeholder::claim(placeholder).map_err(|cause| {
                         SandboxError::Placeholder {
                             path: placeholder.clone(),
                             cause,
@@ -391,7 +388,7 @@ mod tests {
         };
         let protection = Protection::of(&write).unwrap();
         let root = write.workspace.path().to_owned();
-        assert!(root.join(".vscode/tasks.json").is_file(), "the stand-in");
+        assert!(root.join(".vscode/tasks.json").is_dir(), "the stand-in");
         let text: Vec<String> = profile(&write, &protection, 7, 8)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

@@ -42,7 +42,21 @@
 //! - **reach IPC outside**: SysV IPC and POSIX message queues are
 //!   namespaced (bwrap) or refused (Landlock); abstract unix sockets are
 //!   scoped to the sandbox by Landlock (ABI 6; gap `abstract-sockets`
-//!   before, under both backends, while the network namespace is shared);
+//!   before under Landlock, and under bwrap with the network `on`; with it
+//!   `off` bwrap's own network namespace holds them);
+//! - **plant what runs later on the host** in `workspace-write`: the
+//!   protected paths (`.git`, shell start-up files, `.envrc`, editor task
+//!   configuration, see [`dsh_sandbox::DEFAULT_PROTECTED_PATHS`]) stay
+//!   read-only inside the writable workspace, and missing ones cannot be
+//!   created. Gap `protected-paths` under Landlock (it cannot carve a
+//!   read-only hole out of a writable tree), and under bwrap when one of
+//!   them is a symlink (a mount pins its target, not the link);
+//! - **use the network** with the policy `off` (the default in both
+//!   confining modes): no TCP, UDP, raw socket or DNS query leaves the
+//!   sandbox, the host's loopback services included (bwrap: its own
+//!   network namespace; Landlock: TCP bind/connect refused from ABI 4, gap
+//!   `tcp` before, and the filter refusing other Internet sockets, gap
+//!   `udp` without it);
 //! - **leave anything in shared temp space**: each command gets a private
 //!   temporary directory (`TMPDIR` points to it; under bwrap it is mounted
 //!   on `/tmp`, in read-only mode an in-memory one), removed when its task
@@ -58,8 +72,11 @@
 //! it:
 //! - **read** whatever its user can read (as root without capabilities:
 //!   what the permission bits allow uid 0);
-//! - **use the network**, including loopback services (a `network` policy is
-//!   future work);
+//! - **use the network** when its policy is `on`, including loopback
+//!   services;
+//! - **resolve names through a host daemon's unix socket** (nscd,
+//!   systemd-resolved's varlink) even with the network `off`: a pathname
+//!   socket, see below;
 //! - **connect to pathname unix sockets** it can reach: container runtimes
 //!   (`/var/run/docker.sock`, `/run/podman/podman.sock`,
 //!   `/run/containerd/containerd.sock`), session and system buses
@@ -87,6 +104,14 @@
 //! - under bwrap as an unprivileged user, `mknod NAME c 0 0` creates an
 //!   overlayfs "whiteout" in the workspace: a device number no driver
 //!   serves, on a `nodev` mount;
+//! - the stand-ins for missing protected paths are empty directories in
+//!   the workspace while a command runs (visible to the host then; a shell
+//!   reading a stand-in `.bashrc` says it is a directory); another process
+//!   confining the same workspace at the same time does not know this
+//!   process's claims on them and may remove one early, which lifts that
+//!   protection for the rest of the command;
+//! - a protected file with a second hard link elsewhere in the workspace
+//!   can be changed through that link;
 //! - filesystem-specific ioctls are refused by type (`'f'`, `'X'`, `'v'`,
 //!   btrfs, f2fs) under Landlock; a filesystem with commands of another
 //!   type that change the disk through a read-only descriptor is not
@@ -103,7 +128,9 @@
 //!   --unshare-uts --unshare-cgroup-try --new-session --die-with-parent
 //!   --cap-drop ALL --ro-bind / / --dev /dev --proc /proc`, a private
 //!   `/tmp`, the workspace bound (`--ro-bind-fd`/`--bind-fd`) through the
-//!   handle opened when the workspace was resolved, `--json-status-fd`;
+//!   handle opened when the workspace was resolved, the protected paths
+//!   bound read-only over it (their parents pinned), `--unshare-net` with
+//!   the network off, `--json-status-fd`;
 //!   bwrap itself runs under a scope-only Landlock domain. `full` on a
 //!   kernel with Landlock ABI 6+.
 //! - **Landlock**: write-type accesses handled (ABI 5, best effort), the

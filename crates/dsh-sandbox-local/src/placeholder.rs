@@ -2,12 +2,17 @@
 //!
 //! bubblewrap can only bind over something that exists, and it creates a
 //! missing mount point itself — in the writable workspace, on the host. So
-//! the provider creates the stand-in (an empty file, or an empty directory
-//! where the protected path or one of its ancestors is a directory) before
-//! bwrap runs, binds it read-only, and removes it once no command of this
-//! process needs it: when the last confinement holding it is dropped, if it
-//! is still the very file or directory created here and still empty. The
-//! person's workspace is left as it was.
+//! the provider creates the stand-in before bwrap runs, binds it read-only,
+//! and removes it once no command of this process needs it: when the last
+//! confinement holding it is dropped, if it is still the very directory
+//! created here and still empty. The person's workspace is left as it was.
+//!
+//! A stand-in is always an empty directory, whatever the protected path
+//! will be: nothing can be created at its name nor inside it, and git
+//! ignores empty directories, so it never shows in `git status` nor gets
+//! committed by a command's `git add -A`. While a command runs, the host
+//! sees it too (a shell reading a stand-in `.bashrc` says it is a
+//! directory).
 //!
 //! Claims are counted per path across every command of the process, so a
 //! stand-in is never removed while another confined command still relies
@@ -18,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -45,9 +50,9 @@ pub(crate) struct Placeholder {
 }
 
 impl Placeholder {
-    /// Makes sure `path` exists (an empty directory or file), creating it if
+    /// Makes sure `path` exists, creating an empty directory there if it is
     /// missing; its parent must be a real directory (not a symlink).
-    pub(crate) fn claim(path: &Path, directory: bool) -> io::Result<Placeholder> {
+    pub(crate) fn claim(path: &Path) -> io::Result<Placeholder> {
         let parent = path
             .parent()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent"))?;
@@ -72,18 +77,7 @@ impl Placeholder {
             // Replaced behind this process's back: start over.
             registry.remove(path);
         }
-        let created = if directory {
-            std::fs::DirBuilder::new().mode(0o755).create(path)
-        } else {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(path)
-                .map(drop)
-        };
-        match created {
+        match std::fs::DirBuilder::new().mode(0o755).create(path) {
             Ok(()) => {
                 let meta = std::fs::symlink_metadata(path)?;
                 registry.insert(
@@ -130,21 +124,13 @@ impl Drop for Placeholder {
         let (dev, ino) = (standing.dev, standing.ino);
         registry.remove(&self.path);
         // Removed only if it is still the stand-in made here, and empty
-        // (rmdir refuses a directory that is not; a file is checked).
-        match std::fs::symlink_metadata(&self.path) {
-            Ok(meta) if meta.dev() == dev && meta.ino() == ino => {
-                let removed = if meta.is_dir() {
-                    std::fs::remove_dir(&self.path)
-                } else if meta.len() == 0 {
-                    std::fs::remove_file(&self.path)
-                } else {
-                    Ok(())
-                };
-                if let Err(err) = removed {
-                    tracing::debug!(path = %self.path.display(), %err, "a placeholder stays");
-                }
+        // (rmdir refuses a directory that is not).
+        let same = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|meta| meta.is_dir() && meta.dev() == dev && meta.ino() == ino);
+        if same {
+            if let Err(err) = std::fs::remove_dir(&self.path) {
+                tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
             }
-            _ => {}
         }
     }
 }
@@ -157,9 +143,9 @@ mod tests {
     fn claims_are_counted_and_the_last_removes_only_an_empty_stand_in() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(".bashrc");
-        let first = Placeholder::claim(&file, false).unwrap();
-        let second = Placeholder::claim(&file, false).unwrap();
-        assert!(file.is_file());
+        let first = Placeholder::claim(&file).unwrap();
+        let second = Placeholder::claim(&file).unwrap();
+        assert!(file.is_dir());
         drop(first);
         assert!(file.exists(), "removed while still claimed");
         drop(second);
@@ -169,7 +155,7 @@ mod tests {
         );
 
         let folder = dir.path().join(".idea");
-        let claim = Placeholder::claim(&folder, true).unwrap();
+        let claim = Placeholder::claim(&folder).unwrap();
         std::fs::write(folder.join("kept"), "written from outside").unwrap();
         drop(claim);
         assert!(
@@ -179,11 +165,11 @@ mod tests {
 
         let theirs = dir.path().join(".envrc");
         std::fs::write(&theirs, "").unwrap();
-        drop(Placeholder::claim(&theirs, false).unwrap());
+        drop(Placeholder::claim(&theirs).unwrap());
         assert!(theirs.exists(), "what someone else made is never removed");
 
         let outside = dir.path().join("link");
         std::os::unix::fs::symlink("/tmp", &outside).unwrap();
-        assert!(Placeholder::claim(&outside.join("x"), false).is_err());
+        assert!(Placeholder::claim(&outside.join("x")).is_err());
     }
 }

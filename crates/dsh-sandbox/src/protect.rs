@@ -1,13 +1,13 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use crate::Workspace;
 
 /// The paths kept read-only inside a writable workspace by default: what
 /// runs code later on the host, outside any sandbox, when a person or the
-/// agent's host touches the project (a trailing `/` marks a directory).
+/// agent's host touches the project.
 ///
-/// - `.git/`: hooks (`.git/hooks/pre-commit`) and config (`core.fsmonitor`,
+/// - `.git`: hooks (`.git/hooks/pre-commit`) and config (`core.fsmonitor`,
 ///   `core.pager`, aliases) run on the next `git` command;
 /// - shell start-up files: `.bashrc`, `.bash_profile`, `.bash_login`,
 ///   `.bash_logout`, `.profile`, `.zshrc`, `.zshenv`, `.zprofile`,
@@ -16,10 +16,10 @@ use crate::Workspace;
 /// - `.envrc`: direnv runs it on entering the directory;
 /// - editor and task-runner configuration that executes commands:
 ///   `.vscode/tasks.json`, `.vscode/settings.json`, `.vscode/launch.json`,
-///   `.idea/`;
-/// - `.dsh-bash/`: this project's own configuration, should it add one.
+///   `.idea`;
+/// - `.dsh-bash`: this project's own configuration, should it add one.
 pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
-    ".git/",
+    ".git",
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -34,8 +34,8 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".vscode/tasks.json",
     ".vscode/settings.json",
     ".vscode/launch.json",
-    ".idea/",
-    ".dsh-bash/",
+    ".idea",
+    ".dsh-bash",
 ];
 
 /// A protected-path argument that cannot be used.
@@ -63,8 +63,8 @@ pub enum ProtectError {
 /// otherwise.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProtectedPaths {
-    /// Relative path → whether a placeholder for it is a directory.
-    entries: BTreeMap<PathBuf, bool>,
+    /// Relative paths.
+    entries: BTreeSet<PathBuf>,
 }
 
 impl Default for ProtectedPaths {
@@ -78,10 +78,8 @@ impl Default for ProtectedPaths {
     }
 }
 
-/// `spec` as a clean relative path, and whether it names a directory (a
-/// trailing `/`).
-fn parse(spec: &str) -> Result<(PathBuf, bool), ProtectError> {
-    let directory = spec.ends_with('/');
+/// `spec` as a clean relative path.
+fn parse(spec: &str) -> Result<PathBuf, ProtectError> {
     let mut clean = PathBuf::new();
     for component in Path::new(spec).components() {
         match component {
@@ -95,36 +93,33 @@ fn parse(spec: &str) -> Result<(PathBuf, bool), ProtectError> {
     if clean.as_os_str().is_empty() {
         return Err(ProtectError::Empty(spec.into()));
     }
-    Ok((clean, directory))
+    Ok(clean)
 }
 
 impl ProtectedPaths {
     /// Nothing protected.
     pub fn none() -> Self {
         ProtectedPaths {
-            entries: BTreeMap::new(),
+            entries: BTreeSet::new(),
         }
     }
 
-    /// Protects `spec`, relative to the workspace root (`.vscode/`, with a
-    /// trailing `/`, is a directory: that is what stands in for it while it
-    /// does not exist).
+    /// Protects `spec`, relative to the workspace root.
     pub fn protect(&mut self, spec: &str) -> Result<(), ProtectError> {
-        let (path, directory) = parse(spec)?;
-        self.entries.insert(path, directory);
+        self.entries.insert(parse(spec)?);
         Ok(())
     }
 
     /// Stops protecting `spec`; an error names the protected ones if it is
     /// not one of them.
     pub fn unprotect(&mut self, spec: &str) -> Result<(), ProtectError> {
-        let (path, _) = parse(spec)?;
-        if self.entries.remove(&path).is_none() {
+        let path = parse(spec)?;
+        if !self.entries.remove(&path) {
             return Err(ProtectError::NotProtected {
                 given: spec.into(),
                 protected: self
                     .entries
-                    .keys()
+                    .iter()
                     .map(|p| p.display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
@@ -140,7 +135,7 @@ impl ProtectedPaths {
 
     /// The protected paths, relative to the workspace root.
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
-        self.entries.keys().map(PathBuf::as_path)
+        self.entries.iter().map(PathBuf::as_path)
     }
 
     /// What each protected path is in `workspace` right now, plus what a
@@ -149,8 +144,8 @@ impl ProtectedPaths {
     pub fn resolve(&self, workspace: &Workspace) -> Vec<Protected> {
         let root = workspace.path();
         let mut resolved: BTreeMap<PathBuf, ProtectedState> = BTreeMap::new();
-        for (relative, directory) in &self.entries {
-            let (path, state) = state_of(root, relative, *directory);
+        for relative in &self.entries {
+            let (path, state) = state_of(root, relative);
             resolved.entry(path).or_insert(state);
             if relative == Path::new(".git") {
                 for linked in git_links(root) {
@@ -185,19 +180,16 @@ pub enum ProtectedState {
     /// command may replace.
     Symlink,
     /// Nothing there yet. `placeholder` (the path itself, or its first
-    /// missing ancestor) is what must exist to be kept read-only;
-    /// `directory` says whether it is a directory or an empty file.
+    /// missing ancestor) is what must exist to be kept read-only.
     Missing {
         /// The path to stand in for.
         placeholder: PathBuf,
-        /// A directory (else an empty file).
-        directory: bool,
     },
 }
 
 /// `relative` under `root`, walked one component at a time without
 /// following symlinks.
-fn state_of(root: &Path, relative: &Path, directory: bool) -> (PathBuf, ProtectedState) {
+fn state_of(root: &Path, relative: &Path) -> (PathBuf, ProtectedState) {
     let mut path = root.to_path_buf();
     let count = relative.components().count();
     for (index, component) in relative.components().enumerate() {
@@ -213,10 +205,7 @@ fn state_of(root: &Path, relative: &Path, directory: bool) -> (PathBuf, Protecte
             Err(_) => {
                 return (
                     root.join(relative),
-                    ProtectedState::Missing {
-                        placeholder: path,
-                        directory: directory || !last,
-                    },
+                    ProtectedState::Missing { placeholder: path },
                 )
             }
         }
@@ -268,6 +257,7 @@ mod tests {
         let mut paths = ProtectedPaths::none();
         paths.protect("./.vscode/tasks.json").unwrap();
         paths.protect("build/").unwrap();
+        paths.protect("build").unwrap();
         assert_eq!(
             paths.paths().collect::<Vec<_>>(),
             [Path::new(".vscode/tasks.json"), Path::new("build")]
@@ -329,14 +319,12 @@ mod tests {
             state(".vscode/tasks.json"),
             Some(ProtectedState::Missing {
                 placeholder: root.join(".vscode/tasks.json"),
-                directory: false
             })
         );
         assert_eq!(
             state(".idea"),
             Some(ProtectedState::Missing {
                 placeholder: root.join(".idea"),
-                directory: true
             })
         );
         let mut nested = ProtectedPaths::none();
@@ -345,7 +333,6 @@ mod tests {
             nested.resolve(&workspace)[0].state,
             ProtectedState::Missing {
                 placeholder: root.join("a"),
-                directory: true
             }
         );
     }

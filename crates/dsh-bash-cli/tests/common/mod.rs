@@ -2,6 +2,8 @@
 //! JSON-RPC connection to `dsh-bash mcp`, and running a real client script.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod confined;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -204,6 +204,59 @@ async def escalations(workspace: str):
     print("ok a forged, swapped or replayed answer approves nothing")
 
 
+async def network_escalation(workspace: str):
+    """The network is off under workspace-write; a call may ask for it with
+    a justification, and the person decides."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+
+    def connections() -> int:
+        count = 0
+        while True:
+            try:
+                conn, _ = listener.accept()
+                conn.close()
+                count += 1
+            except BlockingIOError:
+                return count
+
+    command = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"
+    ask = {"network": "on", "justification": "The test needs to reach its listener."}
+    params = server("--sandbox", "workspace-write", "--workdir", workspace)
+    asked = []
+
+    async def callback(context, params):
+        asked.append(params.message)
+        assert "network access" in params.message and "reach its listener" in params.message, params.message
+        return types.ElicitResult(action=answer["action"], content={} if answer["action"] == "accept" else None)
+
+    answer = {"action": "accept"}
+    async with Client(params, elicitation_callback=callback) as client:
+        result = await client.call_tool("bash", bash(command))
+        assert "connected" not in text_of(result) and connections() == 0, text_of(result)
+        assert result.structured_content["sandbox"]["network"] == "off", result.structured_content
+        result = await client.call_tool("bash", bash(command, **ask))
+        assert not result.is_error and "connected" in text_of(result), text_of(result)
+        assert result.structured_content["sandbox"]["network"] == "on", result.structured_content
+        assert connections() == 1
+        assert len(asked) == 1, asked
+    print("ok network escalation approved through an input-required result")
+
+    answer["action"] = "decline"
+    async with Client(params, elicitation_callback=callback) as client:
+        result = await client.call_tool("bash", bash(command, **ask))
+        assert result.is_error, text_of(result)
+        assert text_of(result) == "Error: the user rejected turning the network on for this command", text_of(result)
+        assert connections() == 0
+    print("ok network escalation declined through an input-required result")
+    listener.close()
+
+
 async def poll(client: Client, task_id: str, statuses: set, seconds: float = 30.0) -> dict:
     deadline = time.monotonic() + seconds
     while True:
@@ -259,6 +312,7 @@ async def main():
     workspace = os.path.join(SCRATCH, "modern-ws")
     os.makedirs(workspace, exist_ok=True)
     await escalations(workspace)
+    await network_escalation(workspace)
     await tasks()
 
 

