@@ -1,16 +1,18 @@
 //! The `dsh-bash` binary.
 //!
 //! ```text
-//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--json] -- <command>
-//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N]
-//! dsh-bash bench [--rounds N] [--commands N] [--flood-mib N] [--tasks N] [--scratch D]
+//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--network off|on] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--json] -- <command>
+//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|on] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N]
 //! ```
+//!
+//! The benchmark suite is its own binary: `cargo run --release -p
+//! dsh-bash-bench`.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod bench;
 mod compose;
 mod mcp;
 mod run;
@@ -40,26 +42,6 @@ enum Command {
     /// Serve the bash, bash_output and bash_kill tools over the Model
     /// Context Protocol on stdin/stdout (one connection = one session).
     Mcp(mcp::McpArgs),
-    /// Measure every benchmark scenario against its baseline and print one
-    /// table (build with --release).
-    Bench(bench::BenchArgs),
-}
-
-/// Raises the soft open-file limit to the hard one: every running command
-/// holds a pidfd and two pipes, and 1024 is a common soft default.
-fn raise_fd_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit on a stack struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
 }
 
 /// Diagnostics go to stderr (stdout carries results and, for `mcp`, the
@@ -93,7 +75,11 @@ fn install_diagnostics() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     install_diagnostics();
-    raise_fd_limit();
+    // Every running command holds three descriptors; a failure here only
+    // lowers how many can run at once.
+    if let Err(err) = dsh_bash_local::raise_open_file_limit() {
+        tracing::debug!(%err, "cannot raise the open-file limit");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -108,7 +94,6 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Mcp(args) => runtime.block_on(mcp::serve(args)),
-        Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };
     // Every command has been stopped by now; do not wait for blocking
     // threads (a stdin read never returns on its own).

@@ -160,4 +160,12 @@ mod tree;
 mod watchdog;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
+
+/// Raises this process's soft open-file limit to its hard limit and returns
+/// the limit now in force. Every running command holds a pidfd and two
+/// pipes (three descriptors), and 1024 is a common soft default: a front
+/// end that runs many commands at once calls this once at start.
+pub fn raise_open_file_limit() -> std::io::Result<u64> {
+    sys::raise_open_file_limit()
+}
 pub use executor::{Invocation, LocalBashExecutor, SettleStamp, Settled};

@@ -52,6 +52,26 @@ pub(crate) unsafe fn contain_child(parent: libc::pid_t) -> io::Result<()> {
 
 /// Makes this process the subreaper of its descendants' orphans (raw
 /// `prctl`, safe between fork and exec).
+/// Raises the soft open-file limit to the hard one; the limit reached.
+pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a stack struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: setrlimit reads a stack struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
 pub(crate) fn become_subreaper() -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {

@@ -1,0 +1,92 @@
+//! `dsh-bash-bench`: every benchmark scenario against its baseline, printed
+//! as one table. The MCP round-trip scenario drives the `dsh-bash` binary
+//! built beside this one (`cargo build --release -p dsh-bash-cli` first),
+//! or the one `--mcp-binary` names.
+//!
+//! ```text
+//! cargo build --release -p dsh-bash-cli && cargo run --release -p dsh-bash-bench
+//! ```
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use dsh_bash_bench::{run_all, table, Options};
+
+/// Measure every benchmark scenario against its baseline and print one
+/// table (build with --release).
+#[derive(Parser)]
+#[command(name = "dsh-bash-bench", version)]
+struct BenchArgs {
+    /// Repetitions of each scenario.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Sequential commands per round in the per-command scenarios.
+    #[arg(long, default_value_t = 200)]
+    commands: usize,
+    /// MiB written in the throughput scenario (half per stream in the
+    /// both-streams scenario).
+    #[arg(long, default_value_t = 1024)]
+    flood_mib: u64,
+    /// Background tasks in the concurrency scenario.
+    #[arg(long, default_value_t = 1000)]
+    tasks: usize,
+    /// Where spill and baseline files go (default: the temp dir).
+    #[arg(long, value_name = "DIR")]
+    scratch: Option<PathBuf>,
+    /// The `dsh-bash` binary the MCP scenario serves with (default: the one
+    /// beside this binary).
+    #[arg(long, value_name = "PATH")]
+    mcp_binary: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = BenchArgs::parse();
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build; run `cargo run --release -p dsh-bash-bench`");
+    }
+    // The concurrency scenario holds three descriptors per task.
+    if let Err(err) = dsh_bash_local::raise_open_file_limit() {
+        eprintln!("warning: cannot raise the open-file limit: {err}");
+    }
+    let mcp_binary = args.mcp_binary.clone().or_else(|| {
+        let beside = std::env::current_exe().ok()?.with_file_name("dsh-bash");
+        if beside.exists() {
+            Some(beside)
+        } else {
+            eprintln!(
+                "warning: no dsh-bash beside this binary ({}); the MCP row is skipped: `cargo build --release -p dsh-bash-cli` first, or pass --mcp-binary",
+                beside.display()
+            );
+            None
+        }
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("Error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(bench(args, mcp_binary));
+    ExitCode::SUCCESS
+}
+
+/// Runs the suite and prints the table.
+async fn bench(args: BenchArgs, mcp_binary: Option<PathBuf>) {
+    let options = Options {
+        rounds: args.rounds.max(1),
+        commands: args.commands.max(1),
+        flood_bytes: args.flood_mib.max(1) << 20,
+        tasks: args.tasks.max(1),
+        mcp_binary,
+        scratch: args.scratch.unwrap_or_else(std::env::temp_dir),
+    };
+    let rows = run_all(&options).await;
+    print!("{}", table(&rows));
+}
