@@ -23,6 +23,8 @@
 //! Figures are wall-clock times on whatever else the machine is doing;
 //! compare ratios from one run, not absolute numbers across machines.
 
+#![forbid(unsafe_code)]
+
 mod mcp_client;
 mod measure;
 mod scenarios;

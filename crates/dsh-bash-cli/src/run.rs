@@ -35,14 +35,20 @@ pub struct RunArgs {
 /// Stops `cancel` on Ctrl-C or SIGTERM.
 pub fn cancel_on_interrupt(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
+        use tokio::signal::unix::{signal, SignalKind};
+        // SIGHUP too: a closed terminal would otherwise kill this process
+        // outright, leaving the commands' temporary directories and
+        // protected-path stand-ins behind.
+        let (Ok(mut term), Ok(mut hangup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
             return;
         };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
+            _ = hangup.recv() => {}
         }
         cancel.cancel();
     })

@@ -2,7 +2,9 @@
 //! user, each backend forced: with `--network off` a TCP connect to a
 //! listener on the host's 127.0.0.1, a UDP datagram to it and a DNS query
 //! to a resolver there all fail, judged by what the host side received;
-//! with `--network on` all three arrive. The result states the policy.
+//! with `--network on` all three arrive. With it off, vsock (which a
+//! network namespace does not hold) is refused too, and under Landlock a
+//! bare `listen` cannot serve the outside. The result states the policy.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -55,7 +57,9 @@ impl Host {
             "(exec 3<>/dev/tcp/127.0.0.1/{tcp} && echo tcp-{tag} >&3); \
              echo udp-{tag} > /dev/udp/127.0.0.1/{udp}; \
              (exec 4<>/dev/udp/127.0.0.1/{dns} && printf '{QUERY}' >&4 && read -t 2 -r -N 2 reply <&4 && echo resolved); \
-             getent hosts localhost > /dev/null && echo files-work"
+             getent hosts localhost > /dev/null && echo files-work; \
+             python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print(\"vsock-open\")'; \
+             python3 -c 'import socket; s = socket.socket(); s.listen(); print(\"listening-on-host\" if s.getsockname()[0] == \"0.0.0.0\" else \"\")'"
         )
     }
 
@@ -169,6 +173,16 @@ fn network_off_cuts_tcp_udp_and_dns_and_on_lets_them_through() {
                     stdout.contains("files-work"),
                     "{tag}: name lookups from files still work: {result}"
                 );
+                if !open {
+                    // vsock reaches the hypervisor from any namespace.
+                    assert!(!stdout.contains("vsock-open"), "{tag}: {result}");
+                    // A bare listen picks a port Landlock does not see; under
+                    // bwrap it is the sandbox's own namespace, which nothing
+                    // outside reaches.
+                    if backend == "landlock" {
+                        assert!(!stdout.contains("listening-on-host"), "{tag}: {result}");
+                    }
+                }
                 let facts = &result["sandbox"];
                 assert_eq!(facts["network"], network, "{tag}: {facts}");
                 let gaps = facts["gaps"].as_array().unwrap();

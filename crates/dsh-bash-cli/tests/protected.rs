@@ -50,13 +50,24 @@ fn chown_tree(dir: &Path, uid: u32) {
     }
 }
 
-/// A git repository with one commit, a `.bashrc`, `.vscode/tasks.json`,
-/// owned by `user`.
+/// A git repository with one commit, a `.bashrc`, `.vscode/tasks.json`, a
+/// hook linked to `scripts/pre-commit`, `core.hooksPath = .githooks` (not
+/// created yet) and a submodule entry `lib` with its `.git` file, owned by
+/// `user`.
 fn repository(dir: &Path, user: User) {
     std::fs::create_dir_all(dir.join(".vscode")).unwrap();
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
     std::fs::write(dir.join(".bashrc"), "# the person's own\n").unwrap();
     std::fs::write(dir.join(".vscode/tasks.json"), "{}\n").unwrap();
     std::fs::write(dir.join("README"), "hello\n").unwrap();
+    std::fs::write(dir.join("scripts/pre-commit"), "#!/bin/sh\n").unwrap();
+    std::fs::write(
+        dir.join(".gitmodules"),
+        "[submodule \"lib\"]\n\tpath = lib\n\turl = ./lib\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("lib/.git"), "gitdir: ../.git/modules/lib\n").unwrap();
     let git = |args: &[&str]| {
         let status = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
@@ -68,8 +79,22 @@ fn repository(dir: &Path, user: User) {
         assert!(status.success(), "git {args:?}");
     };
     git(&["init", "-q"]);
-    git(&["add", "README", ".bashrc", ".vscode/tasks.json"]);
+    git(&[
+        "add",
+        "README",
+        ".bashrc",
+        ".vscode/tasks.json",
+        "scripts",
+        ".gitmodules",
+    ]);
     git(&["commit", "-qm", "first"]);
+    git(&["config", "core.hooksPath", ".githooks"]);
+    std::fs::create_dir_all(dir.join(".git/modules/lib")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../scripts/pre-commit",
+        dir.join(".git/hooks/pre-commit"),
+    )
+    .unwrap();
     if user == User::Nobody {
         chown_tree(dir, NOBODY);
     }
@@ -154,6 +179,24 @@ const PLANTS: &[(&str, &str)] = &[
     ),
     (".idea (missing)", "mkdir -p .idea && echo x > .idea/workspace.xml"),
     (".dsh-bash (missing)", "mkdir .dsh-bash; echo x > .dsh-bash/config"),
+    (
+        "through a hook symlinked into the worktree",
+        "printf '#!/bin/sh\\nid\\n' > .git/hooks/pre-commit",
+    ),
+    ("the symlinked hook's target", "echo id >> scripts/pre-commit"),
+    (
+        "core.hooksPath directory (missing)",
+        "mkdir -p .githooks && printf '#!/bin/sh\\nid\\n' > .githooks/pre-commit",
+    ),
+    (".husky (missing)", "mkdir -p .husky && echo id > .husky/pre-commit"),
+    (
+        "a repository planted in a submodule",
+        "rm -f lib/.git; git -C lib init -q && git -C lib config core.fsmonitor id",
+    ),
+    (
+        "the root turned into a bare repository",
+        "echo 'ref: refs/heads/main' > HEAD",
+    ),
 ];
 
 fn bwrap_keeps_them(user: User) {
@@ -249,6 +292,98 @@ fn bwrap_keeps_them(user: User) {
     }
 }
 
+/// Waits (bounded) until `path` exists.
+fn appears(path: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `dsh-bash run` in the background, under bwrap in `ws`.
+fn spawn(ws: &Path, command: &str) -> std::process::Child {
+    as_user(User::Root, binary().to_str().unwrap())
+        .args([
+            "run",
+            "--sandbox",
+            "workspace-write",
+            "--sandbox-backend",
+            "bwrap",
+        ])
+        .arg("--workdir")
+        .arg(ws)
+        .arg("--")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Two commands at once: the first one's end must not lift a protection
+/// the second relies on, and the last one out leaves nothing behind.
+fn concurrent_commands_keep_each_others_stand_ins() {
+    let ws = base().join("protected-concurrent");
+    repository(&ws, User::Root);
+    let first = spawn(&ws, "while [ ! -e release ]; do sleep 0.02; done");
+    appears(&ws.join(".envrc"));
+    let mut second = spawn(
+        &ws,
+        "touch second-ready; while [ ! -e go ]; do sleep 0.02; done; echo evil > .envrc; echo evil > .zshrc; echo evil > .vscode/settings.json",
+    );
+    appears(&ws.join("second-ready"));
+    std::fs::write(ws.join("release"), "").unwrap();
+    let mut first = first;
+    assert!(first.wait().unwrap().success());
+    std::fs::write(ws.join("go"), "").unwrap();
+    second.wait().unwrap();
+    for path in [".envrc", ".zshrc", ".vscode/settings.json", ".idea", "HEAD"] {
+        assert!(
+            !ws.join(path).exists(),
+            "{path}: planted by the second command, or a stand-in left behind"
+        );
+    }
+}
+
+/// A hangup stops the command and cleans up; what an outright kill leaves
+/// is claimed and removed by the next command.
+fn hangups_clean_up_and_kill_leftovers_are_reclaimed() {
+    let ws = base().join("protected-hangup");
+    repository(&ws, User::Root);
+    let mut hung = spawn(&ws, "sleep 30");
+    appears(&ws.join(".envrc"));
+    // SAFETY: kill(2) on the pid of a child we own and have not reaped.
+    unsafe { libc::kill(hung.id() as i32, libc::SIGHUP) };
+    hung.wait().unwrap();
+    assert!(!ws.join(".envrc").exists(), "a hangup left the stand-ins");
+
+    let mut killed = spawn(&ws, "sleep 30");
+    appears(&ws.join(".envrc"));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(
+        ws.join(".envrc").is_dir(),
+        "SIGKILL leaves them (the limit)"
+    );
+    let result = run(
+        User::Root,
+        "bwrap",
+        &ws,
+        &[],
+        "test -d .envrc && echo ok > planted",
+    );
+    assert_eq!(result["exit_code"], 0, "{result}");
+    assert!(
+        !ws.join(".envrc").exists(),
+        "the next command reclaims them"
+    );
+}
+
 fn landlock_says_it_cannot(user: User) {
     let tag = format!("landlock-{user:?}");
     let ws = base().join(format!("protected-{tag}"));
@@ -296,6 +431,10 @@ fn protected_paths_hold_under_bwrap_and_landlock_says_it_cannot() {
     for user in [User::Root, User::Nobody] {
         if usable(user, "bwrap") {
             bwrap_keeps_them(user);
+            if user == User::Root {
+                concurrent_commands_keep_each_others_stand_ins();
+                hangups_clean_up_and_kill_leftovers_are_reclaimed();
+            }
         }
         if usable(user, "landlock") {
             landlock_says_it_cannot(user);

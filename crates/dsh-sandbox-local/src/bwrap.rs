@@ -30,7 +30,10 @@
 //! names the `protected-paths` gap.
 //!
 //! With the network `off`, `--unshare-net`: a network namespace of its own
-//! with only a loopback nobody outside listens on. Abstract unix sockets
+//! with only a loopback nobody outside listens on; bwrap (and so the
+//! command) also runs under a syscall filter refusing sockets of the
+//! families a network namespace does not hold (vsock reaches the
+//! hypervisor from any namespace), gap `udp` where it cannot be built. Abstract unix sockets
 //! live in the network namespace; with the network `on` it stays shared,
 //! and a Landlock scope applied to bwrap itself before exec (ABI 6)
 //! confines them; on older kernels the result names the `abstract-sockets`
@@ -48,8 +51,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::path::{Path, PathBuf};
 
 use dsh_sandbox::{
-    Confinement, Held, NetworkPolicy, ProtectedState, Restriction, RunnerOutcome, RunnerReport,
-    SandboxGap, SandboxMode, SandboxPolicy,
+    BpfInstruction, Confinement, Held, NetworkPolicy, ProtectedState, Restriction, RunnerOutcome,
+    RunnerReport, SandboxGap, SandboxMode, SandboxPolicy,
 };
 
 use crate::error::SandboxError;
@@ -88,37 +91,68 @@ impl Protection {
         }
         let root = policy.workspace.path();
         for protected in &policy.protected {
-            let bound = match &protected.state {
-                ProtectedState::Present => protected.path.clone(),
-                ProtectedState::Symlink => {
+            // A stand-in of another command on the way (the path itself or
+            // a directory above it): claimed like a missing path, so that it
+            // is not removed under this command.
+            let standing = (protected.state != ProtectedState::Symlink)
+                .then(|| stand_in_on_the_way(root, &protected.path))
+                .flatten();
+            let bound = match (&protected.state, standing) {
+                (_, Some(stand_in)) => protection.claim(&stand_in)?,
+                (ProtectedState::Present, None) => protected.path.clone(),
+                (ProtectedState::Symlink, None) => {
                     protection.symlinked = true;
                     protection.read_only.push(protected.path.clone());
                     continue;
                 }
-                ProtectedState::Missing { placeholder } => {
-                    let claim = Placeholder::claim(placeholder).map_err(|cause| {
-                        SandboxError::Placeholder {
-                            path: placeholder.clone(),
-                            cause,
-                        }
-                    })?;
-                    let bound = claim.path().to_owned();
-                    protection.placeholders.push(claim);
-                    bound
-                }
+                (ProtectedState::Missing { placeholder }, None) => protection.claim(placeholder)?,
             };
             for pin in between(root, &bound) {
                 if !protection.pins.contains(&pin) {
                     protection.pins.push(pin);
                 }
             }
-            protection.read_only.push(bound);
+            if !protection.read_only.contains(&bound) {
+                protection.read_only.push(bound);
+            }
             protection.kept.push(protected.path.clone());
         }
         // Outermost first, so an inner bind lands on the pinned directory.
         protection.pins.sort_by_key(|p| p.components().count());
         Ok(protection)
     }
+}
+
+impl Protection {
+    /// Claims the stand-in at `path` (once per confinement); what to bind.
+    fn claim(&mut self, path: &Path) -> Result<PathBuf, SandboxError> {
+        if let Some(held) = self.placeholders.iter().find(|p| p.path() == path) {
+            return Ok(held.path().to_owned());
+        }
+        let claim = Placeholder::claim(path).map_err(|cause| SandboxError::Placeholder {
+            path: path.to_owned(),
+            cause,
+        })?;
+        let bound = claim.path().to_owned();
+        self.placeholders.push(claim);
+        Ok(bound)
+    }
+}
+
+/// The outermost stand-in from `root` down to `path` (inclusive), if any.
+fn stand_in_on_the_way(root: &Path, path: &Path) -> Option<PathBuf> {
+    let relative = path.strip_prefix(root).ok()?;
+    let mut current = root.to_path_buf();
+    for component in relative.components() {
+        current.push(component);
+        if crate::placeholder::is_stand_in(&current) {
+            return Some(current);
+        }
+        if !current.is_dir() {
+            return None;
+        }
+    }
+    None
 }
 
 /// The directories strictly between `root` and `path`.
@@ -257,7 +291,7 @@ pub(crate) fn confine(
     runner: &[OsString],
     policy: &SandboxPolicy,
     argv: &[OsString],
-    scope: Option<Arc<OwnedFd>>,
+    (scope, families): (Option<Arc<OwnedFd>>, Option<Arc<[BpfInstruction]>>),
     backend: &str,
 ) -> Result<Confinement, SandboxError> {
     let (read, write) = crate::sys::status_pipe().map_err(|cause| SandboxError::Descriptor {
@@ -292,6 +326,17 @@ pub(crate) fn confine(
     if protection.symlinked {
         gaps.push(SandboxGap::ProtectedPaths);
     }
+    // The network namespace holds the Internet families; vsock and the
+    // rest are refused by a filter bwrap (and so the command) runs under.
+    let seccomp_filter = match (policy.network, families) {
+        (NetworkPolicy::Off, Some(families)) => Some(families),
+        (NetworkPolicy::Off, None) => {
+            gaps.push(SandboxGap::Udp);
+            None
+        }
+        // The network on: nothing to refuse.
+        _ => None,
+    };
     let held: Vec<Arc<dyn Held>> = protection
         .placeholders
         .into_iter()
@@ -304,7 +349,7 @@ pub(crate) fn confine(
         restriction: Restriction {
             drop_capabilities: false,
             landlock_ruleset: scope,
-            seccomp_filter: None,
+            seccomp_filter,
             keep_fds: vec![Arc::new(write), Arc::new(workspace)],
         },
         environment,

@@ -3,9 +3,8 @@
 //! bubblewrap can only bind over something that exists, and it creates a
 //! missing mount point itself — in the writable workspace, on the host. So
 //! the provider creates the stand-in before bwrap runs, binds it read-only,
-//! and removes it once no command of this process needs it: when the last
-//! confinement holding it is dropped, if it is still the very directory
-//! created here and still empty. The person's workspace is left as it was.
+//! and removes it once no command needs it. The person's workspace is left
+//! as it was.
 //!
 //! A stand-in is always an empty directory, whatever the protected path
 //! will be: nothing can be created at its name nor inside it, and git
@@ -14,92 +13,137 @@
 //! sees it too (a shell reading a stand-in `.bashrc` says it is a
 //! directory).
 //!
-//! Claims are counted per path across every command of the process, so a
-//! stand-in is never removed while another confined command still relies
-//! on it (removing a mount point in one mount namespace detaches the
-//! mounts on it in the others). Limit: another process that confines the
-//! same workspace at the same time does not know these claims; it may
-//! remove a stand-in this process still binds, or keep one of its own.
+//! Several commands, of this process or of others, may rely on one
+//! stand-in at once (removing a mount point in one mount namespace detaches
+//! the mounts on it in the others, which would lift the protection). So:
+//! - a stand-in carries a mark (the `user.dsh-bash.stand-in` extended
+//!   attribute; where the filesystem has none, only this process knows it
+//!   as one), and a command that finds one claims it like a missing path
+//!   instead of treating it as the person's own directory;
+//! - every command holding a stand-in holds a shared `flock` on it for its
+//!   whole life;
+//! - whoever releases it last, and only then, gets the exclusive lock and
+//!   removes it (if it is still the marked, empty directory).
+//!
+//! A stand-in left by a process that was killed outright is claimed (and
+//! then removed) by the next command that protects the same path.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-/// A stand-in created by this process: its identity and how many live
-/// confinements bind it.
-struct Standing {
-    dev: u64,
-    ino: u64,
-    claims: usize,
+use crate::sys;
+
+/// Stand-ins this process made (the only record where the filesystem has
+/// no extended attributes).
+fn made_here() -> &'static Mutex<HashSet<(u64, u64)>> {
+    static MADE: OnceLock<Mutex<HashSet<(u64, u64)>>> = OnceLock::new();
+    MADE.get_or_init(Mutex::default)
 }
 
-fn registry() -> &'static Mutex<HashMap<PathBuf, Standing>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Standing>>> = OnceLock::new();
-    REGISTRY.get_or_init(Mutex::default)
+fn open_directory(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(path)
 }
 
-/// A claim on one stand-in, released on drop.
+/// True if and only if `dir` (open on a directory) is a stand-in.
+fn stand_in(dir: &File) -> bool {
+    if sys::marked_stand_in(dir.as_fd()) {
+        return true;
+    }
+    dir.metadata().is_ok_and(|meta| {
+        made_here()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&(meta.dev(), meta.ino()))
+    })
+}
+
+/// True if and only if `path` is a stand-in (of this process or another).
+pub(crate) fn is_stand_in(path: &Path) -> bool {
+    open_directory(path).is_ok_and(|dir| stand_in(&dir))
+}
+
+/// A claim on one stand-in (a shared lock on it), released on drop.
 #[derive(Debug)]
 pub(crate) struct Placeholder {
     path: PathBuf,
-    /// False when the path existed already (made by someone else): then
-    /// nothing is removed.
-    owned: bool,
+    /// The stand-in, locked shared while claimed.
+    lock: Option<File>,
 }
 
 impl Placeholder {
-    /// Makes sure `path` exists, creating an empty directory there if it is
-    /// missing; its parent must be a real directory (not a symlink).
+    /// Claims the stand-in at `path`, creating it (an empty, marked
+    /// directory) if nothing is there; its parent must be a real directory
+    /// (not a symlink). Something else already there (made meanwhile by
+    /// somebody else) is bound as it is, unclaimed.
     pub(crate) fn claim(path: &Path) -> io::Result<Placeholder> {
         let parent = path
             .parent()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent"))?;
-        let meta = std::fs::symlink_metadata(parent)?;
-        if !meta.is_dir() {
+        if !std::fs::symlink_metadata(parent)?.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{} is not a directory", parent.display()),
             ));
         }
-        let mut registry = registry().lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(standing) = registry.get_mut(path) {
-            let same = std::fs::symlink_metadata(path)
-                .is_ok_and(|m| m.dev() == standing.dev && m.ino() == standing.ino);
-            if same {
-                standing.claims += 1;
+        // A few rounds: a stand-in may be removed by its last other holder
+        // between being found and being locked.
+        for _ in 0..8 {
+            match std::fs::DirBuilder::new().mode(0o755).create(path) {
+                Ok(()) => {
+                    let dir = open_directory(path)?;
+                    let meta = dir.metadata()?;
+                    made_here()
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert((meta.dev(), meta.ino()));
+                    if let Err(err) = sys::mark_stand_in(dir.as_fd()) {
+                        tracing::debug!(path = %path.display(), %err, "a stand-in without its mark");
+                    }
+                }
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(err),
+            }
+            let dir = match open_directory(path) {
+                Ok(dir) => dir,
+                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => continue,
+                // Not a directory (or a symlink): somebody else's; bound as
+                // it is.
+                Err(_) => {
+                    return Ok(Placeholder {
+                        path: path.to_owned(),
+                        lock: None,
+                    })
+                }
+            };
+            if !stand_in(&dir) {
                 return Ok(Placeholder {
                     path: path.to_owned(),
-                    owned: true,
+                    lock: None,
                 });
             }
-            // Replaced behind this process's back: start over.
-            registry.remove(path);
-        }
-        match std::fs::DirBuilder::new().mode(0o755).create(path) {
-            Ok(()) => {
-                let meta = std::fs::symlink_metadata(path)?;
-                registry.insert(
-                    path.to_owned(),
-                    Standing {
-                        dev: meta.dev(),
-                        ino: meta.ino(),
-                        claims: 1,
-                    },
-                );
-                Ok(Placeholder {
+            sys::flock(dir.as_fd(), libc::LOCK_SH)?;
+            // Still the one at `path` now that it is held?
+            let held = dir.metadata()?;
+            let there = std::fs::symlink_metadata(path);
+            if there.is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
+                return Ok(Placeholder {
                     path: path.to_owned(),
-                    owned: true,
-                })
+                    lock: Some(dir),
+                });
             }
-            // Someone made it in the meantime: bind what is there.
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(Placeholder {
-                path: path.to_owned(),
-                owned: false,
-            }),
-            Err(err) => Err(err),
         }
+        Err(io::Error::other(format!(
+            "{} keeps being replaced",
+            path.display()
+        )))
     }
 
     /// The path stood in for.
@@ -110,26 +154,33 @@ impl Placeholder {
 
 impl Drop for Placeholder {
     fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        let mut registry = registry().lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(standing) = registry.get_mut(&self.path) else {
+        let Some(held) = self.lock.take() else {
             return;
         };
-        standing.claims -= 1;
-        if standing.claims > 0 {
+        let Ok(identity) = held.metadata().map(|m| (m.dev(), m.ino())) else {
+            return;
+        };
+        drop(held);
+        let Ok(dir) = open_directory(&self.path) else {
+            return;
+        };
+        let same = dir.metadata().is_ok_and(|m| (m.dev(), m.ino()) == identity);
+        // Another holder still relies on it: theirs to remove.
+        if !same || sys::flock(dir.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_err() {
             return;
         }
-        let (dev, ino) = (standing.dev, standing.ino);
-        registry.remove(&self.path);
-        // Removed only if it is still the stand-in made here, and empty
-        // (rmdir refuses a directory that is not).
-        let same = std::fs::symlink_metadata(&self.path)
-            .is_ok_and(|meta| meta.is_dir() && meta.dev() == dev && meta.ino() == ino);
-        if same {
-            if let Err(err) = std::fs::remove_dir(&self.path) {
-                tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
+        if stand_in(&dir) {
+            // rmdir refuses a directory that is not empty.
+            match std::fs::remove_dir(&self.path) {
+                Ok(()) => {
+                    made_here()
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&identity);
+                }
+                Err(err) => {
+                    tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
+                }
             }
         }
     }
@@ -140,12 +191,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn claims_are_counted_and_the_last_removes_only_an_empty_stand_in() {
+    fn the_last_claim_removes_only_an_empty_stand_in() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(".bashrc");
         let first = Placeholder::claim(&file).unwrap();
+        assert!(file.is_dir() && is_stand_in(&file));
+        // Found by a later command: claimed, not taken for the person's.
         let second = Placeholder::claim(&file).unwrap();
-        assert!(file.is_dir());
         drop(first);
         assert!(file.exists(), "removed while still claimed");
         drop(second);
@@ -164,12 +216,29 @@ mod tests {
         );
 
         let theirs = dir.path().join(".envrc");
-        std::fs::write(&theirs, "").unwrap();
+        std::fs::create_dir(&theirs).unwrap();
+        assert!(!is_stand_in(&theirs));
         drop(Placeholder::claim(&theirs).unwrap());
         assert!(theirs.exists(), "what someone else made is never removed");
 
         let outside = dir.path().join("link");
         std::os::unix::fs::symlink("/tmp", &outside).unwrap();
         assert!(Placeholder::claim(&outside.join("x")).is_err());
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_keeps_the_stand_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".zshrc");
+        let claim = Placeholder::claim(&path).unwrap();
+        // Another process's claim: a shared lock through another open file.
+        let other = open_directory(&path).unwrap();
+        sys::flock(other.as_fd(), libc::LOCK_SH).unwrap();
+        drop(claim);
+        assert!(path.exists(), "removed under another holder");
+        drop(other);
+        // A leftover (its holder gone) is claimed and removed by the next.
+        drop(Placeholder::claim(&path).unwrap());
+        assert!(!path.exists());
     }
 }

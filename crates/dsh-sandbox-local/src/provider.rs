@@ -47,6 +47,8 @@ pub struct LocalSandboxProvider {
     scope: std::sync::OnceLock<Option<Arc<OwnedFd>>>,
     #[cfg(target_os = "linux")]
     landlock: crate::landlock_backend::Prepared,
+    #[cfg(target_os = "linux")]
+    families: std::sync::OnceLock<Option<Arc<[dsh_sandbox::BpfInstruction]>>>,
 }
 
 impl LocalSandboxProvider {
@@ -60,6 +62,8 @@ impl LocalSandboxProvider {
             scope: std::sync::OnceLock::new(),
             #[cfg(target_os = "linux")]
             landlock: crate::landlock_backend::Prepared::default(),
+            #[cfg(target_os = "linux")]
+            families: std::sync::OnceLock::new(),
         })
     }
 
@@ -89,6 +93,22 @@ impl LocalSandboxProvider {
             .clone()
     }
 
+    /// What bwrap runs under: the scope-only ruleset and the filter of
+    /// foreign socket families (built once per provider).
+    #[cfg(target_os = "linux")]
+    fn bwrap_restriction(
+        &self,
+    ) -> (
+        Option<Arc<OwnedFd>>,
+        Option<Arc<[dsh_sandbox::BpfInstruction]>>,
+    ) {
+        let families = self
+            .families
+            .get_or_init(|| crate::seccomp::foreign_families().map(Arc::from))
+            .clone();
+        (self.scope(), families)
+    }
+
     #[cfg(target_os = "linux")]
     fn wrap_bwrap(
         &self,
@@ -96,7 +116,13 @@ impl LocalSandboxProvider {
         policy: &SandboxPolicy,
     ) -> Result<Confinement, SandboxError> {
         let bwrap = [self.config.bwrap.clone().into_os_string()];
-        crate::bwrap::confine(&bwrap, policy, argv, self.scope(), crate::bwrap::NAME)
+        crate::bwrap::confine(
+            &bwrap,
+            policy,
+            argv,
+            self.bwrap_restriction(),
+            crate::bwrap::NAME,
+        )
     }
 
     #[cfg(target_os = "linux")]
@@ -160,8 +186,14 @@ impl LocalSandboxProvider {
         let unavailable =
             |err: SandboxError| SandboxUnavailable::new(policy.mode, Some(err.to_string()));
         if let Some(runner) = &self.config.runner {
-            return crate::bwrap::confine(&runner.command, policy, argv, self.scope(), "runner")
-                .map_err(unavailable);
+            return crate::bwrap::confine(
+                &runner.command,
+                policy,
+                argv,
+                self.bwrap_restriction(),
+                "runner",
+            )
+            .map_err(unavailable);
         }
         match self.verdict().await {
             Verdict::Bwrap => self.wrap_bwrap(argv, policy).map_err(unavailable),

@@ -16,11 +16,9 @@
 //!   `perf_event_open`;
 //! - SysV IPC (`msg*`, `sem*`, `shm*`) and POSIX message queues (`mq_*`).
 //!
-//! Refused with the network `off` (TCP itself is Landlock's): every
-//! socket but `AF_UNIX`, `AF_NETLINK` and TCP over `AF_INET`/`AF_INET6`
-//! (so UDP, raw, SCTP, MPTCP, packet, vsock, ...), and `sendto`,
-//! `sendmsg` and `sendmmsg` with `MSG_FASTOPEN` (a TCP connect Landlock
-//! would not see).
+//! Refused with the network `off`: every socket but `AF_UNIX` and
+//! `AF_NETLINK` (Internet sockets of every type, packet, vsock, ...);
+//! Landlock's TCP rules stay as a second layer.
 //!
 //! Refused in `read-only` only (Landlock cannot say where, so in
 //! `workspace-write` they stay possible outside the workspace and the
@@ -156,12 +154,6 @@ fn device_node(arg: u8) -> Option<Vec<SeccompRule>> {
     ])
 }
 
-/// `MSG_FASTOPEN`: a `sendto`/`sendmsg` flag that connects a TCP socket.
-const MSG_FASTOPEN: u64 = 0x2000_0000;
-
-/// `IPPROTO_TCP`.
-const IPPROTO_TCP: u64 = 6;
-
 /// A rule of several conditions on `int` arguments, all of which must hold.
 fn all_of(conditions: &[(u8, SeccompCmpOp, u64)]) -> Option<SeccompRule> {
     let conditions = conditions
@@ -173,49 +165,46 @@ fn all_of(conditions: &[(u8, SeccompCmpOp, u64)]) -> Option<SeccompRule> {
     SeccompRule::new(conditions).ok()
 }
 
-/// What the network `off` refuses beside Landlock's TCP rules: sockets of
-/// every family but `AF_UNIX`, `AF_NETLINK` and the Internet ones; Internet
-/// sockets of any type but a stream, or of another protocol than TCP; and
-/// TCP Fast Open's connecting sends.
+/// `socket()` of any family but `allowed` (compared on the `int` argument).
+fn sockets_except(allowed: &[i32]) -> Option<Vec<SeccompRule>> {
+    let conditions: Vec<(u8, SeccompCmpOp, u64)> = allowed
+        .iter()
+        .map(|family| (0, SeccompCmpOp::Ne, *family as u64))
+        .collect();
+    Some(vec![all_of(&conditions)?])
+}
+
+/// What the network `off` refuses: every socket but `AF_UNIX` and
+/// `AF_NETLINK`. Internet sockets included, TCP too: Landlock's TCP rules
+/// govern `bind` and `connect`, but not the port a bare `listen` picks, so
+/// without this a command could still serve the outside.
 fn network_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Option<()> {
-    let inet = [libc::AF_INET as u64, libc::AF_INET6 as u64];
-    let mut socket_rules = vec![all_of(&[
-        (0, SeccompCmpOp::Ne, libc::AF_UNIX as u64),
-        (0, SeccompCmpOp::Ne, libc::AF_NETLINK as u64),
-        (0, SeccompCmpOp::Ne, inet[0]),
-        (0, SeccompCmpOp::Ne, inet[1]),
-    ])?];
-    for family in inet {
-        // The type's low bits (the rest are SOCK_NONBLOCK/SOCK_CLOEXEC):
-        // every type the kernel knows but SOCK_STREAM (the other values
-        // are refused by the kernel itself).
-        for kind in [
-            libc::SOCK_DGRAM,
-            libc::SOCK_RAW,
-            libc::SOCK_RDM,
-            libc::SOCK_SEQPACKET,
-            libc::SOCK_DCCP,
-            // SOCK_PACKET (obsolete, deprecated in libc).
-            10,
-        ] {
-            socket_rules.push(all_of(&[
-                (0, SeccompCmpOp::Eq, family),
-                (1, SeccompCmpOp::MaskedEq(0xf), kind as u64),
-            ])?);
-        }
-        // A stream of another protocol than TCP (SCTP, MPTCP, ...).
-        socket_rules.push(all_of(&[
-            (0, SeccompCmpOp::Eq, family),
-            (2, SeccompCmpOp::Ne, 0),
-            (2, SeccompCmpOp::Ne, IPPROTO_TCP),
-        ])?);
-    }
-    rules.insert(libc::SYS_socket, socket_rules);
-    let fast_open = |arg: u8| all_of(&[(arg, SeccompCmpOp::MaskedEq(MSG_FASTOPEN), MSG_FASTOPEN)]);
-    rules.insert(libc::SYS_sendto, vec![fast_open(3)?]);
-    rules.insert(libc::SYS_sendmsg, vec![fast_open(2)?]);
-    rules.insert(libc::SYS_sendmmsg, vec![fast_open(3)?]);
+    rules.insert(
+        libc::SYS_socket,
+        sockets_except(&[libc::AF_UNIX, libc::AF_NETLINK])?,
+    );
     Some(())
+}
+
+/// The filter bubblewrap itself runs under with the network `off`: its
+/// network namespace holds the Internet families, not the others (vsock
+/// reaches the hypervisor from any namespace), so every socket but
+/// `AF_UNIX`, `AF_NETLINK`, `AF_INET` and `AF_INET6` is refused. `None`
+/// where `seccompiler` has no target for this architecture.
+pub(crate) fn foreign_families() -> Option<Vec<BpfInstruction>> {
+    let mut rules = BTreeMap::new();
+    let refused = sockets_except(&[
+        libc::AF_UNIX,
+        libc::AF_NETLINK,
+        libc::AF_INET,
+        libc::AF_INET6,
+    ])?;
+    #[cfg(target_arch = "x86_64")]
+    if x32_served() {
+        rules.insert(libc::SYS_socket | X32, refused.clone());
+    }
+    rules.insert(libc::SYS_socket, refused);
+    compile(rules)
 }
 
 fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
@@ -335,8 +324,13 @@ fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<BTreeMap<i64, Vec<
 /// `seccompiler` has no target for it (the result then names the
 /// `syscalls` gap).
 pub(crate) fn filter(mode: SandboxMode, network: NetworkPolicy) -> Option<Vec<BpfInstruction>> {
+    compile(rules(mode, network)?)
+}
+
+/// `rules` as a program refusing what they match with `EPERM`.
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>) -> Option<Vec<BpfInstruction>> {
     let filter = SeccompFilter::new(
-        rules(mode, network)?,
+        rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         target()?,
@@ -369,6 +363,7 @@ mod tests {
         let offline = filter(SandboxMode::ReadOnly, NetworkPolicy::Off)
             .expect("a filter for this architecture");
         assert!(offline.len() > read_only.len());
+        assert!(foreign_families().is_some_and(|f| f.len() < 40));
         assert!(
             read_only.len() > write.len(),
             "{} vs {}",

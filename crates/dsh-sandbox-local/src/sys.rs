@@ -46,3 +46,54 @@ pub(crate) fn x32_served() -> bool {
     let rc = unsafe { libc::syscall(libc::SYS_getpid | X32_SYSCALL_BIT) };
     !(rc < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
 }
+
+/// `flock(2)` on `fd` (`LOCK_SH`, `LOCK_EX`, `| LOCK_NB`).
+pub(crate) fn flock(fd: std::os::fd::BorrowedFd<'_>, operation: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor the caller keeps open for the call.
+    if unsafe { libc::flock(fd.as_raw_fd(), operation) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The extended attribute that marks a directory as a stand-in.
+const STAND_IN_MARKER: &std::ffi::CStr = c"user.dsh-bash.stand-in";
+
+/// Marks the directory `fd` as a stand-in (an error where the filesystem
+/// has no user xattrs).
+pub(crate) fn mark_stand_in(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fsetxattr on an open descriptor with a NUL-terminated name
+    // and a one-byte value we own.
+    let rc = unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            STAND_IN_MARKER.as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// True if and only if the directory `fd` carries the stand-in mark.
+pub(crate) fn marked_stand_in(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut value = [0u8; 1];
+    // SAFETY: fgetxattr on an open descriptor into a buffer we own, its
+    // length given.
+    let rc = unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            STAND_IN_MARKER.as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        )
+    };
+    rc == 1 && value[0] == b'1'
+}

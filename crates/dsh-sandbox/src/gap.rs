@@ -28,8 +28,8 @@ pub enum SandboxGap {
     /// (Landlock cannot carve a read-only hole out of a writable tree), or
     /// one of them is a symlink a mount cannot pin.
     ProtectedPaths,
-    /// With the network off, TCP connections and listeners are not cut
-    /// (Landlock ABI < 4).
+    /// With the network off, TCP connections or listeners are not cut
+    /// (Landlock without the syscall filter).
     Tcp,
     /// With the network off, UDP, raw and other non-TCP sockets are not cut
     /// (no syscall filter on this architecture).

@@ -55,6 +55,7 @@
 #![forbid(unsafe_code)]
 
 mod gap;
+mod git;
 mod mode;
 mod network;
 mod protect;

@@ -17,6 +17,8 @@ use crate::Workspace;
 /// - editor and task-runner configuration that executes commands:
 ///   `.vscode/tasks.json`, `.vscode/settings.json`, `.vscode/launch.json`,
 ///   `.idea`;
+/// - hook managers' directories and configuration: `.githooks`, `.husky`,
+///   `.pre-commit-config.yaml`;
 /// - `.dsh-bash`: this project's own configuration, should it add one.
 pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".git",
@@ -35,6 +37,9 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".vscode/settings.json",
     ".vscode/launch.json",
     ".idea",
+    ".githooks",
+    ".husky",
+    ".pre-commit-config.yaml",
     ".dsh-bash",
 ];
 
@@ -138,9 +143,15 @@ impl ProtectedPaths {
         self.entries.iter().map(PathBuf::as_path)
     }
 
-    /// What each protected path is in `workspace` right now, plus what a
-    /// `.git` file (a worktree's or a submodule's) points to inside the
-    /// workspace: the git directory and its common directory.
+    /// What each protected path is in `workspace` right now, plus, with
+    /// `.git`, what git would run code from (see below).
+    ///
+    /// A protected `.git` takes along: the git directory and common
+    /// directory a `.git` file (a worktree's, a submodule's) points to;
+    /// what symlinks inside a git directory point to; the paths that
+    /// path-valued settings of the repository's config name (a missing
+    /// `core.hooksPath` included); each submodule's `.git`; and `HEAD` at
+    /// the root (so the root cannot become a bare repository).
     pub fn resolve(&self, workspace: &Workspace) -> Vec<Protected> {
         let root = workspace.path();
         let mut resolved: BTreeMap<PathBuf, ProtectedState> = BTreeMap::new();
@@ -148,8 +159,12 @@ impl ProtectedPaths {
             let (path, state) = state_of(root, relative);
             resolved.entry(path).or_insert(state);
             if relative == Path::new(".git") {
-                for linked in git_links(root) {
-                    resolved.entry(linked).or_insert(ProtectedState::Present);
+                for gitdir in crate::git::git_dirs(root) {
+                    resolved.entry(gitdir).or_insert(ProtectedState::Present);
+                }
+                for reached in crate::git::reach(root) {
+                    let (path, state) = state_of(root, &reached);
+                    resolved.entry(path).or_insert(state);
                 }
             }
         }
@@ -211,41 +226,6 @@ fn state_of(root: &Path, relative: &Path) -> (PathBuf, ProtectedState) {
         }
     }
     (path, ProtectedState::Present)
-}
-
-/// What a `.git` *file* at the workspace root points to, inside the
-/// workspace: the git directory (`gitdir: …`) and its common directory
-/// (`commondir`), where hooks and config live for a worktree.
-fn git_links(root: &Path) -> Vec<PathBuf> {
-    let dot_git = root.join(".git");
-    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
-        return Vec::new();
-    };
-    if !meta.is_file() || meta.len() > 4096 {
-        return Vec::new();
-    }
-    let Ok(text) = std::fs::read_to_string(&dot_git) else {
-        return Vec::new();
-    };
-    let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
-        return Vec::new();
-    };
-    let inside = |path: PathBuf| {
-        std::fs::canonicalize(path)
-            .ok()
-            .filter(|p| p.starts_with(root) && p.is_dir())
-    };
-    let mut links = Vec::new();
-    let Some(gitdir) = inside(root.join(target.trim())) else {
-        return links;
-    };
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-        if let Some(common) = inside(gitdir.join(common.trim())) {
-            links.push(common);
-        }
-    }
-    links.push(gitdir);
-    links
 }
 
 #[cfg(test)]
@@ -314,6 +294,12 @@ mod tests {
         assert_eq!(
             state("main/.git/worktrees/wt"),
             Some(ProtectedState::Present)
+        );
+        assert_eq!(
+            state("HEAD"),
+            Some(ProtectedState::Missing {
+                placeholder: root.join("HEAD")
+            })
         );
         assert_eq!(
             state(".vscode/tasks.json"),

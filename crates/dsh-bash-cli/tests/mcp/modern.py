@@ -257,6 +257,41 @@ async def network_escalation(workspace: str):
     listener.close()
 
 
+async def commit_through_approval(base: str):
+    """Under workspace-write `.git` is protected: `git status` works, a
+    commit is refused, and the documented path is one approved call under
+    danger-full-access."""
+    import subprocess
+
+    repo = os.path.join(base, "modern-repo")
+    os.makedirs(repo, exist_ok=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
+    with open(os.path.join(repo, "a.txt"), "w") as f:
+        f.write("a\n")
+    commit = "git add a.txt && git -c user.name=a -c user.email=a@b commit -qm agent && git log --oneline | wc -l"
+    async def approve(context, params):
+        assert "danger-full-access" in params.message and "commit" in params.message, params.message
+        return types.ElicitResult(action="accept", content={})
+
+    async with Client(server("--sandbox", "workspace-write", "--workdir", repo),
+                      elicitation_callback=approve) as client:
+        status = await client.call_tool("bash", bash("git status --short"))
+        # (git may warn on stderr that it cannot refresh the read-only index)
+        assert text_of(status).startswith("?? a.txt\n"), repr(text_of(status))
+        assert status.structured_content["exit_code"] == 0, repr(text_of(status))
+        refused = await client.call_tool("bash", bash(commit))
+        assert "[sandbox: file access denied under workspace-write mode]" in text_of(refused), text_of(refused)
+        assert any(p.endswith("/.git") for p in refused.structured_content["sandbox"]["protected"]), refused.structured_content
+        approved = await client.call_tool("bash", bash(
+            commit, sandbox_permissions="danger-full-access",
+            justification="The test needs to create one file in the workspace and commit it."))
+        assert not approved.is_error and text_of(approved) == "1\n", text_of(approved)
+    log = subprocess.run(["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True)
+    assert log.stdout.count("\n") == 1, log.stdout
+    print("ok git status works under protected .git and a commit goes through one approved call")
+
+
 async def poll(client: Client, task_id: str, statuses: set, seconds: float = 30.0) -> dict:
     deadline = time.monotonic() + seconds
     while True:
@@ -313,6 +348,7 @@ async def main():
     os.makedirs(workspace, exist_ok=True)
     await escalations(workspace)
     await network_escalation(workspace)
+    await commit_through_approval(SCRATCH)
     await tasks()
 
 
