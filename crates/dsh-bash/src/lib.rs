@@ -45,7 +45,7 @@ mod request;
 mod result;
 mod task;
 
-pub use dsh_sandbox::{NetworkPolicy, SandboxEnforcement, SandboxGap, SandboxMode};
+pub use dsh_sandbox::{NetworkPolicy, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode};
 pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener};
 pub use ids::{BashTaskId, OwnerToken};

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{NetworkPolicy, SandboxEnforcement, SandboxGap, SandboxMode};
+use crate::{NetworkPolicy, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode};
 
 /// One collected output stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,7 +35,7 @@ pub struct BashSandboxInfo {
     pub mode: SandboxMode,
     /// Which backend confined it (`landlock`, `bwrap`, `runner`); absent for
     /// `danger-full-access`.
-    pub backend: Option<String>,
+    pub backend: Option<SandboxBackend>,
     /// True if and only if the command failed (non-zero exit) and its stderr
     /// carries this backend's denial text. Never on exit 0 or signal death.
     pub denied: bool,

@@ -41,3 +41,17 @@ pub enum SandboxError {
         reason: String,
     },
 }
+
+/// No backend can confine commands on this host: what each probe said.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no usable sandbox backend: {reasons}")]
+pub struct NoBackend {
+    pub(crate) reasons: String,
+}
+
+impl NoBackend {
+    /// What each backend's probe said, `; `-separated.
+    pub fn reasons(&self) -> &str {
+        &self.reasons
+    }
+}

@@ -187,5 +187,5 @@ mod seccomp;
 mod sys;
 
 pub use config::{Backend, ConfigError, LocalSandboxConfig, RunnerCommand};
-pub use error::SandboxError;
+pub use error::{NoBackend, SandboxError};
 pub use provider::LocalSandboxProvider;

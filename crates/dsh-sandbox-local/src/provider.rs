@@ -3,11 +3,13 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_sandbox::{BoxFuture, Confinement, SandboxPolicy, SandboxProvider, SandboxUnavailable};
+use dsh_sandbox::{
+    BoxFuture, Confinement, SandboxBackend, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+};
 use tokio::sync::OnceCell;
 
 use crate::config::{Backend, ConfigError, LocalSandboxConfig};
-use crate::error::SandboxError;
+use crate::error::{NoBackend, SandboxError};
 
 /// Variables that hand a confined command a door to a service outside (an
 /// agent, a session bus, a container runtime): removed from its
@@ -67,16 +69,18 @@ impl LocalSandboxProvider {
         })
     }
 
-    /// Which backend confines commands (`bwrap`, `landlock`, `runner`), or
-    /// why none can; probes on first use.
-    pub async fn backend(&self) -> Result<&'static str, String> {
+    /// Which backend confines commands, or why none can; probes on first
+    /// use.
+    pub async fn backend(&self) -> Result<SandboxBackend, NoBackend> {
         if self.config.runner.is_some() {
-            return Ok("runner");
+            return Ok(SandboxBackend::Runner);
         }
         match self.verdict().await {
-            Verdict::Bwrap => Ok("bwrap"),
-            Verdict::Landlock { .. } => Ok("landlock"),
-            Verdict::Unavailable(why) => Err(why.clone()),
+            Verdict::Bwrap => Ok(SandboxBackend::Bwrap),
+            Verdict::Landlock { .. } => Ok(SandboxBackend::Landlock),
+            Verdict::Unavailable(why) => Err(NoBackend {
+                reasons: why.clone(),
+            }),
         }
     }
 

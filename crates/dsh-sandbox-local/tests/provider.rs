@@ -77,7 +77,10 @@ async fn the_probe_runs_once_even_when_first_calls_race_and_the_verdict_is_cache
         })
         .collect();
     for racer in racers {
-        assert_eq!(racer.await.unwrap().unwrap(), "bwrap");
+        assert_eq!(
+            racer.await.unwrap().unwrap(),
+            dsh_sandbox::SandboxBackend::Bwrap
+        );
     }
     // Confining does not run the runner; only the probe did, once.
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "call\n");
@@ -117,7 +120,7 @@ async fn a_probe_passes_only_on_exit_zero_and_auto_falls_back_to_landlock() {
     .unwrap();
     match auto.confine(&argv(), &policy(SandboxMode::ReadOnly)).await {
         Ok(confinement) => {
-            assert_eq!(confinement.backend, "landlock");
+            assert_eq!(confinement.backend, dsh_sandbox::SandboxBackend::Landlock);
             assert_eq!(confinement.argv, argv(), "Landlock restricts the same argv");
             let restriction = &confinement.restriction;
             assert!(restriction.landlock_ruleset.is_some());
@@ -205,7 +208,7 @@ async fn an_operator_runner_skips_probes_and_gets_the_status_channel() {
         .confine(&argv(), &policy(SandboxMode::WorkspaceWrite))
         .await
         .unwrap();
-    assert_eq!(confinement.backend, "runner");
+    assert_eq!(confinement.backend, dsh_sandbox::SandboxBackend::Runner);
     assert_eq!(confinement.enforcement, SandboxEnforcement::Full);
     assert_eq!(
         &confinement.argv[..3],

@@ -63,7 +63,7 @@ mod provider;
 mod workspace;
 
 pub use gap::SandboxGap;
-pub use mode::{ParseModeError, SandboxEnforcement, SandboxMode};
+pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};
 pub use protect::{
     ProtectError, Protected, ProtectedPaths, ProtectedState, DEFAULT_PROTECTED_PATHS,

@@ -86,6 +86,7 @@ impl FromStr for SandboxMode {
 /// How completely a backend enforces the promised mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum SandboxEnforcement {
     /// Every effect the mode forbids is blocked.
     Full,
@@ -109,9 +110,85 @@ impl fmt::Display for SandboxEnforcement {
     }
 }
 
+/// Which backend confined a command. Serialised as its name (`bwrap`,
+/// `landlock`, `runner`, `none`, or a provider's own).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SandboxBackend {
+    /// bubblewrap.
+    Bwrap,
+    /// Landlock, a syscall filter and a capability drop, applied by the
+    /// launcher.
+    Landlock,
+    /// An operator-configured bwrap-shaped runner.
+    Runner,
+    /// Nothing (`danger-full-access`).
+    None,
+    /// Another provider's backend, by its name.
+    Other(String),
+}
+
+impl SandboxBackend {
+    /// The stable name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            SandboxBackend::Bwrap => "bwrap",
+            SandboxBackend::Landlock => "landlock",
+            SandboxBackend::Runner => "runner",
+            SandboxBackend::None => "none",
+            SandboxBackend::Other(name) => name,
+        }
+    }
+}
+
+impl From<&str> for SandboxBackend {
+    fn from(name: &str) -> Self {
+        match name {
+            "bwrap" => SandboxBackend::Bwrap,
+            "landlock" => SandboxBackend::Landlock,
+            "runner" => SandboxBackend::Runner,
+            "none" => SandboxBackend::None,
+            other => SandboxBackend::Other(other.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for SandboxBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for SandboxBackend {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SandboxBackend {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Ok(SandboxBackend::from(name.as_str()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backends_serialise_as_their_names() {
+        for name in ["bwrap", "landlock", "runner", "none", "recorder"] {
+            let backend = SandboxBackend::from(name);
+            let json = serde_json::to_string(&backend).unwrap();
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(
+                serde_json::from_str::<SandboxBackend>(&json).unwrap(),
+                backend
+            );
+        }
+        assert_eq!(SandboxBackend::from("bwrap"), SandboxBackend::Bwrap);
+    }
 
     #[test]
     fn serde_names_are_the_stable_ones() {

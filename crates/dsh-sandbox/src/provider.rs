@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::{NetworkPolicy, Protected, SandboxEnforcement, SandboxGap, SandboxMode, Workspace};
+use crate::{
+    NetworkPolicy, Protected, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode,
+    Workspace,
+};
 
 /// A boxed, sendable future, so provider and executor traits stay
 /// object-safe.
@@ -135,8 +138,8 @@ pub struct Confinement {
     pub restriction: Restriction,
     /// Environment changes for the command: `Some` sets, `None` removes.
     pub environment: Vec<(OsString, Option<OsString>)>,
-    /// Which backend confines it (`bwrap`, `landlock`, `runner`, `none`).
-    pub backend: String,
+    /// Which backend confines it.
+    pub backend: SandboxBackend,
     /// How completely the backend enforces the mode on this host.
     pub enforcement: SandboxEnforcement,
     /// What is not governed; empty exactly when `enforcement` is `full`.
@@ -164,7 +167,7 @@ impl Confinement {
             argv: argv.to_vec(),
             restriction: Restriction::default(),
             environment: Vec::new(),
-            backend: "none".into(),
+            backend: SandboxBackend::None,
             enforcement: SandboxEnforcement::Full,
             gaps: Vec::new(),
             denial_signatures: Vec::new(),

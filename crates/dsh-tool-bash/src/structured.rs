@@ -64,7 +64,7 @@ impl From<&BashSandboxInfo> for SandboxContent {
     fn from(info: &BashSandboxInfo) -> Self {
         SandboxContent {
             mode: info.mode.to_string(),
-            backend: info.backend.clone(),
+            backend: info.backend.as_ref().map(ToString::to_string),
             enforcement: info.enforcement.map(|e| e.to_string()),
             gaps: info.gaps.iter().map(ToString::to_string).collect(),
             denied: info.denied,

@@ -90,33 +90,63 @@ struct Grant {
     network: Option<NetworkPolicy>,
 }
 
-/// A tool error; shown to the model as `Error: <message>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolError {
-    /// The message.
-    pub message: String,
+/// Why a tool call has no result; shown to the model as its `Display`,
+/// `Error: <what happened>`. Nothing ran in any of these cases.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The arguments do not fit the tool; the text says what was wrong and
+    /// what is allowed.
+    Invalid(String),
+    /// A sandbox escalation was refused, cancelled, deferred or cannot be
+    /// asked; the text says which.
+    Escalation(String),
+    /// The task belongs to another session.
+    NotOwner(BashTaskId),
+    /// The call was cancelled before the command produced a result.
+    Aborted,
+    /// The executor could not run the command (or knows no such task).
+    Exec(BashError),
+}
+
+impl ToolError {
+    /// What happened, without the `Error: ` the model is shown.
+    pub fn text(&self) -> String {
+        match self {
+            ToolError::Invalid(text) | ToolError::Escalation(text) => text.clone(),
+            ToolError::NotOwner(id) => format!("task {id} belongs to another session"),
+            ToolError::Aborted | ToolError::Exec(BashError::AbortedBeforeSpawn) => {
+                "command aborted".into()
+            }
+            ToolError::Exec(err) => err.to_string(),
+        }
+    }
 }
 
 impl std::fmt::Display for ToolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Error: {}", self.message)
+        write!(f, "Error: {}", self.text())
     }
 }
 
-impl std::error::Error for ToolError {}
+impl std::error::Error for ToolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ToolError::Exec(err) => Some(err),
+            _ => None,
+        }
+    }
+}
 
 impl From<String> for ToolError {
-    fn from(message: String) -> Self {
-        ToolError { message }
+    fn from(text: String) -> Self {
+        ToolError::Invalid(text)
     }
 }
 
 impl From<BashError> for ToolError {
     fn from(err: BashError) -> Self {
-        match err {
-            BashError::AbortedBeforeSpawn => "command aborted".to_owned().into(),
-            other => other.to_string().into(),
-        }
+        ToolError::Exec(err)
     }
 }
 
@@ -288,17 +318,15 @@ impl BashTools {
             } else {
                 "network"
             };
-            return Err(format!(
+            return Err(ToolError::Escalation(format!(
                 "{what} is not available in this composition (no sandboxing executor to escalate)"
-            )
-            .into());
+            )));
         };
         if let Some(wanted) = asked.mode {
             if !wanted.is_wider_than(current) {
-                return Err(format!(
+                return Err(ToolError::Escalation(format!(
                     "sandbox escalation to \"{wanted}\" is not strictly wider than this call's current \"{current}\" mode"
-                )
-                .into());
+                )));
             }
         }
         let mode = asked.mode.unwrap_or(current);
@@ -308,10 +336,9 @@ impl BashTools {
                 .network_policy(mode)
                 .unwrap_or(NetworkPolicy::On);
             if !wanted.is_wider_than(standing) {
-                return Err(format!(
+                return Err(ToolError::Escalation(format!(
                     "network \"{wanted}\" is not wider than this call's network policy \"{standing}\" under \"{mode}\" mode"
-                )
-                .into());
+                )));
             }
         }
         // What is asked, in the words of each outcome.
@@ -336,16 +363,14 @@ impl BashTools {
             ),
         };
         let Some(approvals) = &ctx.approvals else {
-            return Err(format!(
+            return Err(ToolError::Escalation(format!(
                 "{unavailable} requires approval, but no approval service is composed"
-            )
-            .into());
+            )));
         };
         let Some(session) = &ctx.session else {
-            return Err(format!(
+            return Err(ToolError::Escalation(format!(
                 "{unavailable} requires approval, but the call has no agent to route it through"
-            )
-            .into());
+            )));
         };
         let outcome = approvals
             .request(ApprovalRequest {
@@ -363,18 +388,18 @@ impl BashTools {
                 mode: asked.mode,
                 network: asked.network,
             }),
-            ApprovalOutcome::Rejected => Err(format!("the user rejected {rejected}").into()),
-            ApprovalOutcome::Cancelled => {
-                Err(format!("approval for {cancelled} was cancelled").into())
-            }
-            ApprovalOutcome::Unavailable => Err(format!(
+            ApprovalOutcome::Rejected => Err(ToolError::Escalation(format!(
+                "the user rejected {rejected}"
+            ))),
+            ApprovalOutcome::Cancelled => Err(ToolError::Escalation(format!(
+                "approval for {cancelled} was cancelled"
+            ))),
+            ApprovalOutcome::Unavailable => Err(ToolError::Escalation(format!(
                 "{unavailable} requires approval, but no approval channel is available"
-            )
-            .into()),
-            ApprovalOutcome::Deferred => Err(format!(
+            ))),
+            ApprovalOutcome::Deferred => Err(ToolError::Escalation(format!(
                 "{unavailable} awaits the user's answer; the command did not run"
-            )
-            .into()),
+            ))),
         }
     }
 
@@ -415,7 +440,7 @@ impl BashTools {
         }
         let result = self.executor.run(spec).await?;
         if result.aborted {
-            return Err("command aborted".to_owned().into());
+            return Err(ToolError::Aborted);
         }
         let text = render_run_result(&result, escalation_offered);
         Ok(ToolOutput {
@@ -433,7 +458,7 @@ impl BashTools {
         if let Some(owner) = self.executor.owner_of(&id) {
             let caller = ctx.session.as_ref().map(|s| s.owner());
             if caller.as_ref() != Some(&owner) {
-                return Err(format!("task {id} belongs to another session").into());
+                return Err(ToolError::NotOwner(id));
             }
         }
         Ok(id)

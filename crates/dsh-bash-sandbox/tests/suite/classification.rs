@@ -87,7 +87,11 @@ async fn a_posix_permission_failure_unrelated_to_the_backend_phrase_is_not_a_den
         let facts = result.sandbox.unwrap();
         assert!(facts.denied, "{backend:?}: {}", result.stderr.text);
         assert_eq!(facts.enforcement, Some(SandboxEnforcement::Full));
-        let other_phrase = match facts.backend.as_deref() {
+        let other_phrase = match facts
+            .backend
+            .as_ref()
+            .map(dsh_sandbox::SandboxBackend::as_str)
+        {
             Some("bwrap") => "Permission denied",
             _ => "Read-only file system",
         };

@@ -65,7 +65,13 @@ async fn the_provider_gets_exactly_bash_c_and_the_policy_on_every_run_and_start(
     assert_eq!(calls[2].1.mode, SandboxMode::WorkspaceWrite);
     let facts = result.sandbox.unwrap();
     assert_eq!(facts.mode, SandboxMode::ReadOnly);
-    assert_eq!(facts.backend.as_deref(), Some("recorder"));
+    assert_eq!(
+        facts
+            .backend
+            .as_ref()
+            .map(dsh_sandbox::SandboxBackend::as_str),
+        Some("recorder")
+    );
     assert_eq!(facts.enforcement, Some(SandboxEnforcement::Full));
     assert!(!facts.denied && !facts.runner_failed);
 }

@@ -68,7 +68,7 @@ async fn start_poll_and_kill() {
     let err = call(&tools, "bash_output", json!({"task_id": "bash-9"}), &ctx)
         .await
         .unwrap_err();
-    assert_eq!(err.message, "unknown bash task \"bash-9\"");
+    assert_eq!(err.text(), "unknown bash task \"bash-9\"");
 
     // Exactly one notice per task, to the owner.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

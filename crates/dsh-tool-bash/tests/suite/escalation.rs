@@ -36,7 +36,7 @@ async fn not_offered_without_a_confining_executor() {
     )
     .await
     .unwrap_err();
-    assert_eq!(err.message, "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)");
+    assert_eq!(err.text(), "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)");
     assert!(approver.asked.lock().unwrap().is_empty());
     assert!(recording.requests.lock().unwrap().is_empty());
     // MODE: no stamping under a non-confining executor, even with a standing override.
@@ -64,7 +64,7 @@ async fn checks_in_order_each_failing_closed() {
     let err = call(&tools, "bash", escalate("workspace-write"), &ctx_standing)
         .await
         .unwrap_err();
-    assert_eq!(err.message, "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode");
+    assert_eq!(err.text(), "sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode");
     assert!(
         approver.asked.lock().unwrap().is_empty(),
         "nobody is asked for a non-widening"
@@ -74,13 +74,13 @@ async fn checks_in_order_each_failing_closed() {
     let err = call(&tools, "bash", escalate("danger-full-access"), &no_service)
         .await
         .unwrap_err();
-    assert_eq!(err.message, "sandbox escalation to \"danger-full-access\" requires approval, but no approval service is composed");
+    assert_eq!(err.text(), "sandbox escalation to \"danger-full-access\" requires approval, but no approval service is composed");
 
     let no_session = with_approver(None, &approver);
     let err = call(&tools, "bash", escalate("workspace-write"), &no_session)
         .await
         .unwrap_err();
-    assert_eq!(err.message, "sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through");
+    assert_eq!(err.text(), "sandbox escalation to \"workspace-write\" requires approval, but the call has no agent to route it through");
 
     for (outcome, message) in [
         (ApprovalOutcome::Unavailable, "sandbox escalation to \"workspace-write\" requires approval, but no approval channel is available"),
@@ -89,7 +89,7 @@ async fn checks_in_order_each_failing_closed() {
     ] {
         let answer = Approver::new(outcome);
         let err = call(&tools, "bash", escalate("workspace-write"), &with_approver(Some("s"), &answer)).await.unwrap_err();
-        assert_eq!(err.message, message);
+        assert_eq!(err.text(), message);
     }
     assert!(
         recording.requests.lock().unwrap().is_empty(),

@@ -24,7 +24,7 @@ async fn other_sessions_can_neither_read_nor_kill() {
             let err = call(&tools, tool, json!({"task_id": "bash-1"}), other)
                 .await
                 .unwrap_err();
-            assert_eq!(err.message, "task bash-1 belongs to another session");
+            assert_eq!(err.text(), "task bash-1 belongs to another session");
         }
     }
     let task = recording
@@ -51,7 +51,7 @@ async fn other_sessions_can_neither_read_nor_kill() {
     )
     .await
     .unwrap_err();
-    assert_eq!(err.message, "task bash-1 belongs to another session");
+    assert_eq!(err.text(), "task bash-1 belongs to another session");
     let err = call(
         &tools,
         "bash_output",
@@ -60,7 +60,7 @@ async fn other_sessions_can_neither_read_nor_kill() {
     )
     .await
     .unwrap_err();
-    assert_eq!(err.message, "unknown bash task \"bash-7\"");
+    assert_eq!(err.text(), "unknown bash task \"bash-7\"");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,7 +61,7 @@ async fn abort_and_spawn_failure_are_errors() {
     let err = call(&tools, "bash", bash("echo never"), &cancelled)
         .await
         .unwrap_err();
-    assert_eq!(err.message, "command aborted");
+    assert_eq!(err.text(), "command aborted");
 
     let running = ctx(None);
     let token = running.cancel.clone();
@@ -73,10 +73,10 @@ async fn abort_and_spawn_failure_are_errors() {
         .await
         .unwrap_err();
     canceller.await.unwrap();
-    assert_eq!(err.message, "command aborted");
+    assert_eq!(err.text(), "command aborted");
 
     let mut missing = bash("true");
     missing["workdir"] = json!("/no/such/dir");
     let err = call(&tools, "bash", missing, &ctx(None)).await.unwrap_err();
-    assert_eq!(err.message, "workdir /no/such/dir does not exist");
+    assert_eq!(err.text(), "workdir /no/such/dir does not exist");
 }

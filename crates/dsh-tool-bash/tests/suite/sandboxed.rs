@@ -145,10 +145,10 @@ async fn a_runner_failure_gets_its_own_marker() {
     let ctx = ctx(None);
     let err = call(&tools, "bash", bash("true"), &ctx).await.unwrap_err();
     assert!(
-        err.message
+        err.text()
             .contains("runner said: runner: fatal: no namespaces"),
         "{}",
-        err.message
+        err.text()
     );
     let read = settled_read(&tools, executor.as_ref(), "true", &ctx).await;
     assert!(

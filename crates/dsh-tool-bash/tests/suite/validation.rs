@@ -27,13 +27,13 @@ async fn invalid_arguments_never_reach_the_executor() {
         ),
     ] {
         let err = call(&tools, "bash", args, &ctx).await.unwrap_err();
-        assert_eq!(err.message, message);
+        assert_eq!(err.text(), message);
         assert_eq!(err.to_string(), format!("Error: {message}"));
     }
     let err = call(&tools, "bash_output", json!({"task_id": " "}), &ctx)
         .await
         .unwrap_err();
-    assert_eq!(err.message, "invalid task_id: expected a non-empty string");
+    assert_eq!(err.text(), "invalid task_id: expected a non-empty string");
     assert!(recording.requests.lock().unwrap().is_empty());
 }
 
@@ -51,7 +51,7 @@ async fn model_supplied_env_and_stdin_never_arrive() {
         .await
         .unwrap_err();
     assert_eq!(
-        err.message,
+        err.text(),
         "unknown arguments \"env\", \"owner\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background"
     );
     assert!(recording.requests.lock().unwrap().is_empty());
@@ -126,7 +126,7 @@ async fn unknown_tools_are_named() {
         .await
         .unwrap_err();
     assert_eq!(
-        err.message,
+        err.text(),
         "unknown tool \"shell\": expected bash, bash_output or bash_kill"
     );
 }
