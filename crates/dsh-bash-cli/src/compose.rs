@@ -33,9 +33,10 @@ pub struct ExecutorArgs {
     pub network: Option<NetworkPolicy>,
     /// Also keep this path read-only inside the workspace under
     /// workspace-write (relative to the workspace; repeatable). Protected
-    /// by default: .git (and what git would run code from), shell start-up
-    /// files, .gitconfig, .envrc, .vscode/{tasks,settings,launch}.json,
-    /// .idea, .githooks, .husky, .pre-commit-config.yaml, .dsh-bash.
+    /// by default: .git (and what git would run code from), .envrc,
+    /// .vscode/{tasks,settings,launch}.json, .idea, .pre-commit-config.yaml,
+    /// .dsh-bash, and in a home directory the shell's start-up files,
+    /// .gitconfig, .config/git and .ssh.
     #[arg(long, value_name = "PATH", requires = "sandbox")]
     pub protect: Vec<String>,
     /// Stop protecting this path (one of the protected ones; repeatable),

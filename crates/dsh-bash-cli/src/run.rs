@@ -90,7 +90,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let status = if result.aborted {
         130
     } else {
-        result.shell_status()
+        shell_status(&result)
     };
     Ok(ExitCode::from(u8::try_from(status & 0xff).unwrap_or(1)))
+}
+
+/// The exit status a terminal would report: the exit code, 128+n for a
+/// death by signal n, 124 for a timeout.
+fn shell_status(result: &dsh_bash::BashRunResult) -> i32 {
+    if result.timed_out {
+        return 124;
+    }
+    if let Some(code) = result.exit_code {
+        return code;
+    }
+    result
+        .signal
+        .as_deref()
+        .and_then(dsh_bash_local::signal_number)
+        .map_or(1, |n| 128 + n)
 }

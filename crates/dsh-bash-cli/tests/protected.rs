@@ -100,13 +100,9 @@ fn repository(dir: &Path, user: User) {
     }
 }
 
-/// `dsh-bash run --json --sandbox workspace-write` in `ws`.
+/// `dsh-bash run --json --sandbox workspace-write` in `ws`, which is also
+/// the home directory (so the shell's start-up files there are protected).
 fn run(user: User, backend: &str, ws: &Path, extra: &[&str], command: &str) -> serde_json::Value {
-    let home = base().join(format!("home-{user:?}"));
-    std::fs::create_dir_all(&home).unwrap();
-    if user == User::Nobody {
-        chown(&home, NOBODY);
-    }
     let output = as_user(user, binary().to_str().unwrap())
         .args(["run", "--json", "--sandbox", "workspace-write"])
         .args(["--sandbox-backend", backend, "--workdir"])
@@ -114,7 +110,7 @@ fn run(user: User, backend: &str, ws: &Path, extra: &[&str], command: &str) -> s
         .args(extra)
         .arg("--")
         .arg(command)
-        .env("HOME", &home)
+        .env("HOME", ws)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .stdin(Stdio::null())
         .output()
@@ -180,6 +176,14 @@ const PLANTS: &[(&str, &str)] = &[
     (".idea (missing)", "mkdir -p .idea && echo x > .idea/workspace.xml"),
     (".dsh-bash (missing)", "mkdir .dsh-bash; echo x > .dsh-bash/config"),
     (
+        "ssh authorized_keys (missing)",
+        "mkdir -p .ssh && echo 'ssh-ed25519 AAAA attacker' >> .ssh/authorized_keys",
+    ),
+    (
+        "ssh config ProxyCommand (missing)",
+        "mkdir -p .ssh && echo 'ProxyCommand id' > .ssh/config",
+    ),
+    (
         "through a hook symlinked into the worktree",
         "printf '#!/bin/sh\\nid\\n' > .git/hooks/pre-commit",
     ),
@@ -188,14 +192,13 @@ const PLANTS: &[(&str, &str)] = &[
         "core.hooksPath directory (missing)",
         "mkdir -p .githooks && printf '#!/bin/sh\\nid\\n' > .githooks/pre-commit",
     ),
-    (".husky (missing)", "mkdir -p .husky && echo id > .husky/pre-commit"),
+    (
+        ".pre-commit-config.yaml (missing)",
+        "printf 'repos:\\n- repo: local\\n' > .pre-commit-config.yaml",
+    ),
     (
         "a repository planted in a submodule",
         "rm -f lib/.git; git -C lib init -q && git -C lib config core.fsmonitor id",
-    ),
-    (
-        "the root turned into a bare repository",
-        "echo 'ref: refs/heads/main' > HEAD",
     ),
 ];
 
@@ -245,10 +248,18 @@ fn bwrap_keeps_them(user: User) {
         "echo new > notes.txt && git status --short && git log --oneline | wc -l",
     );
     assert_eq!(status["exit_code"], 0, "{tag}: {status}");
-    assert_eq!(
-        status["stdout"]["text"], "?? notes.txt\n1\n",
-        "{tag}: {status}"
-    );
+    // (The workspace is also the home directory here: its missing start-up
+    // files stand in as empty files while the command runs, which git
+    // lists; directory stand-ins it does not.)
+    let listed = status["stdout"]["text"].as_str().unwrap();
+    assert!(listed.ends_with("?? notes.txt\n1\n"), "{tag}: {status}");
+    for line in listed.lines().filter(|l| l.starts_with("??")) {
+        let name = line.trim_start_matches("?? ");
+        assert!(
+            name == "notes.txt" || dsh_sandbox::HOME_PROTECTED_PATHS.contains(&name),
+            "{tag}: {name} listed: {status}"
+        );
+    }
     // Committing writes .git: refused, and said so.
     let commit = run(
         user,
@@ -276,6 +287,26 @@ fn bwrap_keeps_them(user: User) {
             .iter()
             .any(|p| p.as_str().is_some_and(|p| p.ends_with("/.git"))),
         "{tag}: {commit}"
+    );
+    // A workspace inside somebody's repository, without one of its own:
+    // its root cannot be made a bare repository git would discover there.
+    let outer = base().join(format!("outer-{tag}"));
+    repository(&outer, user);
+    let inner = outer.join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    if user == User::Nobody {
+        chown(&inner, NOBODY);
+    }
+    let bare = run(
+        user,
+        "bwrap",
+        &inner,
+        &[],
+        "echo 'ref: refs/heads/main' > HEAD; mkdir -p objects refs; printf '[core]\\n\\tfsmonitor = id\\n' > config",
+    );
+    assert!(
+        !inner.join("HEAD").exists(),
+        "{tag}: the root became a bare repository: {bare}"
     );
     // No stand-in outlived its command.
     for missing in [
@@ -319,6 +350,7 @@ fn spawn(ws: &Path, command: &str) -> std::process::Child {
         .arg(ws)
         .arg("--")
         .arg(command)
+        .env("HOME", ws)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
@@ -403,6 +435,7 @@ fn landlock_says_it_cannot(user: User) {
     // Nothing protected, nothing claimed: the gap disappears.
     let everything: Vec<&str> = dsh_sandbox::DEFAULT_PROTECTED_PATHS
         .iter()
+        .chain(dsh_sandbox::HOME_PROTECTED_PATHS)
         .flat_map(|path| ["--unprotect", path])
         .collect();
     let result = run(user, "landlock", &ws, &everything, "true");

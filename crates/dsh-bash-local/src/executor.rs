@@ -7,9 +7,9 @@ use std::time::Duration;
 use dsh_sandbox::Restriction;
 
 use dsh_bash::{
-    signal_name, task_channel, BashError, BashExecRequest, BashExecSpec, BashExecutor,
-    BashRunResult, BashTask, BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken,
-    SandboxMode, TaskListener, TaskState, TaskStatus,
+    task_channel, BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask,
+    BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode, TaskListener,
+    TaskState, TaskStatus,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::{positive_finite, ConfigError, LocalConfig};
 use crate::env::child_env;
 use crate::output::{join_delta, Stream};
+use crate::signal::signal_name;
 use crate::spawn::Launch;
 use crate::spill::{SpillDir, SpillLimits};
 use crate::supervise::{supervise, Ended, Stop, StopCause, Watch};

@@ -151,6 +151,7 @@ mod drain;
 mod env;
 mod executor;
 mod output;
+mod signal;
 mod spawn;
 mod spill;
 mod supervise;
@@ -160,6 +161,7 @@ mod tree;
 mod watchdog;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
+pub use signal::{signal_name, signal_number};
 
 /// Raises this process's soft open-file limit to its hard limit and returns
 /// the limit now in force. Every running command holds a pidfd and two

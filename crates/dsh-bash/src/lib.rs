@@ -50,7 +50,5 @@ pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener};
 pub use ids::{BashTaskId, OwnerToken};
 pub use request::{BashExecRequest, BashExecSpec, CancellationToken};
-pub use result::{
-    signal_name, signal_number, BashRunResult, BashSandboxInfo, CollectedOutput, Containment,
-};
+pub use result::{BashRunResult, BashSandboxInfo, CollectedOutput, Containment};
 pub use task::{task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus};

@@ -98,14 +98,17 @@ impl Protection {
                 .then(|| stand_in_on_the_way(root, &protected.path))
                 .flatten();
             let bound = match (&protected.state, standing) {
-                (_, Some(stand_in)) => protection.claim(&stand_in)?,
+                // Found already there: its kind matters no more.
+                (_, Some(stand_in)) => protection.claim(&stand_in, stand_in.is_file())?,
                 (ProtectedState::Present, None) => protected.path.clone(),
                 (ProtectedState::Symlink, None) => {
                     protection.symlinked = true;
                     protection.read_only.push(protected.path.clone());
                     continue;
                 }
-                (ProtectedState::Missing { placeholder }, None) => protection.claim(placeholder)?,
+                (ProtectedState::Missing { placeholder, file }, None) => {
+                    protection.claim(placeholder, *file)?
+                }
             };
             for pin in between(root, &bound) {
                 if !protection.pins.contains(&pin) {
@@ -125,11 +128,11 @@ impl Protection {
 
 impl Protection {
     /// Claims the stand-in at `path` (once per confinement); what to bind.
-    fn claim(&mut self, path: &Path) -> Result<PathBuf, SandboxError> {
+    fn claim(&mut self, path: &Path, file: bool) -> Result<PathBuf, SandboxError> {
         if let Some(held) = self.placeholders.iter().find(|p| p.path() == path) {
             return Ok(held.path().to_owned());
         }
-        let claim = Placeholder::claim(path).map_err(|cause| SandboxError::Placeholder {
+        let claim = Placeholder::claim(path, file).map_err(|cause| SandboxError::Placeholder {
             path: path.to_owned(),
             cause,
         })?;

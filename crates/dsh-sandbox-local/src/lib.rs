@@ -45,8 +45,10 @@
 //!   before under Landlock, and under bwrap with the network `on`; with it
 //!   `off` bwrap's own network namespace holds them);
 //! - **plant what runs later on the host** in `workspace-write`: the
-//!   protected paths (`.git`, shell start-up files, `.envrc`, editor task
-//!   configuration, see [`dsh_sandbox::DEFAULT_PROTECTED_PATHS`]) stay
+//!   protected paths (`.git` and what git would run code from, `.envrc`,
+//!   editor task configuration, a home directory's start-up files, see
+//!   [`dsh_sandbox::DEFAULT_PROTECTED_PATHS`] and
+//!   [`dsh_sandbox::HOME_PROTECTED_PATHS`]) stay
 //!   read-only inside the writable workspace, and missing ones cannot be
 //!   created. Gap `protected-paths` under Landlock (it cannot carve a
 //!   read-only hole out of a writable tree), and under bwrap when one of
@@ -104,12 +106,16 @@
 //! - under bwrap as an unprivileged user, `mknod NAME c 0 0` creates an
 //!   overlayfs "whiteout" in the workspace: a device number no driver
 //!   serves, on a `nodev` mount;
-//! - the stand-ins for missing protected paths are empty directories in
-//!   the workspace while a command runs (visible to the host then; a shell
-//!   reading a stand-in `.bashrc` says it is a directory); another process
-//!   confining the same workspace at the same time does not know this
-//!   process's claims on them and may remove one early, which lifts that
-//!   protection for the rest of the command;
+//! - the stand-ins for missing protected paths exist in the workspace
+//!   while a command runs (visible to the host then: an empty
+//!   `.bash_profile` in a home directory hides its `.profile` from a login
+//!   shell meanwhile); a process killed outright (SIGKILL) leaves its
+//!   stand-ins until the next command protecting the same paths reclaims
+//!   them;
+//! - a new repository a command creates in a subdirectory of the
+//!   workspace runs its own config when a person later runs git inside
+//!   that subdirectory (only the root's `.git`, what it points to and the
+//!   submodules are protected);
 //! - a protected file with a second hard link elsewhere in the workspace
 //!   can be changed through that link;
 //! - filesystem-specific ioctls are refused by type (`'f'`, `'X'`, `'v'`,

@@ -6,12 +6,14 @@
 //! and removes it once no command needs it. The person's workspace is left
 //! as it was.
 //!
-//! A stand-in is always an empty directory, whatever the protected path
-//! will be: nothing can be created at its name nor inside it, and git
-//! ignores empty directories, so it never shows in `git status` nor gets
-//! committed by a command's `git add -A`. While a command runs, the host
-//! sees it too (a shell reading a stand-in `.bashrc` says it is a
-//! directory).
+//! A stand-in is an empty directory, whatever the protected path will be:
+//! nothing can be created at its name nor inside it, and git ignores empty
+//! directories, so it never shows in `git status` nor gets committed by a
+//! command's `git add -A`. The exception is a file its readers open at a
+//! known place (a shell's start-up file or `~/.gitconfig` in a workspace
+//! that is a home directory), where a directory would break them (git
+//! refuses to run when `~/.gitconfig` is one): an empty file stands in
+//! there. While a command runs, the host sees the stand-ins too.
 //!
 //! Several commands, of this process or of others, may rely on one
 //! stand-in at once (removing a mount point in one mount namespace detaches
@@ -45,14 +47,21 @@ fn made_here() -> &'static Mutex<HashSet<(u64, u64)>> {
     MADE.get_or_init(Mutex::default)
 }
 
-fn open_directory(path: &Path) -> io::Result<File> {
-    std::fs::OpenOptions::new()
+/// Opens a directory or a regular file without following a symlink.
+fn open_entry(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(path)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_dir() || kind.is_file() {
+        Ok(file)
+    } else {
+        Err(io::Error::other("neither a directory nor a regular file"))
+    }
 }
 
-/// True if and only if `dir` (open on a directory) is a stand-in.
+/// True if and only if `dir` (open on a directory or file) is a stand-in.
 fn stand_in(dir: &File) -> bool {
     if sys::marked_stand_in(dir.as_fd()) {
         return true;
@@ -67,7 +76,18 @@ fn stand_in(dir: &File) -> bool {
 
 /// True if and only if `path` is a stand-in (of this process or another).
 pub(crate) fn is_stand_in(path: &Path) -> bool {
-    open_directory(path).is_ok_and(|dir| stand_in(&dir))
+    open_entry(path).is_ok_and(|entry| stand_in(&entry))
+}
+
+/// True if and only if `entry` is an empty directory or an empty file.
+fn empty(path: &Path, entry: &File) -> bool {
+    match entry.metadata() {
+        Ok(meta) if meta.is_file() => meta.len() == 0,
+        Ok(meta) if meta.is_dir() => {
+            std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+        }
+        _ => false,
+    }
 }
 
 /// A claim on one stand-in (a shared lock on it), released on drop.
@@ -80,10 +100,11 @@ pub(crate) struct Placeholder {
 
 impl Placeholder {
     /// Claims the stand-in at `path`, creating it (an empty, marked
-    /// directory) if nothing is there; its parent must be a real directory
-    /// (not a symlink). Something else already there (made meanwhile by
-    /// somebody else) is bound as it is, unclaimed.
-    pub(crate) fn claim(path: &Path) -> io::Result<Placeholder> {
+    /// directory, or an empty file with `file`) if nothing is there; its
+    /// parent must be a real directory (not a symlink). Something else
+    /// already there (made meanwhile by somebody else) is bound as it is,
+    /// unclaimed.
+    pub(crate) fn claim(path: &Path, file: bool) -> io::Result<Placeholder> {
         let parent = path
             .parent()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent"))?;
@@ -96,9 +117,20 @@ impl Placeholder {
         // A few rounds: a stand-in may be removed by its last other holder
         // between being found and being locked.
         for _ in 0..8 {
-            match std::fs::DirBuilder::new().mode(0o755).create(path) {
+            let created = if file {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(path)
+                    .map(drop)
+            } else {
+                std::fs::DirBuilder::new().mode(0o755).create(path)
+            };
+            match created {
                 Ok(()) => {
-                    let dir = open_directory(path)?;
+                    let dir = open_entry(path)?;
                     let meta = dir.metadata()?;
                     made_here()
                         .lock()
@@ -111,11 +143,11 @@ impl Placeholder {
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(err) => return Err(err),
             }
-            let dir = match open_directory(path) {
+            let dir = match open_entry(path) {
                 Ok(dir) => dir,
                 Err(err) if err.raw_os_error() == Some(libc::ENOENT) => continue,
-                // Not a directory (or a symlink): somebody else's; bound as
-                // it is.
+                // A symlink or something stranger: somebody else's; bound
+                // as it is.
                 Err(_) => {
                     return Ok(Placeholder {
                         path: path.to_owned(),
@@ -161,7 +193,7 @@ impl Drop for Placeholder {
             return;
         };
         drop(held);
-        let Ok(dir) = open_directory(&self.path) else {
+        let Ok(dir) = open_entry(&self.path) else {
             return;
         };
         let same = dir.metadata().is_ok_and(|m| (m.dev(), m.ino()) == identity);
@@ -169,9 +201,13 @@ impl Drop for Placeholder {
         if !same || sys::flock(dir.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_err() {
             return;
         }
-        if stand_in(&dir) {
-            // rmdir refuses a directory that is not empty.
-            match std::fs::remove_dir(&self.path) {
+        if stand_in(&dir) && empty(&self.path, &dir) {
+            let removed = if dir.metadata().is_ok_and(|m| m.is_dir()) {
+                std::fs::remove_dir(&self.path)
+            } else {
+                std::fs::remove_file(&self.path)
+            };
+            match removed {
                 Ok(()) => {
                     made_here()
                         .lock()
@@ -194,10 +230,10 @@ mod tests {
     fn the_last_claim_removes_only_an_empty_stand_in() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(".bashrc");
-        let first = Placeholder::claim(&file).unwrap();
+        let first = Placeholder::claim(&file, false).unwrap();
         assert!(file.is_dir() && is_stand_in(&file));
         // Found by a later command: claimed, not taken for the person's.
-        let second = Placeholder::claim(&file).unwrap();
+        let second = Placeholder::claim(&file, false).unwrap();
         drop(first);
         assert!(file.exists(), "removed while still claimed");
         drop(second);
@@ -207,7 +243,7 @@ mod tests {
         );
 
         let folder = dir.path().join(".idea");
-        let claim = Placeholder::claim(&folder).unwrap();
+        let claim = Placeholder::claim(&folder, false).unwrap();
         std::fs::write(folder.join("kept"), "written from outside").unwrap();
         drop(claim);
         assert!(
@@ -218,27 +254,34 @@ mod tests {
         let theirs = dir.path().join(".envrc");
         std::fs::create_dir(&theirs).unwrap();
         assert!(!is_stand_in(&theirs));
-        drop(Placeholder::claim(&theirs).unwrap());
+        assert!(!is_stand_in(&dir.path().join("absent")));
+        drop(Placeholder::claim(&theirs, false).unwrap());
         assert!(theirs.exists(), "what someone else made is never removed");
 
         let outside = dir.path().join("link");
         std::os::unix::fs::symlink("/tmp", &outside).unwrap();
-        assert!(Placeholder::claim(&outside.join("x")).is_err());
+        assert!(Placeholder::claim(&outside.join("x"), false).is_err());
     }
 
     #[test]
     fn a_lock_held_elsewhere_keeps_the_stand_in() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(".zshrc");
-        let claim = Placeholder::claim(&path).unwrap();
+        let claim = Placeholder::claim(&path, true).unwrap();
+        assert!(path.is_file() && is_stand_in(&path));
         // Another process's claim: a shared lock through another open file.
-        let other = open_directory(&path).unwrap();
+        let other = open_entry(&path).unwrap();
         sys::flock(other.as_fd(), libc::LOCK_SH).unwrap();
         drop(claim);
         assert!(path.exists(), "removed under another holder");
         drop(other);
         // A leftover (its holder gone) is claimed and removed by the next.
-        drop(Placeholder::claim(&path).unwrap());
+        drop(Placeholder::claim(&path, true).unwrap());
         assert!(!path.exists());
+        // A file stand-in somebody wrote into stays.
+        let written = Placeholder::claim(&path, true).unwrap();
+        std::fs::write(&path, "export X=1\n").unwrap();
+        drop(written);
+        assert!(path.exists());
     }
 }

@@ -11,8 +11,9 @@
 //!   driver's program): those paths, a missing `core.hooksPath` included;
 //! - the submodules `.gitmodules` lists: their own `.git` (a repository
 //!   planted there runs when `git status` recurses into it);
-//! - `HEAD` at the workspace root: a stand-in there keeps the root from
-//!   being turned into a bare repository git would discover.
+//! - `HEAD` at the workspace root, when the root has no repository of its
+//!   own: a stand-in there keeps the root from being turned into a bare
+//!   repository git would discover.
 //!
 //! Everything is read with bounds (files of at most 1 MiB, at most
 //! [`MAX_ENTRIES`] entries walked per git directory).
@@ -204,7 +205,10 @@ pub(crate) fn reach(root: &Path) -> Vec<PathBuf> {
             }
         }
     }
-    add(root.join("HEAD"));
+    // Without a repository of its own, the root could be made a bare one.
+    if gitdirs.is_empty() {
+        add(root.join("HEAD"));
+    }
     reached
 }
 
@@ -237,13 +241,7 @@ mod tests {
         )
         .unwrap();
         let reached = reach(&root);
-        for expected in [
-            "scripts/pre-commit",
-            ".githooks",
-            "tools/fsmon",
-            "lib/.git",
-            "HEAD",
-        ] {
+        for expected in ["scripts/pre-commit", ".githooks", "tools/fsmon", "lib/.git"] {
             assert!(
                 reached.contains(&PathBuf::from(expected)),
                 "{expected} not in {reached:?}"
@@ -251,5 +249,8 @@ mod tests {
         }
         assert!(reached.iter().all(|p| !p.starts_with("..")), "{reached:?}");
         assert_eq!(git_dirs(&root), [root.join(".git")]);
+        assert!(!reached.contains(&PathBuf::from("HEAD")));
+        std::fs::remove_dir_all(root.join(".git")).unwrap();
+        assert!(reach(&root).contains(&PathBuf::from("HEAD")));
     }
 }

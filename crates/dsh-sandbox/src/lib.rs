@@ -67,6 +67,7 @@ pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};
 pub use protect::{
     ProtectError, Protected, ProtectedPaths, ProtectedState, DEFAULT_PROTECTED_PATHS,
+    HOME_PROTECTED_PATHS,
 };
 pub use provider::{
     BoxFuture, BpfInstruction, Confinement, Held, Restriction, RunnerOutcome, RunnerReport,

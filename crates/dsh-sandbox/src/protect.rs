@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use crate::Workspace;
@@ -8,20 +8,34 @@ use crate::Workspace;
 /// agent's host touches the project.
 ///
 /// - `.git`: hooks (`.git/hooks/pre-commit`) and config (`core.fsmonitor`,
-///   `core.pager`, aliases) run on the next `git` command;
-/// - shell start-up files: `.bashrc`, `.bash_profile`, `.bash_login`,
-///   `.bash_logout`, `.profile`, `.zshrc`, `.zshenv`, `.zprofile`,
-///   `.zlogin` (a workspace that is a home directory);
-/// - `.gitconfig` (idem);
+///   `core.pager`, aliases) run on the next `git` command (and what else it
+///   takes along, see [`ProtectedPaths::resolve`]);
 /// - `.envrc`: direnv runs it on entering the directory;
 /// - editor and task-runner configuration that executes commands:
 ///   `.vscode/tasks.json`, `.vscode/settings.json`, `.vscode/launch.json`,
 ///   `.idea`;
-/// - hook managers' directories and configuration: `.githooks`, `.husky`,
-///   `.pre-commit-config.yaml`;
+/// - `.pre-commit-config.yaml`: the pre-commit framework's hook runs what
+///   it lists on the next commit;
 /// - `.dsh-bash`: this project's own configuration, should it add one.
+///
+/// Plus [`HOME_PROTECTED_PATHS`] in every home directory inside the
+/// workspace.
 pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".git",
+    ".envrc",
+    ".vscode/tasks.json",
+    ".vscode/settings.json",
+    ".vscode/launch.json",
+    ".idea",
+    ".pre-commit-config.yaml",
+    ".dsh-bash",
+];
+
+/// What a shell, git or ssh reads from a home directory and runs: kept
+/// read-only in every home directory inside the workspace (the workspace
+/// root itself when it is one: `$HOME` or a home in `/etc/passwd`). In any
+/// other directory these names run nothing, so they are left alone there.
+pub const HOME_PROTECTED_PATHS: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -32,15 +46,8 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".zprofile",
     ".zlogin",
     ".gitconfig",
-    ".envrc",
-    ".vscode/tasks.json",
-    ".vscode/settings.json",
-    ".vscode/launch.json",
-    ".idea",
-    ".githooks",
-    ".husky",
-    ".pre-commit-config.yaml",
-    ".dsh-bash",
+    ".config/git",
+    ".ssh",
 ];
 
 /// A protected-path argument that cannot be used.
@@ -63,21 +70,37 @@ pub enum ProtectError {
     },
 }
 
+/// Where a protected path is looked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// Relative to the workspace root.
+    Workspace,
+    /// Relative to each home directory inside the workspace.
+    Homes,
+}
+
 /// Which paths inside the workspace stay read-only under
-/// `workspace-write`: [`DEFAULT_PROTECTED_PATHS`] unless configured
-/// otherwise.
+/// `workspace-write`: [`DEFAULT_PROTECTED_PATHS`] and
+/// [`HOME_PROTECTED_PATHS`] unless configured otherwise.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProtectedPaths {
-    /// Relative paths.
-    entries: BTreeSet<PathBuf>,
+    /// Relative paths and where they are looked for.
+    entries: BTreeMap<PathBuf, Scope>,
 }
 
 impl Default for ProtectedPaths {
     fn default() -> Self {
         let mut paths = ProtectedPaths::none();
-        for entry in DEFAULT_PROTECTED_PATHS {
-            // The defaults are well-formed.
-            let _ = paths.protect(entry);
+        for (entries, scope) in [
+            (DEFAULT_PROTECTED_PATHS, Scope::Workspace),
+            (HOME_PROTECTED_PATHS, Scope::Homes),
+        ] {
+            for entry in entries {
+                // The defaults are well-formed.
+                if let Ok(path) = parse(entry) {
+                    paths.entries.insert(path, scope);
+                }
+            }
         }
         paths
     }
@@ -105,13 +128,14 @@ impl ProtectedPaths {
     /// Nothing protected.
     pub fn none() -> Self {
         ProtectedPaths {
-            entries: BTreeSet::new(),
+            entries: BTreeMap::new(),
         }
     }
 
-    /// Protects `spec`, relative to the workspace root.
+    /// Protects `spec`, relative to the workspace root (a home-directory
+    /// default named again becomes protected at the root too).
     pub fn protect(&mut self, spec: &str) -> Result<(), ProtectError> {
-        self.entries.insert(parse(spec)?);
+        self.entries.insert(parse(spec)?, Scope::Workspace);
         Ok(())
     }
 
@@ -119,12 +143,12 @@ impl ProtectedPaths {
     /// not one of them.
     pub fn unprotect(&mut self, spec: &str) -> Result<(), ProtectError> {
         let path = parse(spec)?;
-        if !self.entries.remove(&path) {
+        if self.entries.remove(&path).is_none() {
             return Err(ProtectError::NotProtected {
                 given: spec.into(),
                 protected: self
                     .entries
-                    .iter()
+                    .keys()
                     .map(|p| p.display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
@@ -138,9 +162,10 @@ impl ProtectedPaths {
         self.entries.is_empty()
     }
 
-    /// The protected paths, relative to the workspace root.
+    /// The protected paths, relative to the workspace root or (the
+    /// [`HOME_PROTECTED_PATHS`] kept) to each home directory inside it.
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
-        self.entries.iter().map(PathBuf::as_path)
+        self.entries.keys().map(PathBuf::as_path)
     }
 
     /// What each protected path is in `workspace` right now, plus, with
@@ -150,20 +175,36 @@ impl ProtectedPaths {
     /// directory a `.git` file (a worktree's, a submodule's) points to;
     /// what symlinks inside a git directory point to; the paths that
     /// path-valued settings of the repository's config name (a missing
-    /// `core.hooksPath` included); each submodule's `.git`; and `HEAD` at
-    /// the root (so the root cannot become a bare repository).
+    /// `core.hooksPath` included); each submodule's `.git`; and, when the
+    /// root has no repository of its own, `HEAD` at the root (so the root
+    /// cannot become a bare repository).
     pub fn resolve(&self, workspace: &Workspace) -> Vec<Protected> {
         let root = workspace.path();
+        self.resolve_in(root, &homes_inside(root))
+    }
+
+    /// [`Self::resolve`] with the home directories inside `root` given.
+    fn resolve_in(&self, root: &Path, homes: &[PathBuf]) -> Vec<Protected> {
         let mut resolved: BTreeMap<PathBuf, ProtectedState> = BTreeMap::new();
-        for relative in &self.entries {
-            let (path, state) = state_of(root, relative);
+        for (relative, scope) in &self.entries {
+            if *scope == Scope::Homes {
+                // Read as files from a home directory, but for the two
+                // directories among them.
+                let file = !matches!(relative.to_str(), Some(".ssh" | ".config/git"));
+                for home in homes {
+                    let (path, state) = state_of(root, &home.join(relative), file);
+                    resolved.entry(path).or_insert(state);
+                }
+                continue;
+            }
+            let (path, state) = state_of(root, relative, false);
             resolved.entry(path).or_insert(state);
             if relative == Path::new(".git") {
                 for gitdir in crate::git::git_dirs(root) {
                     resolved.entry(gitdir).or_insert(ProtectedState::Present);
                 }
                 for reached in crate::git::reach(root) {
-                    let (path, state) = state_of(root, &reached);
+                    let (path, state) = state_of(root, &reached, false);
                     resolved.entry(path).or_insert(state);
                 }
             }
@@ -173,6 +214,33 @@ impl ProtectedPaths {
             .map(|(path, state)| Protected { path, state })
             .collect()
     }
+}
+
+/// The home directories inside `root` (the root itself included), relative
+/// to it: `$HOME` and the homes `/etc/passwd` names.
+fn homes_inside(root: &Path) -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    if let Ok(passwd) = std::fs::read_to_string("/etc/passwd") {
+        homes.extend(
+            passwd
+                .lines()
+                .filter_map(|line| line.split(':').nth(5))
+                .filter(|home| !home.is_empty())
+                .map(PathBuf::from),
+        );
+    }
+    let mut inside: Vec<PathBuf> = homes
+        .into_iter()
+        .filter(|home| home.is_absolute())
+        .filter_map(|home| std::fs::canonicalize(home).ok())
+        .filter_map(|home| home.strip_prefix(root).ok().map(Path::to_path_buf))
+        .collect();
+    inside.sort();
+    inside.dedup();
+    inside
 }
 
 /// One protected path as found in the workspace.
@@ -199,12 +267,17 @@ pub enum ProtectedState {
     Missing {
         /// The path to stand in for.
         placeholder: PathBuf,
+        /// Stand in with an empty file: a file its readers open at a known
+        /// place (a shell's start-up file, `~/.gitconfig`), where an
+        /// empty directory would break them. Elsewhere a stand-in is an
+        /// empty directory, which git ignores.
+        file: bool,
     },
 }
 
 /// `relative` under `root`, walked one component at a time without
 /// following symlinks.
-fn state_of(root: &Path, relative: &Path) -> (PathBuf, ProtectedState) {
+fn state_of(root: &Path, relative: &Path, file: bool) -> (PathBuf, ProtectedState) {
     let mut path = root.to_path_buf();
     let count = relative.components().count();
     for (index, component) in relative.components().enumerate() {
@@ -220,7 +293,10 @@ fn state_of(root: &Path, relative: &Path) -> (PathBuf, ProtectedState) {
             Err(_) => {
                 return (
                     root.join(relative),
-                    ProtectedState::Missing { placeholder: path },
+                    ProtectedState::Missing {
+                        file: file && last,
+                        placeholder: path,
+                    },
                 )
             }
         }
@@ -260,7 +336,14 @@ mod tests {
         assert_eq!(paths.paths().count(), 1);
 
         let defaults = ProtectedPaths::default();
-        for expected in [".git", ".bashrc", ".envrc", ".vscode/tasks.json", ".idea"] {
+        for expected in [
+            ".git",
+            ".bashrc",
+            ".envrc",
+            ".vscode/tasks.json",
+            ".idea",
+            ".ssh",
+        ] {
             assert!(
                 defaults.paths().any(|p| p == Path::new(expected)),
                 "{expected}"
@@ -280,7 +363,8 @@ mod tests {
         std::fs::write(root.join("main/.git/worktrees/wt/commondir"), "../..\n").unwrap();
         let workspace = Workspace::open(&root).unwrap();
         let root = workspace.path().to_owned();
-        let resolved = ProtectedPaths::default().resolve(&workspace);
+        // The root is a home directory here.
+        let resolved = ProtectedPaths::default().resolve_in(&root, &[PathBuf::new()]);
         let state = |rel: &str| {
             resolved
                 .iter()
@@ -295,22 +379,37 @@ mod tests {
             state("main/.git/worktrees/wt"),
             Some(ProtectedState::Present)
         );
+        // The root has a repository: no HEAD stand-in.
+        assert_eq!(state("HEAD"), None);
         assert_eq!(
-            state("HEAD"),
+            state(".ssh"),
             Some(ProtectedState::Missing {
-                placeholder: root.join("HEAD")
+                placeholder: root.join(".ssh"),
+                file: false,
             })
         );
+        assert_eq!(
+            state(".zshrc"),
+            Some(ProtectedState::Missing {
+                placeholder: root.join(".zshrc"),
+                file: true,
+            })
+        );
+        // Not a home: the shell's files are left alone.
+        let elsewhere = ProtectedPaths::default().resolve_in(&root, &[]);
+        assert!(!elsewhere.iter().any(|p| p.path == root.join(".bashrc")));
         assert_eq!(
             state(".vscode/tasks.json"),
             Some(ProtectedState::Missing {
                 placeholder: root.join(".vscode/tasks.json"),
+                file: false,
             })
         );
         assert_eq!(
             state(".idea"),
             Some(ProtectedState::Missing {
                 placeholder: root.join(".idea"),
+                file: false,
             })
         );
         let mut nested = ProtectedPaths::none();
@@ -319,6 +418,7 @@ mod tests {
             nested.resolve(&workspace)[0].state,
             ProtectedState::Missing {
                 placeholder: root.join("a"),
+                file: false,
             }
         );
     }
