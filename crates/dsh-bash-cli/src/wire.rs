@@ -19,7 +19,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcMessage};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
@@ -28,22 +28,43 @@ use tokio_util::sync::CancellationToken;
 /// What to do with one incoming line.
 #[derive(Debug, PartialEq)]
 enum Verdict {
-    /// Hand it to the protocol library.
-    Pass,
-    /// Blank: drop it.
+    /// Hand it to the protocol library; what it is.
+    Pass(Kind),
+    /// Blank, or malformed where JSON-RPC forbids an answer (a
+    /// notification, a response): drop it.
     Skip,
     /// Answer it with this error response and drop it.
     Reject(Value),
+}
+
+/// What a passed message is.
+#[derive(Debug, PartialEq)]
+enum Kind {
+    /// A request; `opens` unless it may come before a session exists
+    /// (`server/discover`, `ping`).
+    Request { opens: bool },
+    /// A notification or a response.
+    Other,
 }
 
 fn error(id: Value, code: i64, message: String) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// The request id, if it is a valid one (a string or a number).
+/// The request id if it is a valid one: a string, or an integer that fits
+/// a signed 64-bit number (what the library can echo exactly).
+fn valid_id(id: &Value) -> bool {
+    match id {
+        Value::String(_) => true,
+        Value::Number(n) => n.is_i64(),
+        _ => false,
+    }
+}
+
+/// The id to answer with: the request's own if valid, else null.
 fn id_of(message: &serde_json::Map<String, Value>) -> Value {
     match message.get("id") {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        Some(id) if valid_id(id) => id.clone(),
         _ => Value::Null,
     }
 }
@@ -92,8 +113,22 @@ fn check(line: &[u8]) -> Verdict {
         ));
     }
     let Some(method) = message.get("method") else {
-        // A response to one of our requests.
-        return Verdict::Pass;
+        if message.contains_key("result") || message.contains_key("error") {
+            // A response to one of our requests; a malformed one is never
+            // answered.
+            let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
+            return if parsed.is_ok() {
+                Verdict::Pass(Kind::Other)
+            } else {
+                Verdict::Skip
+            };
+        }
+        return Verdict::Reject(error(
+            id,
+            -32600,
+            "Invalid Request: a request needs a \"method\", a response a \"result\" or an \"error\""
+                .into(),
+        ));
     };
     let Some(method) = method.as_str() else {
         return Verdict::Reject(error(
@@ -102,9 +137,34 @@ fn check(line: &[u8]) -> Verdict {
             "Invalid Request: \"method\" must be a string".into(),
         ));
     };
-    if !message.contains_key("id") {
-        return Verdict::Pass;
+    let Some(raw_id) = message.get("id") else {
+        // A notification: never answered, a malformed one dropped.
+        let known = KNOWN_NOTIFICATIONS.contains(&method);
+        let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
+        let fits = match parsed {
+            Ok(JsonRpcMessage::Notification(notification)) => {
+                !known
+                    || !matches!(
+                        notification.notification,
+                        ClientNotification::CustomNotification(_)
+                    )
+            }
+            _ => false,
+        };
+        return if fits {
+            Verdict::Pass(Kind::Other)
+        } else {
+            Verdict::Skip
+        };
+    };
+    if !valid_id(raw_id) {
+        return Verdict::Reject(error(
+            Value::Null,
+            -32600,
+            format!("Invalid Request: \"id\" must be a string or an integer, got {raw_id}"),
+        ));
     }
+    let opens = !matches!(method, "server/discover" | "ping");
     if method == "tools/call" {
         let params = message.get("params");
         let named = params
@@ -121,9 +181,8 @@ fn check(line: &[u8]) -> Verdict {
                     .into(),
             ));
         }
-        return Verdict::Pass;
     }
-    if KNOWN_REQUESTS.contains(&method) {
+    if method == "tools/call" || KNOWN_REQUESTS.contains(&method) {
         let method = method.to_owned();
         let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
         let fits = matches!(
@@ -143,8 +202,16 @@ fn check(line: &[u8]) -> Verdict {
             ));
         }
     }
-    Verdict::Pass
+    Verdict::Pass(Kind::Request { opens })
 }
+
+/// The notifications the protocol library has types for.
+const KNOWN_NOTIFICATIONS: &[&str] = &[
+    "notifications/cancelled",
+    "notifications/initialized",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+];
 
 /// The requests the protocol library has types for. Their params are
 /// checked against those types here, so that a known method with
@@ -186,6 +253,12 @@ pub(crate) struct Inbound<R> {
     replies: mpsc::UnboundedSender<Vec<u8>>,
     on_eof: CancellationToken,
     eof: bool,
+    /// A request that opens the session (anything but `server/discover`
+    /// and `ping`) has been passed on: until then notifications and
+    /// responses are dropped, since the library takes the first message
+    /// after a discovery for the legacy handshake's and ends the
+    /// connection on anything else.
+    started: bool,
 }
 
 impl<R> Inbound<R> {
@@ -203,6 +276,7 @@ impl<R> Inbound<R> {
             replies,
             on_eof,
             eof: false,
+            started: false,
         }
     }
 
@@ -217,7 +291,13 @@ impl<R> Inbound<R> {
             line.pop();
         }
         match check(&line) {
-            Verdict::Pass => {
+            Verdict::Pass(Kind::Other) if !self.started => {
+                tracing::debug!("a notification or response before the session began: dropped");
+            }
+            Verdict::Pass(kind) => {
+                if kind == (Kind::Request { opens: true }) {
+                    self.started = true;
+                }
                 let line = line.strip_prefix(BOM).unwrap_or(&line);
                 self.ready.extend_from_slice(line);
                 self.ready.push(b'\n');
@@ -424,34 +504,77 @@ mod tests {
         }
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":12,"method":"nope/nope","params":{}}"#),
-            Verdict::Pass,
+            Verdict::Pass(Kind::Request { opens: true }),
             "an unknown method is the library's -32601"
         );
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"info"}}"#),
-            Verdict::Pass
+            Verdict::Pass(Kind::Request { opens: true })
         );
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":14,"method":"tasks/get","params":{"taskId":"t"}}"#),
-            Verdict::Pass
+            Verdict::Pass(Kind::Request { opens: true })
         );
         assert_eq!(check(b"  "), Verdict::Skip);
+        // Notifications and responses are never answered, malformed or not.
+        for silent in [
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":5}"#,
+            br#"{"jsonrpc":"2.0","id":3,"error":"x"}"#,
+        ] {
+            assert_eq!(
+                check(silent),
+                Verdict::Skip,
+                "{}",
+                String::from_utf8_lossy(silent)
+            );
+        }
+        assert_eq!(
+            check(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Verdict::Pass(Kind::Other)
+        );
+        // An id must be a string or an integer.
+        for bad in [
+            br#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":true,"method":"tools/list"}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}"#,
+            br#"{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}"#,
+            br#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/list"}"#,
+        ] {
+            assert_eq!(
+                code(check(bad)),
+                (-32600, Value::Null),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(
+            code(check(br#"{"jsonrpc":"2.0","id":20}"#)),
+            (-32600, json!(20))
+        );
+        // tools/call params of the wrong types.
+        for bad in [
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"bash","arguments":{},"requestState":5}}"#.as_slice(),
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"bash","arguments":{},"inputResponses":"x"}}"#,
+        ] {
+            assert_eq!(code(check(bad)), (-32602, json!(4)), "{}", String::from_utf8_lossy(bad));
+        }
         assert_eq!(
             check(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"),
-            Verdict::Pass,
+            Verdict::Pass(Kind::Request { opens: false }),
             "a byte-order mark is ignored"
         );
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
-            Verdict::Pass
+            Verdict::Pass(Kind::Request { opens: false })
         );
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
-            Verdict::Pass
+            Verdict::Pass(Kind::Other)
         );
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"x"}}}"#),
-            Verdict::Pass
+            Verdict::Pass(Kind::Request { opens: true })
         );
     }
 }

@@ -87,3 +87,33 @@ fn malformed_messages_get_their_json_rpc_errors() {
     drop(server.stdin.take());
     assert!(server.child.wait().unwrap().success());
 }
+
+/// On 2026-07-28 (no `initialize`), a notification or a stray response
+/// between `server/discover` and the first real request is dropped, not
+/// taken for a failed handshake that ends the connection.
+#[test]
+fn a_notification_after_discovery_does_not_end_the_session() {
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let mut server = RawServer::spawn();
+    server.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#
+    ));
+    let discovered = server.next();
+    assert_eq!(discovered["id"], 1, "{discovered}");
+    assert!(
+        discovered["result"]["capabilities"]
+            .get("logging")
+            .is_none(),
+        "{discovered}"
+    );
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#);
+    server.send(r#"{"jsonrpc":"2.0","id":77,"result":{}}"#);
+    server.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{{meta}}}}}"#
+    ));
+    let listed = server.next();
+    assert_eq!(listed["id"], 2, "{listed}");
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 3);
+    drop(server.stdin.take());
+    assert!(server.child.wait().unwrap().success());
+}

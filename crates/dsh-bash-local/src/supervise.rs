@@ -108,6 +108,25 @@ pub(crate) struct Ended {
     pub(crate) containment: Containment,
 }
 
+/// How long processes caught mid-exit get to finish before what remains
+/// counts as leftovers: a sandbox runner's own pid-namespace init exits
+/// just after the runner has reported the command's status, and must not
+/// be reported (and stopped) as something the command left running.
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// True if `still_there` still holds after the [`SETTLE`] window (polled
+/// every millisecond; false at once when it no longer holds).
+async fn lingering(mut still_there: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    while still_there() {
+        if tokio::time::Instant::now() >= deadline {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    false
+}
+
 async fn wait_exit(pidfd: &AsyncFd<OwnedFd>) -> io::Result<ExitStatus> {
     loop {
         let mut ready = pidfd.readable().await?;
@@ -285,9 +304,13 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             // stopped and counted; a process meant to outlive the command
             // belongs in a background task.
             let strays = crate::cgroup::CgroupHost::get().map_or(0, |host| host.stop_strays());
+            let populated = match &cgroup {
+                Some(cgroup) => lingering(|| cgroup.populated()).await,
+                None => false,
+            };
             let leftovers = strays
                 + match cgroup {
-                    Some(cgroup) if cgroup.populated() => {
+                    Some(cgroup) if populated => {
                         let count = cgroup.pids().len();
                         let grace = watch.grace_over(StopCause::Killed);
                         watch.tracker.spawn(cgroup.stop(grace));
@@ -314,7 +337,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             // with adoption on, so are the orphans it left (a `setsid`
             // daemon), now the host's children.
             crate::adopt::unregister(pid);
-            let group = sys::group_alive(pid);
+            let group = lingering(|| sys::group_alive(pid)).await;
             let orphans = crate::adopt::enabled() && !crate::adopt::live_orphans().is_empty();
             let leftovers = if group || orphans {
                 // The shell is reaped: its pid (and, once empty, its group

@@ -19,9 +19,11 @@
 //! stand-in at once (removing a mount point in one mount namespace detaches
 //! the mounts on it in the others, which would lift the protection). So:
 //! - a stand-in carries a mark (the `user.dsh-bash.stand-in` extended
-//!   attribute; where the filesystem has none, only this process knows it
-//!   as one), and a command that finds one claims it like a missing path
-//!   instead of treating it as the person's own directory;
+//!   attribute), and a command that finds one claims it like a missing
+//!   path instead of treating it as the person's own. Where the filesystem
+//!   takes no such mark, a stand-in cannot be told from the person's own
+//!   entry, so it is never removed (left, empty, in the workspace) rather
+//!   than removed under another command that took it for the person's;
 //! - every command holding a stand-in holds a shared `flock` on it for its
 //!   whole life;
 //! - whoever releases it last, and only then, gets the exclusive lock and
@@ -30,22 +32,13 @@
 //! A stand-in left by a process that was killed outright is claimed (and
 //! then removed) by the next command that protects the same path.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::sys;
-
-/// Stand-ins this process made (the only record where the filesystem has
-/// no extended attributes).
-fn made_here() -> &'static Mutex<HashSet<(u64, u64)>> {
-    static MADE: OnceLock<Mutex<HashSet<(u64, u64)>>> = OnceLock::new();
-    MADE.get_or_init(Mutex::default)
-}
 
 /// Opens a directory or a regular file without following a symlink.
 fn open_entry(path: &Path) -> io::Result<File> {
@@ -61,17 +54,10 @@ fn open_entry(path: &Path) -> io::Result<File> {
     }
 }
 
-/// True if and only if `dir` (open on a directory or file) is a stand-in.
-fn stand_in(dir: &File) -> bool {
-    if sys::marked_stand_in(dir.as_fd()) {
-        return true;
-    }
-    dir.metadata().is_ok_and(|meta| {
-        made_here()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&(meta.dev(), meta.ino()))
-    })
+/// True if and only if `entry` (open on a directory or file) is a
+/// stand-in: it carries the mark.
+fn stand_in(entry: &File) -> bool {
+    sys::marked_stand_in(entry.as_fd())
 }
 
 /// True if and only if `path` is a stand-in (of this process or another).
@@ -130,14 +116,15 @@ impl Placeholder {
             };
             match created {
                 Ok(()) => {
-                    let dir = open_entry(path)?;
-                    let meta = dir.metadata()?;
-                    made_here()
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert((meta.dev(), meta.ino()));
-                    if let Err(err) = sys::mark_stand_in(dir.as_fd()) {
-                        tracing::debug!(path = %path.display(), %err, "a stand-in without its mark");
+                    let made = open_entry(path)?;
+                    if let Err(err) = sys::mark_stand_in(made.as_fd()) {
+                        // Unmarked, it is never removed (see the module
+                        // docs); bound all the same.
+                        tracing::warn!(path = %path.display(), %err, "a stand-in cannot be marked and stays in the workspace");
+                        return Ok(Placeholder {
+                            path: path.to_owned(),
+                            lock: None,
+                        });
                     }
                 }
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
@@ -207,16 +194,8 @@ impl Drop for Placeholder {
             } else {
                 std::fs::remove_file(&self.path)
             };
-            match removed {
-                Ok(()) => {
-                    made_here()
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&identity);
-                }
-                Err(err) => {
-                    tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
-                }
+            if let Err(err) = removed {
+                tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
             }
         }
     }

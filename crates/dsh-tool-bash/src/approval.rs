@@ -32,6 +32,12 @@ pub struct ApprovalRequest {
     pub mode: SandboxMode,
     /// `Some(on)` when the call asks for the network.
     pub network: Option<NetworkPolicy>,
+    /// Where it would run.
+    pub workdir: Option<std::path::PathBuf>,
+    /// It would run as a background task (no timeout).
+    pub background: bool,
+    /// Its timeout in milliseconds, in the foreground.
+    pub timeout_ms: Option<u64>,
     /// `escalate sandbox to <mode>: <justification>` (or `turn the network
     /// on`, or both).
     pub reason: String,

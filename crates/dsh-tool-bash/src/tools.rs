@@ -308,7 +308,12 @@ impl BashTools {
     }
 
     /// Checks and asks for an escalation; what was granted, or the error.
-    async fn escalate(&self, call: &BashCall, ctx: &CallContext) -> Result<Grant, ToolError> {
+    async fn escalate(
+        &self,
+        call: &BashCall,
+        spec: Option<&dsh_bash::BashExecSpec>,
+        ctx: &CallContext,
+    ) -> Result<Grant, ToolError> {
         let Some(asked) = &call.escalation else {
             return Ok(Grant::default());
         };
@@ -379,6 +384,11 @@ impl BashTools {
                 command: call.command.clone(),
                 mode,
                 network: asked.network,
+                workdir: spec.map(|spec| spec.workdir.clone()),
+                background: call.background,
+                timeout_ms: spec
+                    .filter(|_| !call.background)
+                    .map(|spec| spec.timeout_ms),
                 reason: format!("{asking}: {}", asked.justification),
                 cancel: ctx.cancel.clone(),
             })
@@ -405,12 +415,6 @@ impl BashTools {
 
     async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let call = args::bash_call(args, self.confining())?;
-        let granted = self.escalate(&call, ctx).await?;
-        // Stamp a grant or a standing override; the executor applies its default.
-        let mode = granted.mode.or_else(|| self.standing_mode(ctx));
-        let effective = mode.or(self.executor.sandbox_mode());
-        let escalation_offered = effective.is_some_and(|m| m != SandboxMode::DangerFullAccess);
-
         let cwd = ctx
             .session
             .as_ref()
@@ -424,11 +428,25 @@ impl BashTools {
         request.workdir = workdir;
         request.timeout_ms = call.timeout_ms;
         request.cancel = Some(ctx.cancel.clone());
-        request.sandbox_mode = mode;
-        request.network = granted.network;
+        request.sandbox_mode = self.standing_mode(ctx);
         if call.background {
             request.owner = ctx.session.as_ref().map(|s| s.owner());
         }
+        // A call the executor would refuse (too long, a missing workdir, a
+        // bad timeout) is refused before anyone is asked about it; what the
+        // person is asked shows the call as it would run.
+        let asked = if call.escalation.is_some() {
+            Some(self.executor.resolve(request.clone())?)
+        } else {
+            None
+        };
+        let granted = self.escalate(&call, asked.as_ref(), ctx).await?;
+        // Stamp a grant or a standing override; the executor applies its default.
+        let mode = granted.mode.or_else(|| self.standing_mode(ctx));
+        let effective = mode.or(self.executor.sandbox_mode());
+        let escalation_offered = effective.is_some_and(|m| m != SandboxMode::DangerFullAccess);
+        request.sandbox_mode = mode;
+        request.network = granted.network;
         let spec = self.executor.resolve(request)?;
         if call.background {
             let task = self.executor.start(spec).await?;

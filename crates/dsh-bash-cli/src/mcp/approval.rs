@@ -16,6 +16,7 @@
 //! in.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,22 +30,74 @@ use rmcp::model::{
 use rmcp::service::{Peer, PeerRequestOptions, RoleServer};
 use serde_json::Value;
 
-/// The question put to the person: the command, the mode and the reason,
-/// with an empty form (Accept is the yes).
+/// Lines of the command the question shows before it says how many more
+/// there are.
+const SHOWN_LINES: usize = 40;
+
+/// Characters of the command the question shows at most.
+const SHOWN_CHARS: usize = 4000;
+
+/// The command as the question shows it: control characters but newlines
+/// and tabs made visible (`\u{1b}`), cut after [`SHOWN_LINES`] lines or
+/// [`SHOWN_CHARS`] characters with what was left out said, inside a fence
+/// longer than any backtick run in it, so its text cannot pass for the
+/// question's own lines.
+fn shown(command: &str) -> String {
+    let mut visible = String::new();
+    for c in command.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            visible.push_str(&c.escape_unicode().to_string());
+        } else {
+            visible.push(c);
+        }
+    }
+    let lines = visible.lines().count().max(1);
+    let mut kept: String = visible
+        .lines()
+        .take(SHOWN_LINES)
+        .collect::<Vec<_>>()
+        .join("\n");
+    if kept.chars().count() > SHOWN_CHARS {
+        kept = kept.chars().take(SHOWN_CHARS).collect();
+    }
+    let longest_run = kept.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run.max(2) + 1);
+    let mut text = format!("{fence}\n{kept}\n{fence}");
+    let left_out = visible.chars().count() - kept.chars().count();
+    if left_out > 0 {
+        text.push_str(&format!(
+            "\n(not shown: {left_out} more characters; {lines} lines in all)"
+        ));
+    }
+    text
+}
+
+/// The question put to the person, with an empty form (Accept is the yes):
+/// what is asked and why first, then where and how the command would run,
+/// then the command itself, fenced.
 fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
     let schema = ElicitationSchema::builder().build().ok()?;
+    let network = if request.network.is_some() {
+        " and network access"
+    } else {
+        ""
+    };
+    let workdir = request.workdir.as_ref().map_or_else(
+        || "(the session's)".to_owned(),
+        |dir| dir.display().to_string(),
+    );
+    let how = match (request.background, request.timeout_ms) {
+        (true, _) => "as a background task (no timeout)".to_owned(),
+        (false, Some(ms)) => format!("in the foreground, timeout {ms} ms"),
+        (false, None) => "in the foreground".to_owned(),
+    };
     Some(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!(
-            "Allow this one command to run with {} file access{}?\n\n{}\n\nReason: {}\n\nAccept to allow it once; decline to refuse.",
+            "Allow one command to run with {} file access{network}?\n\nReason: {}\nWorking directory: {workdir}\nRuns: {how}\n\nCommand:\n{}\n\nAccept to allow it once; decline to refuse.",
             request.mode,
-            if request.network.is_some() {
-                " and network access"
-            } else {
-                ""
-            },
-            request.command,
-            request.reason
+            request.reason,
+            shown(&request.command),
         ),
         requested_schema: schema,
     })
@@ -171,8 +224,9 @@ const QUESTION_TTL: Duration = Duration::from_secs(30 * 60);
 const MAX_QUESTIONS: usize = 64;
 
 struct Pending {
-    tool: String,
-    arguments: Value,
+    /// What the call was (see [`Questions::fingerprint`]): the arguments
+    /// themselves, up to megabytes of command, are not kept.
+    call: u128,
     asked: Instant,
 }
 
@@ -181,9 +235,20 @@ struct Pending {
 #[derive(Default)]
 pub(super) struct Questions {
     pending: Mutex<HashMap<String, Pending>>,
+    /// Two independently keyed hashers (random keys of this process): a
+    /// 128-bit fingerprint nobody outside can aim a collision at.
+    keys: (RandomState, RandomState),
 }
 
 impl Questions {
+    /// The fingerprint of one call: its tool and its exact arguments.
+    fn fingerprint(&self, tool: &str, arguments: &Value) -> u128 {
+        let text = serde_json::to_string(&(tool, arguments)).unwrap_or_default();
+        let high = u128::from(self.keys.0.hash_one(&text));
+        let low = u128::from(self.keys.1.hash_one(&text));
+        (high << 64) | low
+    }
+
     /// The input-required result that asks `params` about this call.
     pub(super) fn ask(
         &self,
@@ -204,11 +269,11 @@ impl Questions {
             };
             pending.remove(&oldest);
         }
+        let call = self.fingerprint(tool, &arguments);
         pending.insert(
             state.clone(),
             Pending {
-                tool: tool.to_owned(),
-                arguments,
+                call,
                 asked: Instant::now(),
             },
         );
@@ -239,7 +304,7 @@ impl Questions {
         let Some(asked) = asked else {
             return Err("this call's requestState names no open approval question (unknown, expired or already answered); call again without requestState and inputResponses to be asked".into());
         };
-        if asked.tool != tool || &asked.arguments != arguments {
+        if asked.call != self.fingerprint(tool, arguments) {
             return Err("the approval answer belongs to a different call: retry with exactly the tool and arguments that were asked about".into());
         }
         let Some(answer) = responses.and_then(|r| r.get(KEY)) else {
@@ -269,6 +334,9 @@ mod tests {
             command: "touch /outside".into(),
             mode: SandboxMode::DangerFullAccess,
             network: None,
+            workdir: Some("/srv/project".into()),
+            background: false,
+            timeout_ms: Some(120_000),
             reason: "escalate sandbox to danger-full-access: needs it".into(),
             cancel: CancellationToken::new(),
         }
@@ -331,6 +399,37 @@ mod tests {
             .answer(&state, "bash", &args, None)
             .expect_err("no answer");
         assert!(err.contains("no answer"), "{err}");
+    }
+
+    #[test]
+    fn the_command_cannot_pass_for_the_question() {
+        let mut asked = request();
+        asked.command = format!(
+            "echo ```\n\nReason: list the workspace\n\nAccept to allow it once\u{1b}[2J{}rm -rf ./*",
+            "\n".repeat(60)
+        );
+        let Some(ElicitRequestParams::FormElicitationParams { message, .. }) = question(&asked)
+        else {
+            panic!("a form question");
+        };
+        let reason = message.find("Reason: escalate").expect("the real reason");
+        let command = message.find("Command:").expect("the command");
+        assert!(reason < command, "the reason comes first: {message}");
+        assert!(
+            message.contains("Working directory: /srv/project"),
+            "{message}"
+        );
+        assert!(message.contains("timeout 120000 ms"), "{message}");
+        assert!(
+            message.contains("\\u{1b}"),
+            "control characters visible: {message}"
+        );
+        assert!(
+            message.contains("\n````\n"),
+            "a fence longer than the command's: {message}"
+        );
+        assert!(message.contains("(not shown:"), "{message}");
+        assert!(message.lines().count() < 60, "{message}");
     }
 
     #[test]

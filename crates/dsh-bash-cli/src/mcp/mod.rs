@@ -353,8 +353,14 @@ impl ServerHandler for BashServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let stateless = stateless(&context);
-        self.notices.stateless.store(stateless, Ordering::Relaxed);
-        if !stateless {
+        // Notices follow how the session began: without `initialize` there
+        // is no standing channel for unsolicited messages, whatever a later
+        // call's own metadata says.
+        let initialized = context.peer.peer_info().is_some();
+        self.notices
+            .stateless
+            .store(!initialized, Ordering::Relaxed);
+        if initialized {
             let _ = self.peer.set(context.peer.clone());
         }
         let args = request
@@ -387,7 +393,10 @@ impl ServerHandler for BashServer {
         };
         let beat = heartbeat(&context).map(AbortOnDrop);
         let asked_args = deferral.is_some().then(|| args.clone());
-        let as_task = request.name == "bash"
+        // The tasks extension's results exist from 2026-07-28 on; an
+        // earlier session cannot parse them, whatever it declared.
+        let as_task = stateless
+            && request.name == "bash"
             && context
                 .client_capabilities()
                 .is_some_and(|caps| caps.supports_tasks())
@@ -472,7 +481,7 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     );
     let max_timeout =
         Duration::try_from_secs_f64(args.max_timeout / 1000.0).unwrap_or(Duration::from_secs(600));
-    let tasks = task::Tasks::new(Arc::clone(&notices), max_timeout);
+    let tasks = task::Tasks::new(max_timeout);
     let server = BashServer {
         tools: Arc::clone(&tools),
         session: Arc::clone(&session),

@@ -11,7 +11,6 @@
 //! its command too.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_tool_bash::{ToolError, ToolOutput};
@@ -20,7 +19,7 @@ use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use rmcp::ErrorData as McpError;
 use tokio_util::sync::CancellationToken;
 
-use super::{tool_result, AbortOnDrop, Notices};
+use super::{tool_result, AbortOnDrop};
 
 /// How long a foreground call runs before it becomes a task.
 pub(super) const PROMOTE_AFTER: Duration = Duration::from_secs(1);
@@ -38,20 +37,18 @@ pub(super) enum Ran {
 #[derive(Clone)]
 pub(super) struct Tasks {
     manager: TaskManager,
-    notices: Arc<Notices>,
     /// How long a task and its result are kept: the longest a command may
     /// run, and as long again for the result to be fetched.
     ttl_ms: u64,
 }
 
 impl Tasks {
-    pub(super) fn new(notices: Arc<Notices>, max_timeout: Duration) -> Self {
+    pub(super) fn new(max_timeout: Duration) -> Self {
         let ttl_ms = u64::try_from(max_timeout.as_millis())
             .unwrap_or(u64::MAX)
             .saturating_add(60_000);
         Tasks {
             manager: TaskManager::new(),
-            notices,
             ttl_ms,
         }
     }
@@ -80,7 +77,6 @@ impl Tasks {
         }
         drop(forward);
         abandoned.disarm();
-        let notices = Arc::clone(&self.notices);
         let options = TaskOptions::new()
             .with_ttl_ms(self.ttl_ms)
             .with_poll_interval_ms(POLL_INTERVAL_MS)
@@ -95,13 +91,17 @@ impl Tasks {
                         cancel.cancel();
                         let _ = running.await;
                         guard.disarm();
+                        context.set_status_message("cancelled: the command was stopped");
                         return Err(TaskExit::Cancelled);
                     }
                 };
                 guard.disarm();
+                context.set_status_message("the command finished");
                 let outcome =
                     outcome.unwrap_or_else(|err| Err(format!("the call failed: {err}").into()));
-                Ok(tool_result(outcome, notices.take()))
+                // Notices stay for the next direct result: a task's result
+                // may be fetched many times, or never.
+                Ok(tool_result(outcome, Vec::new()))
             })
         });
         Ran::Became(CreateTaskResult::new(task))
@@ -111,15 +111,23 @@ impl Tasks {
         self.manager.get_task(task_id).map(GetTaskResult::new)
     }
 
+    /// Acknowledged even for an unknown task (the extension asks for an
+    /// empty result either way).
     pub(super) fn cancel(&self, task_id: &str) -> Result<(), McpError> {
-        self.manager.cancel_task(task_id)
+        if let Err(err) = self.manager.cancel_task(task_id) {
+            tracing::debug!(task_id, %err, "tasks/cancel of an unknown task");
+        }
+        Ok(())
     }
 
     /// A bash task asks nothing mid-run (approvals come before it starts);
     /// responses are accepted and ignored, as the extension requires for
     /// keys nobody asked.
     pub(super) fn update(&self, task_id: &str, responses: InputResponses) -> Result<(), McpError> {
-        self.manager.update_task(task_id, responses)
+        if let Err(err) = self.manager.update_task(task_id, responses) {
+            tracing::debug!(task_id, %err, "tasks/update of an unknown task");
+        }
+        Ok(())
     }
 
     /// Drops every task (their commands are stopped with the session).

@@ -39,7 +39,17 @@ pub struct RawServer {
 }
 
 impl RawServer {
+    /// Started and initialized (the handshake of 2025-06-18).
     pub fn start() -> RawServer {
+        let mut server = RawServer::spawn();
+        server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+        assert_eq!(server.next()["id"], 1);
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server
+    }
+
+    /// Started, nothing sent yet.
+    pub fn spawn() -> RawServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
             .arg("mcp")
             .stdin(Stdio::piped())
@@ -49,15 +59,11 @@ impl RawServer {
             .unwrap();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut server = RawServer {
+        RawServer {
             child,
             stdin,
             stdout,
-        };
-        server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
-        assert_eq!(server.next()["id"], 1);
-        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        server
+        }
     }
 
     pub fn send(&mut self, line: &str) {

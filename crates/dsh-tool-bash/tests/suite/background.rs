@@ -96,6 +96,7 @@ async fn lossy_reads_name_the_spill_files() {
         .unwrap(),
         mode: None,
         requests: Default::default(),
+        ran: Default::default(),
     });
     let tools = BashTools::new(recording.clone());
     let ctx = ctx(None);

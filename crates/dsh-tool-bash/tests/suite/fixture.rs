@@ -20,6 +20,8 @@ pub struct Recording {
     pub inner: LocalBashExecutor,
     pub mode: Option<SandboxMode>,
     pub requests: Mutex<Vec<BashExecRequest>>,
+    /// Commands run or started (resolving alone runs nothing).
+    pub ran: std::sync::atomic::AtomicUsize,
 }
 
 impl Recording {
@@ -32,6 +34,7 @@ impl Recording {
             .unwrap(),
             mode,
             requests: Mutex::new(Vec::new()),
+            ran: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -57,9 +60,11 @@ impl BashExecutor for Recording {
         Ok(spec)
     }
     fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
+        self.ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.run(spec)
     }
     fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
+        self.ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.start(spec)
     }
     fn get(&self, id: &BashTaskId) -> Option<BashTask> {

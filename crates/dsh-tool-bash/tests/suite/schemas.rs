@@ -50,6 +50,7 @@ fn descriptions_are_byte_stable_and_cover_the_essentials() {
         inner: Recording::new(None).inner.clone(),
         mode: Some(SandboxMode::ReadOnly),
         requests: Default::default(),
+        ran: Default::default(),
     }))
     .tools();
     assert_eq!(first, second);
