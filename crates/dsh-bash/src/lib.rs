@@ -49,6 +49,6 @@ pub use dsh_sandbox::{NetworkPolicy, SandboxBackend, SandboxEnforcement, Sandbox
 pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener};
 pub use ids::{BashTaskId, OwnerToken};
-pub use request::{BashExecRequest, BashExecSpec, CancellationToken};
+pub use request::{BashExecRequest, BashExecSpec};
 pub use result::{BashRunResult, BashSandboxInfo, CollectedOutput, Containment};
 pub use task::{task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus};

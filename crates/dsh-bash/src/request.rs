@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub use tokio_util::sync::CancellationToken;
+use tokio_util::sync::CancellationToken;
 
 use crate::{NetworkPolicy, OwnerToken, SandboxMode};
 

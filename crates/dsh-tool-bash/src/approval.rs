@@ -1,4 +1,5 @@
-use dsh_bash::{BoxFuture, CancellationToken, NetworkPolicy, SandboxMode};
+use dsh_bash::{BoxFuture, NetworkPolicy, SandboxMode};
+use tokio_util::sync::CancellationToken;
 
 /// What the person decided about an escalation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,10 +3,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use dsh_bash::{
-    BashError, BashExecRequest, BashExecutor, BashTaskId, CancellationToken, ListenerHandle,
-    NetworkPolicy, SandboxMode,
+    BashError, BashExecRequest, BashExecutor, BashTaskId, ListenerHandle, NetworkPolicy,
+    SandboxMode,
 };
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 use crate::args::{self, BashCall};

@@ -2,10 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use dsh_bash::{
-    BashError, BashExecRequest, BashExecutor, BashTaskId, CancellationToken, OwnerToken, TaskStatus,
-};
+use dsh_bash::{BashError, BashExecRequest, BashExecutor, BashTaskId, OwnerToken, TaskStatus};
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use tokio_util::sync::CancellationToken;
 
 use super::fixture::{config, executor, gone, pids, spec};
 

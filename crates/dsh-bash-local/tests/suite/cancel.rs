@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use dsh_bash::{BashExecRequest, BashExecutor, CancellationToken};
+use dsh_bash::{BashExecRequest, BashExecutor};
+use tokio_util::sync::CancellationToken;
 
 use super::fixture::{executor, gone, pids};
 

@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use dsh_bash::{BashExecRequest, BashExecutor, CancellationToken, OwnerToken, SandboxMode};
+use dsh_bash::{BashExecRequest, BashExecutor, OwnerToken, SandboxMode};
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use tokio_util::sync::CancellationToken;
 
 use super::fixture::{config, executor};
 

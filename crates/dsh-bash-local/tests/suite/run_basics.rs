@@ -1,7 +1,8 @@
 //! EXE-10..16, EXE-25, EXE-27: what a plain run returns and when it is an error.
 
-use dsh_bash::{BashError, BashExecRequest, BashExecutor, CancellationToken};
+use dsh_bash::{BashError, BashExecRequest, BashExecutor};
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use tokio_util::sync::CancellationToken;
 
 use super::fixture::{config, executor, run, spec};
 
