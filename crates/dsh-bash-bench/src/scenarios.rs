@@ -5,9 +5,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
-use dsh_bash::{BashExecRequest, BashExecutor, BashTaskId, SandboxMode};
+use dsh_bash::{BashExecRequest, BashExecutor, BashTaskId, NetworkPolicy, SandboxMode};
 use dsh_bash_local::{ContainmentChoice, LocalBashExecutor, LocalConfig};
 use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_sandbox::ProtectedPaths;
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
 use crate::mcp_client::McpClient;
@@ -469,10 +470,24 @@ async fn kill_latency(options: &Options) -> Vec<Row> {
     ]
 }
 
+/// What a sandbox row confines with beyond the mode.
+#[derive(Clone, Copy)]
+struct Policy {
+    network: NetworkPolicy,
+    protected: bool,
+}
+
+/// The defaults: network off, the default protected paths.
+const DEFAULTS: Policy = Policy {
+    network: NetworkPolicy::Off,
+    protected: true,
+};
+
 fn sandboxed(
     options: &Options,
     backend: Backend,
     mode: SandboxMode,
+    policy: Policy,
 ) -> Option<SandboxBashExecutor> {
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend,
@@ -484,7 +499,12 @@ fn sandboxed(
             local: local(options),
             mode,
             workspace_root: Some(options.scratch.clone()),
-            ..SandboxConfig::default()
+            network: Some(policy.network),
+            protected: if policy.protected {
+                ProtectedPaths::default()
+            } else {
+                ProtectedPaths::none()
+            },
         },
         Arc::new(provider),
     )
@@ -494,33 +514,55 @@ fn sandboxed(
 async fn sandbox_overhead(options: &Options) -> Vec<Row> {
     let plain = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
     let mut rows = Vec::new();
-    for (label, backend, mode, target) in [
+    let open = Policy {
+        network: NetworkPolicy::On,
+        protected: false,
+    };
+    for (label, backend, mode, policy, target) in [
         (
             "6a `true` under Landlock (read-only)",
             Backend::Landlock,
             SandboxMode::ReadOnly,
-            "target <= 1.15x",
+            DEFAULTS,
+            "network off; target <= 1.15x",
         ),
         (
             "6b `true` under bwrap (read-only)",
             Backend::Bwrap,
             SandboxMode::ReadOnly,
-            "aim <= 2.5x",
+            DEFAULTS,
+            "network off; aim <= 2.5x",
+        ),
+        (
+            "6b' `true` under bwrap (read-only), network on",
+            Backend::Bwrap,
+            SandboxMode::ReadOnly,
+            open,
+            "what cutting the network costs: 6b - 6b'",
         ),
         (
             "6c `true` under Landlock (workspace-write)",
             Backend::Landlock,
             SandboxMode::WorkspaceWrite,
-            "+ a private TMPDIR per command; target <= 1.15x",
+            DEFAULTS,
+            "+ a private TMPDIR per command, network off; target <= 1.15x",
         ),
         (
             "6d `true` under bwrap (workspace-write)",
             Backend::Bwrap,
             SandboxMode::WorkspaceWrite,
-            "+ a private TMPDIR per command; aim <= 2.5x",
+            DEFAULTS,
+            "+ a private TMPDIR, protected paths, network off; aim <= 2.5x",
+        ),
+        (
+            "6d' `true` under bwrap (workspace-write), open",
+            Backend::Bwrap,
+            SandboxMode::WorkspaceWrite,
+            open,
+            "nothing protected, network on: 6d - 6d' is the policy's cost",
         ),
     ] {
-        let Some(confined) = sandboxed(options, backend, mode) else {
+        let Some(confined) = sandboxed(options, backend, mode, policy) else {
             continue;
         };
         if let Err(err) = confined.run(spec(&confined, "true")).await {

@@ -239,6 +239,33 @@ impl CommandCgroup {
         populated(&fs::read_to_string(self.path.join("cgroup.events")).unwrap_or_default())
     }
 
+    /// Waits (at most `within`) for the processes now in the cgroup to
+    /// exit; true if it is still populated then. Each is watched through a
+    /// pidfd, so one that was only exiting costs its exit, not a polling
+    /// period (`cgroup.events` notifications are rate-limited by the
+    /// kernel to one per 10 ms).
+    pub(crate) async fn lingers(&self, within: std::time::Duration) -> bool {
+        if !self.populated() {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        let watched: Vec<_> = self
+            .pids()
+            .into_iter()
+            .filter_map(|pid| crate::sys::pidfd_open(pid).ok())
+            .filter_map(|pidfd| crate::sys::readable_fd(pidfd).ok())
+            .collect();
+        for pidfd in &watched {
+            if tokio::time::timeout_at(deadline, pidfd.readable())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        self.populated()
+    }
+
     /// The pids of its processes, sub-cgroups included.
     pub(crate) fn pids(&self) -> Vec<libc::pid_t> {
         pids_below(&self.path)

@@ -305,7 +305,7 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             // belongs in a background task.
             let strays = crate::cgroup::CgroupHost::get().map_or(0, |host| host.stop_strays());
             let populated = match &cgroup {
-                Some(cgroup) => lingering(|| cgroup.populated()).await,
+                Some(cgroup) => cgroup.lingers(SETTLE).await,
                 None => false,
             };
             let leftovers = strays
