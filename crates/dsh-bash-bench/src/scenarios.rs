@@ -404,9 +404,10 @@ async fn running(executor: &LocalBashExecutor, id: &BashTaskId) {
 }
 
 async fn kill_latency(options: &Options) -> Vec<Row> {
-    let grace_ms = 1000.0;
+    let grace = std::time::Duration::from_secs(1);
+    let grace_ms = grace.as_secs_f64() * 1000.0;
     let executor = LocalBashExecutor::new(LocalConfig {
-        grace_ms,
+        grace,
         ..local(options)
     })
     .unwrap_or_else(|e| panic!("{e}"));

@@ -64,6 +64,18 @@ pub struct ExecutorArgs {
     pub max_spill_bytes: u64,
 }
 
+/// A duration given in milliseconds on the command line: the one place
+/// milliseconds become a `Duration`, and the one check that they are a
+/// positive finite number.
+pub fn millis(flag: &str, ms: f64) -> anyhow::Result<std::time::Duration> {
+    if !(ms.is_finite() && ms > 0.0) {
+        anyhow::bail!(
+            "invalid --{flag}: expected a positive finite number of milliseconds, got {ms}"
+        );
+    }
+    Ok(std::time::Duration::from_secs_f64(ms / 1000.0))
+}
+
 /// The local executor's configuration with the options applied (the
 /// workdir made absolute, so every spec and session names a full path).
 pub fn local_config(args: &ExecutorArgs) -> LocalConfig {

@@ -59,7 +59,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let executor = compose::executor(&args.executor, compose::local_config(&args.executor))?;
     let cancel = CancellationToken::new();
     let mut request = BashExecRequest::new(args.command.join(" "));
-    request.timeout_ms = args.timeout;
+    request.timeout = args
+        .timeout
+        .map(|ms| compose::millis("timeout", ms))
+        .transpose()?;
     request.cancel = Some(cancel.clone());
     let spec = executor.resolve(request)?;
 

@@ -97,7 +97,7 @@ fn bad_arguments_run_nothing_and_say_what_is_allowed() {
     assert_eq!(output.status.code(), Some(125));
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(
-        stderr.contains("invalid timeout_ms: expected a positive finite number"),
+        stderr.contains("invalid --timeout: expected a positive finite number"),
         "{stderr}"
     );
     assert!(!marker.exists());

@@ -1,4 +1,5 @@
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How a [`crate::LocalBashExecutor`] runs commands. `Default` gives the
 /// documented defaults.
@@ -6,11 +7,11 @@ use std::path::PathBuf;
 pub struct LocalConfig {
     /// Workdir for requests without one; `None` = the process cwd at run time.
     pub cwd: Option<PathBuf>,
-    /// Foreground timeout when a request gives none (ms). Default 120 000.
-    pub default_timeout_ms: f64,
-    /// Cap on any foreground timeout (ms); larger requests are clamped.
-    /// Default 600 000.
-    pub max_timeout_ms: f64,
+    /// Foreground timeout when a request gives none. Default 120 s.
+    pub default_timeout: Duration,
+    /// Cap on any foreground timeout; larger requests are clamped.
+    /// Default 600 s.
+    pub max_timeout: Duration,
     /// Bytes kept in memory per stream; beyond that the tail is kept and the
     /// complete stream goes to a spill file. Default 64 000.
     pub max_output_bytes: u64,
@@ -18,16 +19,16 @@ pub struct LocalConfig {
     /// keeps updating in memory, the file keeps its first bytes, and the
     /// result says the full output was capped. Default 1 GiB.
     pub max_spill_bytes: u64,
-    /// Time between SIGTERM and SIGKILL when a command is stopped (ms).
-    /// Default 3 000.
-    pub grace_ms: f64,
-    /// The same when the executor shuts down (ms; at most `grace_ms`): a
-    /// host told to stop exits promptly. Default 500.
-    pub shutdown_grace_ms: f64,
+    /// Time between SIGTERM and SIGKILL when a command is stopped.
+    /// Default 3 s.
+    pub grace: Duration,
+    /// The same when the executor shuts down (at most `grace`): a host told
+    /// to stop exits promptly. Default 500 ms.
+    pub shutdown_grace: Duration,
     /// How long a finished shell's output pipes may stay open before the
-    /// run returns anyway (ms): a leftover `server &` must not hang the
-    /// call. Default 250.
-    pub linger_ms: f64,
+    /// run returns anyway: a leftover `server &` must not hang the call.
+    /// Default 250 ms.
+    pub linger: Duration,
     /// The shell, run as `<shell> -c <command>`. Default `bash` (from PATH).
     pub shell: PathBuf,
     /// Parent directory of the private spill directory; `None` = the
@@ -74,13 +75,13 @@ impl Default for LocalConfig {
     fn default() -> Self {
         LocalConfig {
             cwd: None,
-            default_timeout_ms: 120_000.0,
-            max_timeout_ms: 600_000.0,
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
             max_output_bytes: 64_000,
             max_spill_bytes: 1 << 30,
-            grace_ms: 3_000.0,
-            shutdown_grace_ms: 500.0,
-            linger_ms: 250.0,
+            grace: Duration::from_secs(3),
+            shutdown_grace: Duration::from_millis(500),
+            linger: Duration::from_millis(250),
             shell: PathBuf::from("bash"),
             spill_parent: None,
             scrub: ScrubPolicy::default(),
@@ -119,13 +120,11 @@ impl Default for ScrubPolicy {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// A duration is zero, negative, NaN or infinite.
-    #[error("invalid {field}: expected a positive finite number of milliseconds, got {value}")]
+    /// A duration is zero.
+    #[error("invalid {field}: expected a positive duration, got 0")]
     Duration {
         /// The offending field.
         field: &'static str,
-        /// Its value.
-        value: f64,
     },
     /// A size or count is zero.
     #[error("invalid {field}: expected a positive number, got 0")]
@@ -134,32 +133,27 @@ pub enum ConfigError {
         field: &'static str,
     },
     /// The default timeout exceeds the cap.
-    #[error("invalid default_timeout_ms: {default} exceeds max_timeout_ms {max}")]
+    #[error("invalid default_timeout: {default:?} exceeds max_timeout {max:?}")]
     DefaultAboveCap {
         /// The default.
-        default: f64,
+        default: Duration,
         /// The cap.
-        max: f64,
+        max: Duration,
     },
-}
-
-/// True if and only if `ms` is a usable duration in milliseconds.
-pub(crate) fn positive_finite(ms: f64) -> bool {
-    ms.is_finite() && ms > 0.0
 }
 
 impl LocalConfig {
     /// Checks every field; the first bad one is named in the error.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (field, value) in [
-            ("default_timeout_ms", self.default_timeout_ms),
-            ("max_timeout_ms", self.max_timeout_ms),
-            ("grace_ms", self.grace_ms),
-            ("shutdown_grace_ms", self.shutdown_grace_ms),
-            ("linger_ms", self.linger_ms),
+            ("default_timeout", self.default_timeout),
+            ("max_timeout", self.max_timeout),
+            ("grace", self.grace),
+            ("shutdown_grace", self.shutdown_grace),
+            ("linger", self.linger),
         ] {
-            if !positive_finite(value) {
-                return Err(ConfigError::Duration { field, value });
+            if value.is_zero() {
+                return Err(ConfigError::Duration { field });
             }
         }
         for (field, value) in [
@@ -173,10 +167,10 @@ impl LocalConfig {
                 return Err(ConfigError::Zero { field });
             }
         }
-        if self.default_timeout_ms > self.max_timeout_ms {
+        if self.default_timeout > self.max_timeout {
             return Err(ConfigError::DefaultAboveCap {
-                default: self.default_timeout_ms,
-                max: self.max_timeout_ms,
+                default: self.default_timeout,
+                max: self.max_timeout,
             });
         }
         Ok(())
@@ -189,20 +183,18 @@ mod tests {
 
     #[test]
     fn every_bad_duration_names_its_field() {
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            for field in ["default_timeout_ms", "max_timeout_ms", "grace_ms"] {
-                let mut config = LocalConfig::default();
-                match field {
-                    "default_timeout_ms" => config.default_timeout_ms = bad,
-                    "max_timeout_ms" => config.max_timeout_ms = bad,
-                    _ => config.grace_ms = bad,
-                }
-                let message = config.validate().unwrap_err().to_string();
-                assert!(
-                    message.starts_with(&format!("invalid {field}:")),
-                    "{message}"
-                );
+        for field in ["default_timeout", "max_timeout", "grace", "linger"] {
+            let mut config = LocalConfig::default();
+            match field {
+                "default_timeout" => config.default_timeout = Duration::ZERO,
+                "max_timeout" => config.max_timeout = Duration::ZERO,
+                "grace" => config.grace = Duration::ZERO,
+                _ => config.linger = Duration::ZERO,
             }
+            assert_eq!(
+                config.validate().unwrap_err().to_string(),
+                format!("invalid {field}: expected a positive duration, got 0")
+            );
         }
         let config = LocalConfig {
             max_output_bytes: 0,

@@ -14,7 +14,7 @@ use dsh_bash::{
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{positive_finite, ConfigError, LocalConfig};
+use crate::config::{ConfigError, LocalConfig};
 use crate::env::child_env;
 use crate::output::{join_delta, Stream};
 use crate::signal::signal_name;
@@ -90,10 +90,6 @@ const INLINE_COMMAND_BYTES: usize = 64 * 1024;
 /// The longest command accepted: 4 MiB, so that even fully escaped inside
 /// a JSON-RPC message it stays under the MCP transport's 16 MiB line limit.
 pub const MAX_COMMAND_BYTES: usize = 4 << 20;
-
-fn ms(value: f64) -> Duration {
-    Duration::from_secs_f64(value / 1000.0)
-}
 
 fn status_parts(status: ExitStatus) -> (Option<i32>, Option<String>) {
     match status {
@@ -349,9 +345,9 @@ impl Inner {
                 cancel: spec.cancel.clone(),
                 stop,
                 shutdown: &self.shutdown,
-                grace: ms(self.config.grace_ms),
-                shutdown_grace: ms(self.config.shutdown_grace_ms),
-                linger: ms(self.config.linger_ms),
+                grace: self.config.grace,
+                shutdown_grace: self.config.shutdown_grace,
+                linger: self.config.linger,
                 tracker: &self.tracker,
             },
         )
@@ -366,7 +362,7 @@ impl Inner {
     ) -> Result<BashRunResult, BashError> {
         let cap = usize::try_from(self.config.max_output_bytes).unwrap_or(usize::MAX);
         let (stdout, stderr) = (Stream::new(cap), Stream::new(cap));
-        let timeout = Duration::from_millis(spec.timeout_ms);
+        let timeout = spec.timeout;
         let program = program_of(&invocation);
         let ended = self
             .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), stop)
@@ -387,7 +383,7 @@ impl Inner {
                 ended.cause,
                 Some(StopCause::Cancelled | StopCause::Killed | StopCause::Shutdown)
             ),
-            timeout_ms: spec.timeout_ms,
+            timeout_ms: u64::try_from(spec.timeout.as_millis()).unwrap_or(u64::MAX),
             stdout: stdout.collected(),
             stderr: stderr.collected(),
             leftovers_stopped: u32::try_from(ended.leftovers).unwrap_or(u32::MAX),
@@ -474,12 +470,10 @@ impl BashExecutor for LocalBashExecutor {
 
     fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
         let config = &self.inner.config;
-        let timeout = match request.timeout_ms {
-            Some(value) if !positive_finite(value) => {
-                return Err(BashError::InvalidTimeout { value })
-            }
-            Some(value) => value.min(config.max_timeout_ms),
-            None => config.default_timeout_ms.min(config.max_timeout_ms),
+        let timeout = match request.timeout {
+            Some(value) if value.is_zero() => return Err(BashError::InvalidTimeout),
+            Some(value) => value.min(config.max_timeout),
+            None => config.default_timeout.min(config.max_timeout),
         };
         let base = match &config.cwd {
             Some(cwd) => cwd.clone(),
@@ -504,8 +498,7 @@ impl BashExecutor for LocalBashExecutor {
         Ok(BashExecSpec {
             command: request.command,
             workdir,
-            // Sub-millisecond requests round up, so a positive timeout stays positive.
-            timeout_ms: timeout.ceil() as u64,
+            timeout,
             owner: request.owner,
             sandbox_mode: request.sandbox_mode,
             network: request.network,

@@ -126,7 +126,7 @@
 //! - When the shell exits on its own, leftovers are stopped and counted in
 //!   [`dsh_bash::BashRunResult::leftovers_stopped`] (under cgroups:
 //!   everything still in the cgroup; under the process-tree walk: its
-//!   process group only); the run returns at most `linger_ms` after the exit
+//!   process group only); the run returns at most `linger` after the exit
 //!   even if something holds the pipes open.
 //! - Under the process-tree walk, if the host is SIGKILLed, descendants
 //!   that left the command's process group survive it; under cgroups they

@@ -11,12 +11,9 @@ use crate::BashTaskId;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BashError {
-    /// The requested timeout is not a positive finite number of milliseconds.
-    #[error("invalid timeout_ms: expected a positive finite number of milliseconds, got {value}")]
-    InvalidTimeout {
-        /// The rejected value.
-        value: f64,
-    },
+    /// The requested timeout is zero.
+    #[error("invalid timeout: expected a positive duration, got 0")]
+    InvalidTimeout,
     /// The command is longer than the executor accepts.
     #[error("the command is {bytes} bytes long; at most {limit} bytes are accepted (write large content with several commands, or from a file)")]
     CommandTooLong {
@@ -79,7 +76,7 @@ impl BashError {
     /// A stable machine-readable code for this error.
     pub fn code(&self) -> &'static str {
         match self {
-            BashError::InvalidTimeout { .. } => "INVALID_TIMEOUT",
+            BashError::InvalidTimeout => "INVALID_TIMEOUT",
             BashError::CommandTooLong { .. } => "COMMAND_TOO_LONG",
             BashError::CommandHasNul => "INVALID_COMMAND",
             BashError::WorkdirMissing { .. }

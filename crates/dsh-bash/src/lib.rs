@@ -20,7 +20,7 @@
 //!
 //! async fn run_ls(executor: Arc<dyn BashExecutor>) -> Result<BashRunResult, BashError> {
 //!     let mut request = BashExecRequest::new("ls -la");
-//!     request.timeout_ms = Some(5_000.0);
+//!     request.timeout = Some(std::time::Duration::from_secs(5));
 //!     let spec = executor.resolve(request)?;
 //!     executor.run(spec).await
 //! }

@@ -1,5 +1,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -14,9 +15,9 @@ pub struct BashExecRequest {
     /// Working directory; absent = the executor's configured cwd, else the
     /// process cwd.
     pub workdir: Option<PathBuf>,
-    /// Timeout in milliseconds; absent = the executor default. Capped at the
-    /// executor maximum; zero, negative, NaN or infinite is an error.
-    pub timeout_ms: Option<f64>,
+    /// Foreground timeout; absent = the executor default. Capped at the
+    /// executor maximum; zero is an error.
+    pub timeout: Option<Duration>,
     /// Cancelling this token kills the command (foreground or background).
     pub cancel: Option<CancellationToken>,
     /// Bytes written to the command's stdin, which is then closed. Absent:
@@ -51,9 +52,9 @@ pub struct BashExecSpec {
     pub command: String,
     /// The absolute working directory.
     pub workdir: PathBuf,
-    /// The effective timeout in milliseconds (after defaulting and capping).
-    /// Background tasks ignore it.
-    pub timeout_ms: u64,
+    /// The effective timeout (after defaulting and capping). Background
+    /// tasks ignore it.
+    pub timeout: Duration,
     /// The owner, always set explicitly by `resolve` (possibly `None`).
     pub owner: Option<OwnerToken>,
     /// The sandbox mode, always set explicitly by `resolve` (`None` under an

@@ -35,8 +35,8 @@ pub struct LocalSandboxConfig {
     pub bwrap: PathBuf,
     /// An operator runner that replaces selection and probes.
     pub runner: Option<RunnerCommand>,
-    /// The bound on each probe (ms). Default 5 000.
-    pub probe_timeout_ms: f64,
+    /// The bound on each probe. Default 5 s.
+    pub probe_timeout: std::time::Duration,
 }
 
 impl Default for LocalSandboxConfig {
@@ -45,7 +45,7 @@ impl Default for LocalSandboxConfig {
             backend: Backend::Auto,
             bwrap: PathBuf::from("bwrap"),
             runner: None,
-            probe_timeout_ms: 5_000.0,
+            probe_timeout: std::time::Duration::from_secs(5),
         }
     }
 }
@@ -54,11 +54,9 @@ impl Default for LocalSandboxConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The probe timeout is zero, negative, NaN or infinite.
-    #[error(
-        "invalid probe_timeout_ms: expected a positive finite number of milliseconds, got {0}"
-    )]
-    ProbeTimeout(f64),
+    /// The probe timeout is zero.
+    #[error("invalid probe_timeout: expected a positive duration, got 0")]
+    ProbeTimeout,
     /// The runner command is empty.
     #[error("invalid runner: the command is empty; give the program (and its leading arguments)")]
     EmptyRunner,
@@ -67,8 +65,8 @@ pub enum ConfigError {
 impl LocalSandboxConfig {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(self.probe_timeout_ms.is_finite() && self.probe_timeout_ms > 0.0) {
-            return Err(ConfigError::ProbeTimeout(self.probe_timeout_ms));
+        if self.probe_timeout.is_zero() {
+            return Err(ConfigError::ProbeTimeout);
         }
         if let Some(runner) = &self.runner {
             if runner.command.is_empty() {

@@ -65,8 +65,8 @@ pub(crate) async fn check(
     let confinement = build(&probe_argv(&target), &policy)?;
     let executor = LocalBashExecutor::new(LocalConfig {
         cwd: Some(scratch.path().to_owned()),
-        default_timeout_ms: timeout.as_secs_f64() * 1000.0,
-        max_timeout_ms: timeout.as_secs_f64() * 1000.0,
+        default_timeout: timeout,
+        max_timeout: timeout,
         ..LocalConfig::default()
     })
     .map_err(|err| failed(backend, format!("probe executor: {err}")))?;

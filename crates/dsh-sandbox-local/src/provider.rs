@@ -1,7 +1,6 @@
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::Duration;
 
 use dsh_sandbox::{
     BoxFuture, Confinement, SandboxBackend, SandboxPolicy, SandboxProvider, SandboxUnavailable,
@@ -131,7 +130,7 @@ impl LocalSandboxProvider {
 
     #[cfg(target_os = "linux")]
     async fn select(&self) -> Verdict {
-        let timeout = Duration::from_secs_f64(self.config.probe_timeout_ms / 1000.0);
+        let timeout = self.config.probe_timeout;
         let mut reasons = Vec::new();
         if matches!(self.config.backend, Backend::Auto | Backend::Bwrap) {
             let probed = crate::probe::check(

@@ -239,7 +239,7 @@ fn bash_arguments(confining: bool) -> &'static [&'static str] {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct BashCall {
     pub(crate) command: String,
-    pub(crate) timeout_ms: Option<f64>,
+    pub(crate) timeout: Option<std::time::Duration>,
     pub(crate) workdir: Option<String>,
     pub(crate) background: bool,
     pub(crate) escalation: Option<Escalate>,
@@ -279,11 +279,15 @@ pub(crate) fn bash_call(args: &Value, confining: bool) -> Result<BashCall, Strin
     let args = object(args)?;
     let command = non_empty(args, "command")?;
     non_empty(args, "description")?;
-    let timeout_ms = match present(args, "timeoutMs") {
+    let timeout = match present(args, "timeoutMs") {
         None => None,
         // An integer of milliseconds; 30000.0 is 30000, 1500.5 is not.
         Some(value) => match value.as_f64() {
-            Some(ms) if ms.is_finite() && ms >= 1.0 && ms.fract() == 0.0 => Some(ms),
+            Some(ms) if ms.is_finite() && ms >= 1.0 && ms.fract() == 0.0 => {
+                // Past u64 milliseconds it saturates: capped by the
+                // executor anyway.
+                Some(std::time::Duration::from_millis(ms as u64))
+            }
             _ => {
                 return Err(format!(
                     "invalid timeoutMs: expected a positive integer number of milliseconds, got {value}"
@@ -355,7 +359,7 @@ pub(crate) fn bash_call(args: &Value, confining: bool) -> Result<BashCall, Strin
     only(args, bash_arguments(confining))?;
     Ok(BashCall {
         command,
-        timeout_ms,
+        timeout,
         workdir,
         background,
         escalation,
@@ -459,7 +463,7 @@ mod tests {
             call,
             BashCall {
                 command: "ls".into(),
-                timeout_ms: Some(30000.0),
+                timeout: Some(std::time::Duration::from_millis(30000)),
                 workdir: Some("sub".into()),
                 background: true,
                 escalation: None,

@@ -389,7 +389,7 @@ impl BashTools {
                 background: call.background,
                 timeout_ms: spec
                     .filter(|_| !call.background)
-                    .map(|spec| spec.timeout_ms),
+                    .map(|spec| u64::try_from(spec.timeout.as_millis()).unwrap_or(u64::MAX)),
                 reason: format!("{asking}: {}", asked.justification),
                 cancel: ctx.cancel.clone(),
             })
@@ -427,7 +427,7 @@ impl BashTools {
         };
         let mut request = BashExecRequest::new(call.command.clone());
         request.workdir = workdir;
-        request.timeout_ms = call.timeout_ms;
+        request.timeout = call.timeout;
         request.cancel = Some(ctx.cancel.clone());
         request.sandbox_mode = self.standing_mode(ctx);
         if call.background {

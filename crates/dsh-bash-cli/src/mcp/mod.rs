@@ -452,8 +452,9 @@ impl ServerHandler for BashServer {
 /// then stops every command it started.
 pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     let mut local = compose::local_config(&args.executor);
-    local.default_timeout_ms = args.timeout.min(args.max_timeout);
-    local.max_timeout_ms = args.max_timeout;
+    let max_timeout = compose::millis("max-timeout", args.max_timeout)?;
+    local.default_timeout = compose::millis("timeout", args.timeout)?.min(max_timeout);
+    local.max_timeout = max_timeout;
     local.max_output_bytes = args.max_output_bytes;
     // The session's full-output paths mean nothing once it ends.
     local.discard_spill_on_shutdown = true;
@@ -479,8 +480,6 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     let session = Arc::new(
         Session::new(session_id, cwd).with_notices(Arc::new(move |text: &str| sink.deliver(text))),
     );
-    let max_timeout =
-        Duration::try_from_secs_f64(args.max_timeout / 1000.0).unwrap_or(Duration::from_secs(600));
     let tasks = task::Tasks::new(max_timeout);
     let server = BashServer {
         tools: Arc::clone(&tools),

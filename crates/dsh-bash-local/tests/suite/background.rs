@@ -167,7 +167,7 @@ async fn unknown_ids_are_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_timeout_but_cancellation_kills() {
     let executor = LocalBashExecutor::new(LocalConfig {
-        default_timeout_ms: 100.0,
+        default_timeout: std::time::Duration::from_millis(100),
         ..config()
     })
     .unwrap();

@@ -31,14 +31,14 @@ async fn timeout_first_then_cancel_stays_a_timeout() {
     // The shell ignores TERM, so the kill takes the whole 3 s grace;
     // cancelling during it must not turn the timeout into an abort.
     let executor = dsh_bash_local::LocalBashExecutor::new(dsh_bash_local::LocalConfig {
-        grace_ms: 3_000.0,
+        grace: std::time::Duration::from_millis(3_000),
         ..super::fixture::config()
     })
     .unwrap();
     let token = CancellationToken::new();
     let mut request = BashExecRequest::new("trap '' TERM; sleep 30 & wait");
     request.cancel = Some(token.clone());
-    request.timeout_ms = Some(100.0);
+    request.timeout = Some(std::time::Duration::from_millis(100));
     let spec = executor.resolve(request).unwrap();
     let canceller = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(1_000)).await;

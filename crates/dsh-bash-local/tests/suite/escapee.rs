@@ -38,7 +38,7 @@ async fn a_timeout_leaves_no_escapee_running() {
     let executor = executor();
     let mut request = BashExecRequest::new(ESCAPEES);
     // Long enough for all three escapees to start on a loaded machine.
-    request.timeout_ms = Some(2_500.0);
+    request.timeout = Some(std::time::Duration::from_millis(2_500));
     let result = executor
         .run(executor.resolve(request).unwrap())
         .await

@@ -25,7 +25,7 @@ pub fn containment() -> ContainmentChoice {
 
 pub fn config() -> LocalConfig {
     LocalConfig {
-        grace_ms: 400.0,
+        grace: std::time::Duration::from_millis(400),
         spill_parent: Some(spill_parent()),
         containment: containment(),
         ..LocalConfig::default()

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use dsh_bash::{BashExecRequest, BashExecutor, OwnerToken, SandboxMode};
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
@@ -14,24 +15,24 @@ fn construction_names_the_bad_field() {
     for (bad, field) in [
         (
             LocalConfig {
-                default_timeout_ms: f64::NAN,
+                default_timeout: Duration::ZERO,
                 ..config()
             },
-            "default_timeout_ms",
+            "default_timeout",
         ),
         (
             LocalConfig {
-                max_timeout_ms: -1.0,
+                max_timeout: Duration::ZERO,
                 ..config()
             },
-            "max_timeout_ms",
+            "max_timeout",
         ),
         (
             LocalConfig {
-                grace_ms: f64::INFINITY,
+                grace: Duration::ZERO,
                 ..config()
             },
-            "grace_ms",
+            "grace",
         ),
         (
             LocalConfig {
@@ -81,23 +82,21 @@ fn workdir_request_then_configured_then_process_cwd() {
 #[test]
 fn timeout_default_cap_and_smaller_request() {
     let executor = LocalBashExecutor::new(LocalConfig {
-        default_timeout_ms: 1_500.0,
-        max_timeout_ms: 2_000.0,
+        default_timeout: Duration::from_millis(1_500),
+        max_timeout: Duration::from_millis(2_000),
         ..config()
     })
     .unwrap();
-    let timeout = |ms: Option<f64>| {
+    let timeout = |ms: Option<u64>| {
         let mut request = BashExecRequest::new("true");
-        request.timeout_ms = ms;
-        executor.resolve(request).map(|spec| spec.timeout_ms)
+        request.timeout = ms.map(Duration::from_millis);
+        executor.resolve(request).map(|spec| spec.timeout)
     };
-    assert_eq!(timeout(None).unwrap(), 1_500);
-    assert_eq!(timeout(Some(99_999.0)).unwrap(), 2_000);
-    assert_eq!(timeout(Some(100.0)).unwrap(), 100);
-    for bad in [f64::NAN, -5.0, 0.0, f64::INFINITY] {
-        let err = timeout(Some(bad)).unwrap_err().to_string();
-        assert!(err.starts_with("invalid timeout_ms"), "{err}");
-    }
+    assert_eq!(timeout(None).unwrap(), Duration::from_millis(1_500));
+    assert_eq!(timeout(Some(99_999)).unwrap(), Duration::from_millis(2_000));
+    assert_eq!(timeout(Some(100)).unwrap(), Duration::from_millis(100));
+    let err = timeout(Some(0)).unwrap_err().to_string();
+    assert_eq!(err, "invalid timeout: expected a positive duration, got 0");
 }
 
 #[test]

@@ -9,10 +9,10 @@ use super::fixture::{executor, gone, pids};
 fn with_timeout(
     executor: &dsh_bash_local::LocalBashExecutor,
     command: &str,
-    ms: f64,
+    ms: u64,
 ) -> dsh_bash::BashExecSpec {
     let mut request = BashExecRequest::new(command);
-    request.timeout_ms = Some(ms);
+    request.timeout = Some(std::time::Duration::from_millis(ms));
     executor.resolve(request).unwrap()
 }
 
@@ -20,7 +20,7 @@ fn with_timeout(
 async fn timeout_kills_the_group_with_sigterm() {
     let executor = executor();
     let result = executor
-        .run(with_timeout(&executor, "sleep 30 & echo $!; wait", 300.0))
+        .run(with_timeout(&executor, "sleep 30 & echo $!; wait", 300))
         .await
         .unwrap();
     assert!(result.timed_out);
@@ -42,7 +42,7 @@ async fn a_caught_timeout_can_still_exit_zero() {
         .run(with_timeout(
             &executor,
             "trap 'echo caught; exit 0' TERM; echo ready; sleep 30 & wait",
-            300.0,
+            300,
         ))
         .await
         .unwrap();
@@ -60,7 +60,7 @@ async fn a_sigterm_ignoring_tree_dies_by_sigkill_after_the_grace() {
         .run(with_timeout(
             &executor,
             "trap '' TERM; (trap '' TERM; sleep 30) & echo $!; sleep 30 & echo $!; wait",
-            200.0,
+            200,
         ))
         .await
         .unwrap();

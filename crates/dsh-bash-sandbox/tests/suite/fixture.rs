@@ -15,7 +15,7 @@ use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider, Runne
 
 pub fn local() -> LocalConfig {
     LocalConfig {
-        grace_ms: 400.0,
+        grace: std::time::Duration::from_millis(400),
         ..LocalConfig::default()
     }
 }

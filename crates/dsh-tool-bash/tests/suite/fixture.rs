@@ -28,7 +28,7 @@ impl Recording {
     pub fn new(mode: Option<SandboxMode>) -> Arc<Self> {
         Arc::new(Recording {
             inner: LocalBashExecutor::new(LocalConfig {
-                grace_ms: 400.0,
+                grace: std::time::Duration::from_millis(400),
                 ..LocalConfig::default()
             })
             .unwrap(),
