@@ -6,6 +6,7 @@
 //! # Example
 //!
 //! ```no_run
+//! // no_run: the suite takes minutes and wants a quiet machine.
 //! # async fn demo() {
 //! let options = dsh_bash_bench::Options::default();
 //! let rows = dsh_bash_bench::run_all(&options).await;

@@ -9,18 +9,21 @@
 //!
 //! # Example
 //!
-//! ```no_run
+//! ```
 //! use dsh_bash::{BashExecRequest, BashExecutor};
 //! use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 //!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+//! # runtime.block_on(async {
 //! let executor = LocalBashExecutor::new(LocalConfig::default())?;
 //! let spec = executor.resolve(BashExecRequest::new("echo hello; exit 3"))?;
 //! let result = executor.run(spec).await?;
 //! assert_eq!(result.exit_code, Some(3));
 //! assert_eq!(result.stdout.text, "hello\n");
 //! executor.shutdown().await;
-//! # Ok(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
 //! # }
 //! ```
 //!

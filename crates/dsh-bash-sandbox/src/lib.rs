@@ -34,6 +34,8 @@
 //! # Example
 //!
 //! ```no_run
+//! // no_run: confinement needs bubblewrap or a Landlock kernel, which a
+//! // doc-test machine may lack.
 //! use std::sync::Arc;
 //! use dsh_bash::{BashExecRequest, BashExecutor};
 //! use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};

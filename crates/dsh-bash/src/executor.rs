@@ -61,6 +61,15 @@ pub trait BashExecutor: Send + Sync {
     /// Runs a command in the foreground until it exits, times out or is
     /// cancelled. Non-zero exits, timeouts and aborts are results; only
     /// "could not run" is an error.
+    ///
+    /// Grandchildren: when the shell exits, whatever it left running in
+    /// its containment (a `server &`, a `setsid` daemon) is stopped and
+    /// counted in `leftovers_stopped` — a process meant to outlive the
+    /// command belongs in [`Self::start`]. Held pipes: a leftover that keeps
+    /// stdout or stderr open delays the result by at most the executor's
+    /// linger, never indefinitely. A timeout or cancellation stops the
+    /// whole tree (SIGTERM, then SIGKILL after the grace). Dropping the
+    /// future kills the command.
     fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>>;
 
     /// Starts a background task and returns at once. No timeout applies;
@@ -84,6 +93,11 @@ pub trait BashExecutor: Send + Sync {
     /// Kills a task and waits until it has settled. `Ok(true)` if this call
     /// killed it, `Ok(false)` if it had already finished (or another kill is
     /// already under way).
+    ///
+    /// The whole tree goes, grandchildren included (also those that left
+    /// the process group): SIGTERM, then SIGKILL after the grace, so a
+    /// process that ignores SIGTERM or forks in its handler delays the
+    /// settle by at most the grace. Output already produced stays readable.
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>>;
 
     /// Registers a listener called exactly once per settled task.
@@ -92,5 +106,9 @@ pub trait BashExecutor: Send + Sync {
     /// Kills every running task and foreground run, waits until all have
     /// ended, and refuses new commands from then on. No listener is called
     /// for what shutdown kills or for anything later.
+    ///
+    /// Every tree goes whole, with the executor's shutdown grace (shorter
+    /// than a kill's) between SIGTERM and SIGKILL; pipes still held by a
+    /// dying process do not delay it past that.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 }

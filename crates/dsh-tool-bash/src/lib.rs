@@ -11,21 +11,26 @@
 //!
 //! # Example
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
 //! use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 //! use dsh_tool_bash::{BashTools, CallContext, Session};
 //!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+//! # runtime.block_on(async {
+//! let project = std::env::temp_dir();
 //! let tools = BashTools::new(Arc::new(LocalBashExecutor::new(LocalConfig::default())?));
 //! let ctx = CallContext {
-//!     session: Some(Arc::new(Session::new("session-1", Some("/src".into())))),
+//!     session: Some(Arc::new(Session::new("session-1", Some(project)))),
 //!     ..CallContext::default()
 //! };
-//! let args = serde_json::json!({"command": "ls", "description": "list the project files"});
+//! let args = serde_json::json!({"command": "echo built; exit 2", "description": "pretend to build"});
 //! let output = tools.call("bash", args, &ctx).await?;
-//! println!("{}", output.text);
-//! # Ok(())
+//! assert_eq!(output.text, "built\n[exit code: 2]");
+//! tools.executor().shutdown().await;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
 //! # }
 //! ```
 //!
