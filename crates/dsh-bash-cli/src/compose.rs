@@ -68,12 +68,14 @@ pub struct ExecutorArgs {
 /// milliseconds become a `Duration`, and the one check that they are a
 /// positive finite number.
 pub fn millis(flag: &str, ms: f64) -> anyhow::Result<std::time::Duration> {
-    if !(ms.is_finite() && ms > 0.0) {
-        anyhow::bail!(
-            "invalid --{flag}: expected a positive finite number of milliseconds, got {ms}"
-        );
-    }
-    Ok(std::time::Duration::from_secs_f64(ms / 1000.0))
+    let duration = std::time::Duration::try_from_secs_f64(ms / 1000.0)
+        .ok()
+        .filter(|d| !d.is_zero());
+    duration.ok_or_else(|| {
+        anyhow::anyhow!(
+            "invalid --{flag}: expected a positive finite number of milliseconds (at most about 1.8e22), got {ms}"
+        )
+    })
 }
 
 /// The local executor's configuration with the options applied (the

@@ -202,7 +202,64 @@ const PLANTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// A protected path that is a symlink (dotfiles linked in, a dangling
+/// `.envrc`) neither breaks commands nor is claimed kept: what it points
+/// to inside the workspace is kept read-only, and the gap is named.
+fn symlinked_protected_paths() {
+    let ws = base().join("protected-symlinks");
+    std::fs::create_dir_all(ws.join("dotfiles")).unwrap();
+    std::fs::write(ws.join("dotfiles/bashrc"), "# linked\n").unwrap();
+    std::os::unix::fs::symlink("dotfiles/bashrc", ws.join(".bashrc")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", ws.join(".profile")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/envrc", ws.join(".envrc")).unwrap();
+    let result = run(
+        User::Root,
+        "bwrap",
+        &ws,
+        &[],
+        "echo more >> dotfiles/bashrc; true",
+    );
+    assert_eq!(result["exit_code"], 0, "{result}");
+    let facts = &result["sandbox"];
+    assert_eq!(facts["enforcement"], "partial", "{facts}");
+    assert!(
+        facts["gaps"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("protected-paths")),
+        "{facts}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("dotfiles/bashrc")).unwrap(),
+        "# linked\n",
+        "the link's target inside the workspace is kept read-only"
+    );
+}
+
+/// Every plant changes the workspace when nothing is protected: the check
+/// below can fail.
+fn plants_work_unprotected(user: User) {
+    let ws = base().join(format!("unprotected-{user:?}"));
+    let everything: Vec<&str> = dsh_sandbox::DEFAULT_PROTECTED_PATHS
+        .iter()
+        .chain(dsh_sandbox::HOME_PROTECTED_PATHS)
+        .flat_map(|path| ["--unprotect", path])
+        .collect();
+    for (name, command) in PLANTS {
+        let _ = std::fs::remove_dir_all(&ws);
+        repository(&ws, user);
+        let before = tree(&ws);
+        run(user, "bwrap", &ws, &everything, command);
+        assert_ne!(
+            tree(&ws),
+            before,
+            "\"{name}\" changes nothing even unprotected"
+        );
+    }
+}
+
 fn bwrap_keeps_them(user: User) {
+    plants_work_unprotected(user);
     let tag = format!("bwrap-{user:?}");
     let ws = base().join(format!("protected-{tag}"));
     repository(&ws, user);
@@ -465,6 +522,7 @@ fn protected_paths_hold_under_bwrap_and_landlock_says_it_cannot() {
         if usable(user, "bwrap") {
             bwrap_keeps_them(user);
             if user == User::Root {
+                symlinked_protected_paths();
                 concurrent_commands_keep_each_others_stand_ins();
                 hangups_clean_up_and_kill_leftovers_are_reclaimed();
             }
@@ -492,7 +550,8 @@ fn bad_protect_arguments_run_nothing_and_say_what_is_allowed() {
             "unknown network policy \"maybe\": expected off or on",
         ),
     ] {
-        let marker = base().join(format!("ran-{}", args[0].trim_start_matches('-')));
+        let scratch = tempfile::tempdir().unwrap();
+        let marker = scratch.path().join("ran");
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
             .args(["run", "--sandbox", "workspace-write"])
             .args(&args)

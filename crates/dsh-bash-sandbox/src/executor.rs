@@ -215,9 +215,23 @@ impl SandboxBashExecutor {
         let protected = if mode == SandboxMode::WorkspaceWrite {
             let (protected, workspace) = (self.protected.clone(), self.workspace.clone());
             // A few metadata reads in the workspace: off the async threads.
-            tokio::task::spawn_blocking(move || protected.resolve(&workspace))
-                .await
-                .unwrap_or_default()
+            match tokio::task::spawn_blocking(move || protected.resolve(&workspace)).await {
+                Ok(resolved) => resolved,
+                Err(err) => {
+                    discard(
+                        &self.cleanups,
+                        Leftovers {
+                            private_tmp,
+                            held: Vec::new(),
+                        },
+                    );
+                    return Err(SandboxUnavailable::new(
+                        mode,
+                        Some(format!("cannot resolve the protected paths: {err}")),
+                    )
+                    .into());
+                }
+            }
         } else {
             Vec::new()
         };

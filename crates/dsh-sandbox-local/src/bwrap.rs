@@ -45,7 +45,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use std::path::{Path, PathBuf};
@@ -67,110 +67,180 @@ fn args(list: &[&str]) -> Vec<OsString> {
     list.iter().map(OsString::from).collect()
 }
 
+/// One bind of a protected path: the path and a descriptor on it, opened
+/// beneath the workspace handle without following a symlink, which is what
+/// bubblewrap binds (`--bind-fd`/`--ro-bind-fd`): a path swapped for a
+/// symlink after it was checked can move where the bind appears, never
+/// what it binds.
+#[derive(Debug)]
+struct Bind {
+    path: PathBuf,
+    source: Arc<OwnedFd>,
+}
+
 /// How the protected paths of a `workspace-write` command are kept.
 #[derive(Debug, Default)]
 pub(crate) struct Protection {
     /// Directories bound over themselves (writable), outermost first.
-    pins: Vec<PathBuf>,
+    pins: Vec<Bind>,
     /// Paths bound read-only over themselves.
-    read_only: Vec<PathBuf>,
+    read_only: Vec<Bind>,
     /// The protected paths kept (for the facts).
     kept: Vec<PathBuf>,
-    /// A protected symlink whose link cannot be pinned.
+    /// A protected symlink, whose link cannot be pinned.
     symlinked: bool,
     /// The stand-ins, claimed until the command's tree is gone.
     placeholders: Vec<Placeholder>,
 }
 
+/// `path` relative to `root` (empty when it is not beneath).
+fn beneath<'p>(root: &Path, path: &'p Path) -> Option<&'p Path> {
+    path.strip_prefix(root)
+        .ok()
+        .filter(|r| !r.as_os_str().is_empty())
+}
+
 impl Protection {
-    /// Resolves what to bind, creating stand-ins for missing paths.
+    /// Resolves what to bind, creating stand-ins for missing paths; every
+    /// path is opened beneath the workspace handle, none through a
+    /// symlink.
     pub(crate) fn of(policy: &SandboxPolicy) -> Result<Protection, SandboxError> {
         let mut protection = Protection::default();
-        if policy.mode != SandboxMode::WorkspaceWrite {
+        if policy.mode != SandboxMode::WorkspaceWrite || policy.protected.is_empty() {
             return Ok(protection);
         }
         let root = policy.workspace.path();
+        let handle = Arc::new(
+            policy
+                .workspace
+                .handle()
+                .try_clone_to_owned()
+                .map_err(|cause| SandboxError::Descriptor {
+                    what: "workspace handle",
+                    cause,
+                })?,
+        );
         for protected in &policy.protected {
-            // A stand-in of another command on the way (the path itself or
-            // a directory above it): claimed like a missing path, so that it
-            // is not removed under this command.
-            let standing = (protected.state != ProtectedState::Symlink)
-                .then(|| stand_in_on_the_way(root, &protected.path))
-                .flatten();
-            let bound = match (&protected.state, standing) {
-                // Found already there: its kind matters no more.
-                (_, Some(stand_in)) => protection.claim(&stand_in, stand_in.is_file())?,
-                (ProtectedState::Present, None) => protected.path.clone(),
-                (ProtectedState::Symlink, None) => {
+            let Some(relative) = beneath(root, &protected.path) else {
+                continue;
+            };
+            let bound = match &protected.state {
+                ProtectedState::Symlink => {
+                    // The link can be replaced (the gap says so); what it
+                    // points to inside the workspace is kept read-only.
                     protection.symlinked = true;
-                    protection.read_only.push(protected.path.clone());
+                    let target = std::fs::canonicalize(&protected.path).ok();
+                    if let Some(target) = target.filter(|t| beneath(root, t).is_some()) {
+                        protection.bind_read_only(&handle, root, &target)?;
+                    }
                     continue;
                 }
-                (ProtectedState::Missing { placeholder, file }, None) => {
-                    protection.claim(placeholder, *file)?
-                }
+                // A stand-in of another command on the way (the path itself
+                // or a directory above it) is claimed like a missing path,
+                // so that it is not removed under this command.
+                state => match (stand_in_on_the_way(&handle, relative), state) {
+                    (Some(stand_in), _) => {
+                        let file = root.join(&stand_in).is_file();
+                        protection.claim(&handle, root, &stand_in, file)?
+                    }
+                    (None, ProtectedState::Missing { placeholder, file }) => {
+                        let Some(relative) = beneath(root, placeholder) else {
+                            continue;
+                        };
+                        protection.claim(&handle, root, relative, *file)?
+                    }
+                    (None, _) => relative.to_path_buf(),
+                },
             };
-            for pin in between(root, &bound) {
-                if !protection.pins.contains(&pin) {
-                    protection.pins.push(pin);
+            let mut pin = PathBuf::new();
+            let count = bound.components().count();
+            for component in bound.components().take(count.saturating_sub(1)) {
+                pin.push(component);
+                let path = root.join(&pin);
+                if !protection.pins.iter().any(|b| b.path == path) {
+                    let source = open(&handle, &pin)?;
+                    protection.pins.push(Bind { path, source });
                 }
             }
-            if !protection.read_only.contains(&bound) {
-                protection.read_only.push(bound);
-            }
+            protection.bind_read_only(&handle, root, &root.join(&bound))?;
             protection.kept.push(protected.path.clone());
         }
         // Outermost first, so an inner bind lands on the pinned directory.
-        protection.pins.sort_by_key(|p| p.components().count());
+        protection.pins.sort_by_key(|b| b.path.components().count());
         Ok(protection)
     }
-}
 
-impl Protection {
-    /// Claims the stand-in at `path` (once per confinement); what to bind.
-    fn claim(&mut self, path: &Path, file: bool) -> Result<PathBuf, SandboxError> {
-        if let Some(held) = self.placeholders.iter().find(|p| p.path() == path) {
-            return Ok(held.path().to_owned());
+    fn bind_read_only(
+        &mut self,
+        handle: &Arc<OwnedFd>,
+        root: &Path,
+        path: &Path,
+    ) -> Result<(), SandboxError> {
+        if self.read_only.iter().any(|b| b.path == path) {
+            return Ok(());
         }
-        let claim = Placeholder::claim(path, file).map_err(|cause| SandboxError::Placeholder {
+        let Some(relative) = beneath(root, path) else {
+            return Ok(());
+        };
+        let source = open(handle, relative)?;
+        self.read_only.push(Bind {
             path: path.to_owned(),
-            cause,
-        })?;
-        let bound = claim.path().to_owned();
-        self.placeholders.push(claim);
-        Ok(bound)
+            source,
+        });
+        Ok(())
+    }
+
+    /// Claims the stand-in at `relative` (once per confinement); what to
+    /// bind, relative to the workspace.
+    fn claim(
+        &mut self,
+        handle: &Arc<OwnedFd>,
+        root: &Path,
+        relative: &Path,
+        file: bool,
+    ) -> Result<PathBuf, SandboxError> {
+        let path = root.join(relative);
+        if !self.placeholders.iter().any(|p| p.path() == path) {
+            let claim = Placeholder::claim(handle, relative, &path, file).map_err(|cause| {
+                SandboxError::Placeholder {
+                    path: path.clone(),
+                    cause,
+                }
+            })?;
+            self.placeholders.push(claim);
+        }
+        Ok(relative.to_owned())
+    }
+
+    /// The descriptors bwrap binds from (kept open for it).
+    fn sources(&self) -> impl Iterator<Item = &Arc<OwnedFd>> {
+        self.pins.iter().chain(&self.read_only).map(|b| &b.source)
     }
 }
 
-/// The outermost stand-in from `root` down to `path` (inclusive), if any.
-fn stand_in_on_the_way(root: &Path, path: &Path) -> Option<PathBuf> {
-    let relative = path.strip_prefix(root).ok()?;
-    let mut current = root.to_path_buf();
+/// `relative` opened beneath the workspace handle for binding.
+fn open(handle: &Arc<OwnedFd>, relative: &Path) -> Result<Arc<OwnedFd>, SandboxError> {
+    crate::sys::open_beneath(handle.as_fd(), relative, libc::O_PATH)
+        .map(Arc::new)
+        .map_err(|cause| SandboxError::Protect {
+            path: relative.to_owned(),
+            cause,
+        })
+}
+
+/// The outermost stand-in from the workspace root down to `relative`
+/// (inclusive), if any.
+fn stand_in_on_the_way(handle: &Arc<OwnedFd>, relative: &Path) -> Option<PathBuf> {
+    let mut current = PathBuf::new();
     for component in relative.components() {
         current.push(component);
-        if crate::placeholder::is_stand_in(&current) {
+        if crate::placeholder::is_stand_in(handle.as_fd(), &current) {
             return Some(current);
         }
-        if !current.is_dir() {
-            return None;
-        }
+        crate::sys::open_beneath(handle.as_fd(), &current, libc::O_PATH | libc::O_DIRECTORY)
+            .ok()?;
     }
     None
-}
-
-/// The directories strictly between `root` and `path`.
-fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
-    let Ok(relative) = path.strip_prefix(root) else {
-        return Vec::new();
-    };
-    let mut dirs = Vec::new();
-    let mut current = root.to_path_buf();
-    let count = relative.components().count();
-    for component in relative.components().take(count.saturating_sub(1)) {
-        current.push(component);
-        dirs.push(current.clone());
-    }
-    dirs
 }
 
 /// The profile arguments for `policy`, up to and including `--`, given the
@@ -229,14 +299,14 @@ pub(crate) fn profile(
     });
     profile.push(workspace_fd.to_string().into());
     profile.push(policy.workspace.path().as_os_str().to_owned());
-    for (flag, paths) in [
-        ("--bind", &protection.pins),
-        ("--ro-bind", &protection.read_only),
+    for (flag, binds) in [
+        ("--bind-fd", &protection.pins),
+        ("--ro-bind-fd", &protection.read_only),
     ] {
-        for path in paths {
+        for bind in binds {
             profile.push(flag.into());
-            profile.push(path.as_os_str().to_owned());
-            profile.push(path.as_os_str().to_owned());
+            profile.push(bind.source.as_raw_fd().to_string().into());
+            profile.push(bind.path.as_os_str().to_owned());
         }
     }
     if policy.network == NetworkPolicy::Off {
@@ -340,6 +410,10 @@ pub(crate) fn confine(
         // The network on: nothing to refuse.
         _ => None,
     };
+    let keep_fds: Vec<Arc<OwnedFd>> = [Arc::new(write), Arc::new(workspace)]
+        .into_iter()
+        .chain(protection.sources().cloned())
+        .collect();
     let held: Vec<Arc<dyn Held>> = protection
         .placeholders
         .into_iter()
@@ -353,7 +427,7 @@ pub(crate) fn confine(
             drop_capabilities: false,
             landlock_ruleset: scope,
             seccomp_filter,
-            keep_fds: vec![Arc::new(write), Arc::new(workspace)],
+            keep_fds,
         },
         environment,
         backend: backend.into(),
@@ -452,15 +526,20 @@ mod tests {
             .windows(3)
             .any(|w| w == ["--bind-fd".to_owned(), "8".into(), ws.clone()]));
         assert!(!text.contains(&"--unshare-net".to_owned()));
+        // Bound from descriptors opened beneath the workspace, never by path.
         let at = |flag: &str, path: &Path| {
             let path = path.display().to_string();
-            text.windows(3)
-                .position(|w| w == [flag.to_owned(), path.clone(), path.clone()])
+            text.windows(3).position(|w| {
+                w[0] == flag && w[1].parse::<i32>().is_ok_and(|fd| fd > 2) && w[2] == path
+            })
         };
-        let pin = at("--bind", &root.join(".vscode")).expect("the parent pinned");
-        let inner = at("--ro-bind", &root.join(".vscode/tasks.json")).expect("read-only");
+        let pin = at("--bind-fd", &root.join(".vscode")).expect("the parent pinned");
+        let inner = at("--ro-bind-fd", &root.join(".vscode/tasks.json")).expect("read-only");
         assert!(pin < inner, "the pin comes first");
-        assert!(at("--ro-bind", &root.join(".bashrc")).is_some());
+        assert!(at("--ro-bind-fd", &root.join(".bashrc")).is_some());
+        assert!(!text
+            .windows(2)
+            .any(|w| w[0] == "--ro-bind" && w[1].ends_with(".bashrc")));
         drop(protection);
         assert!(
             !root.join(".vscode/tasks.json").exists(),

@@ -24,8 +24,17 @@ pub enum SandboxError {
         /// What the OS said.
         cause: io::Error,
     },
+    /// A protected path could not be opened beneath the workspace (it or
+    /// a directory on its way is a symlink now, or it vanished).
+    #[error("cannot keep the protected path {path} read-only ({cause}); if it must not be protected, leave it out with --unprotect")]
+    Protect {
+        /// The path, relative to the workspace.
+        path: std::path::PathBuf,
+        /// What the OS said.
+        cause: io::Error,
+    },
     /// A stand-in for a missing protected path could not be created.
-    #[error("cannot create the read-only stand-in {path} for a protected path: {cause}")]
+    #[error("cannot create the read-only stand-in {path} for a protected path ({cause}); if it must not be protected, leave it out with --unprotect")]
     Placeholder {
         /// The stand-in.
         path: std::path::PathBuf,

@@ -56,9 +56,12 @@
 //! - **use the network** with the policy `off` (the default in both
 //!   confining modes): no TCP, UDP, raw socket or DNS query leaves the
 //!   sandbox, the host's loopback services included (bwrap: its own
-//!   network namespace; Landlock: TCP bind/connect refused from ABI 4, gap
-//!   `tcp` before, and the filter refusing other Internet sockets, gap
-//!   `udp` without it);
+//!   network namespace, and a filter refusing the socket families a
+//!   namespace does not hold, such as vsock; Landlock: a filter refusing
+//!   every socket but unix and netlink, with TCP bind/connect refused from
+//!   ABI 4 as a second layer; gaps `tcp` and `udp` without the filter).
+//!   The filter's architecture check kills a 32-bit (ia32) process under
+//!   bwrap with the network off, as under Landlock always;
 //! - **leave anything in shared temp space**: each command gets a private
 //!   temporary directory (`TMPDIR` points to it; under bwrap it is mounted
 //!   on `/tmp`, in read-only mode an in-memory one), removed when its task

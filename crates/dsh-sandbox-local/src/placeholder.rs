@@ -15,37 +15,48 @@
 //! refuses to run when `~/.gitconfig` is one): an empty file stands in
 //! there. While a command runs, the host sees the stand-ins too.
 //!
+//! Every path is walked from the workspace's own handle without following
+//! a symlink (`openat2` beneath it): a directory on the way that a running
+//! command swapped for a symlink makes the claim fail instead of creating
+//! or removing anything outside the workspace.
+//!
 //! Several commands, of this process or of others, may rely on one
 //! stand-in at once (removing a mount point in one mount namespace detaches
 //! the mounts on it in the others, which would lift the protection). So:
 //! - a stand-in carries a mark (the `user.dsh-bash.stand-in` extended
-//!   attribute), and a command that finds one claims it like a missing
-//!   path instead of treating it as the person's own. Where the filesystem
-//!   takes no such mark, a stand-in cannot be told from the person's own
-//!   entry, so it is never removed (left, empty, in the workspace) rather
-//!   than removed under another command that took it for the person's;
+//!   attribute) from the moment it has its name: it is made and marked
+//!   under a private name, then renamed into place; a command that finds
+//!   one claims it like a missing path instead of treating it as the
+//!   person's own. Where the filesystem takes no such mark, a stand-in
+//!   cannot be told from the person's own entry, so it is never removed
+//!   (left, empty, in the workspace);
 //! - every command holding a stand-in holds a shared `flock` on it for its
 //!   whole life;
 //! - whoever releases it last, and only then, gets the exclusive lock and
-//!   removes it (if it is still the marked, empty directory).
+//!   removes it (if it is still the marked, empty entry).
 //!
 //! A stand-in left by a process that was killed outright is claimed (and
 //! then removed) by the next command that protects the same path.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::sys;
 
-/// Opens a directory or a regular file without following a symlink.
-fn open_entry(path: &Path) -> io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+/// Opens the entry at `relative` (a directory or a regular file) beneath
+/// `root`, for reading, without following a symlink.
+fn open_entry(root: BorrowedFd<'_>, relative: &Path) -> io::Result<File> {
+    let file = File::from(sys::open_beneath(
+        root,
+        relative,
+        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW,
+    )?);
     let kind = file.metadata()?.file_type();
     if kind.is_dir() || kind.is_file() {
         Ok(file)
@@ -60,17 +71,27 @@ fn stand_in(entry: &File) -> bool {
     sys::marked_stand_in(entry.as_fd())
 }
 
-/// True if and only if `path` is a stand-in (of this process or another).
-pub(crate) fn is_stand_in(path: &Path) -> bool {
-    open_entry(path).is_ok_and(|entry| stand_in(&entry))
+/// True if and only if `relative` (beneath `root`) is a stand-in, of this
+/// process or another.
+pub(crate) fn is_stand_in(root: BorrowedFd<'_>, relative: &Path) -> bool {
+    open_entry(root, relative).is_ok_and(|entry| stand_in(&entry))
 }
 
 /// True if and only if `entry` is an empty directory or an empty file.
-fn empty(path: &Path, entry: &File) -> bool {
+fn empty(entry: &File) -> bool {
     match entry.metadata() {
         Ok(meta) if meta.is_file() => meta.len() == 0,
         Ok(meta) if meta.is_dir() => {
-            std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+            // An empty directory has exactly two links ("." and its name)
+            // and no entries; read it through its own descriptor.
+            let Ok(dir) = entry.try_clone() else {
+                return false;
+            };
+            std::fs::read_dir(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&dir)
+            ))
+            .is_ok_and(|mut entries| entries.next().is_none())
         }
         _ => false,
     }
@@ -79,83 +100,103 @@ fn empty(path: &Path, entry: &File) -> bool {
 /// A claim on one stand-in (a shared lock on it), released on drop.
 #[derive(Debug)]
 pub(crate) struct Placeholder {
+    /// The workspace handle everything is walked from.
+    root: Arc<OwnedFd>,
+    /// The stand-in, relative to the workspace.
+    relative: PathBuf,
+    /// The stand-in, absolute (where it is bound).
     path: PathBuf,
-    /// The stand-in, locked shared while claimed.
+    /// The stand-in, locked shared while claimed; `None` when it is not
+    /// ours to remove.
     lock: Option<File>,
 }
 
+/// A private name for a stand-in being made.
+fn private_name() -> OsString {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    OsString::from(format!(
+        ".dsh-bash-stand-in-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
 impl Placeholder {
-    /// Claims the stand-in at `path`, creating it (an empty, marked
-    /// directory, or an empty file with `file`) if nothing is there; its
-    /// parent must be a real directory (not a symlink). Something else
-    /// already there (made meanwhile by somebody else) is bound as it is,
+    /// Claims the stand-in at `relative` beneath the workspace `root`
+    /// (absolute: `path`), creating it (an empty, marked directory, or an
+    /// empty file with `file`) if nothing is there. Something else already
+    /// there (made meanwhile by somebody else) is bound as it is,
     /// unclaimed.
-    pub(crate) fn claim(path: &Path, file: bool) -> io::Result<Placeholder> {
-        let parent = path
-            .parent()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent"))?;
-        if !std::fs::symlink_metadata(parent)?.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is not a directory", parent.display()),
-            ));
-        }
+    pub(crate) fn claim(
+        root: &Arc<OwnedFd>,
+        relative: &Path,
+        path: &Path,
+        file: bool,
+    ) -> io::Result<Placeholder> {
+        let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no name"));
+        };
+        let unclaimed = || Placeholder {
+            root: Arc::clone(root),
+            relative: relative.to_owned(),
+            path: path.to_owned(),
+            lock: None,
+        };
         // A few rounds: a stand-in may be removed by its last other holder
         // between being found and being locked.
         for _ in 0..8 {
-            let created = if file {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o644)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(path)
-                    .map(drop)
-            } else {
-                std::fs::DirBuilder::new().mode(0o755).create(path)
-            };
-            match created {
-                Ok(()) => {
-                    let made = open_entry(path)?;
-                    if let Err(err) = sys::mark_stand_in(made.as_fd()) {
-                        // Unmarked, it is never removed (see the module
-                        // docs); bound all the same.
-                        tracing::warn!(path = %path.display(), %err, "a stand-in cannot be marked and stays in the workspace");
-                        return Ok(Placeholder {
-                            path: path.to_owned(),
-                            lock: None,
-                        });
+            let parent_dir =
+                sys::open_beneath(root.as_fd(), parent, libc::O_PATH | libc::O_DIRECTORY)?;
+            let entry = match open_entry(root.as_fd(), relative) {
+                Ok(entry) => entry,
+                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+                    // Made and marked under a private name, then renamed
+                    // into place: never visible unmarked.
+                    let private = private_name();
+                    if file {
+                        sys::create_at(parent_dir.as_fd(), &private)?;
+                    } else {
+                        sys::mkdir_at(parent_dir.as_fd(), &private)?;
                     }
+                    let made = open_entry(root.as_fd(), &parent.join(&private))?;
+                    let marked = sys::mark_stand_in(made.as_fd());
+                    let placed = marked.and_then(|()| {
+                        sys::rename_noreplace_at(parent_dir.as_fd(), &private, name)
+                    });
+                    if let Err(err) = placed {
+                        let _ = sys::remove_at(parent_dir.as_fd(), &private, !file);
+                        if err.raw_os_error() == Some(libc::EEXIST) {
+                            continue;
+                        }
+                        // No mark on this filesystem: a plain stand-in that
+                        // is never removed (see the module docs).
+                        tracing::warn!(path = %path.display(), %err, "a stand-in cannot be marked and stays in the workspace");
+                        if file {
+                            sys::create_at(parent_dir.as_fd(), name)?;
+                        } else {
+                            sys::mkdir_at(parent_dir.as_fd(), name)?;
+                        }
+                        return Ok(unclaimed());
+                    }
+                    made
                 }
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(err) => return Err(err),
-            }
-            let dir = match open_entry(path) {
-                Ok(dir) => dir,
-                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => continue,
                 // A symlink or something stranger: somebody else's; bound
                 // as it is.
-                Err(_) => {
-                    return Ok(Placeholder {
-                        path: path.to_owned(),
-                        lock: None,
-                    })
-                }
+                Err(_) => return Ok(unclaimed()),
             };
-            if !stand_in(&dir) {
-                return Ok(Placeholder {
-                    path: path.to_owned(),
-                    lock: None,
-                });
+            if !stand_in(&entry) {
+                return Ok(unclaimed());
             }
-            sys::flock(dir.as_fd(), libc::LOCK_SH)?;
-            // Still the one at `path` now that it is held?
-            let held = dir.metadata()?;
-            let there = std::fs::symlink_metadata(path);
+            sys::flock(entry.as_fd(), libc::LOCK_SH)?;
+            // Still the one at its name now that it is held?
+            let held = entry.metadata()?;
+            let there = open_entry(root.as_fd(), relative).and_then(|e| e.metadata());
             if there.is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
                 return Ok(Placeholder {
+                    root: Arc::clone(root),
+                    relative: relative.to_owned(),
                     path: path.to_owned(),
-                    lock: Some(dir),
+                    lock: Some(entry),
                 });
             }
         }
@@ -180,23 +221,28 @@ impl Drop for Placeholder {
             return;
         };
         drop(held);
-        let Ok(dir) = open_entry(&self.path) else {
+        let (Some(parent), Some(name)) = (self.relative.parent(), self.relative.file_name()) else {
             return;
         };
-        let same = dir.metadata().is_ok_and(|m| (m.dev(), m.ino()) == identity);
+        let Ok(entry) = open_entry(self.root.as_fd(), &self.relative) else {
+            return;
+        };
+        let same = entry
+            .metadata()
+            .is_ok_and(|m| (m.dev(), m.ino()) == identity);
         // Another holder still relies on it: theirs to remove.
-        if !same || sys::flock(dir.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        if !same || sys::flock(entry.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_err() {
             return;
         }
-        if stand_in(&dir) && empty(&self.path, &dir) {
-            let removed = if dir.metadata().is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir(&self.path)
-            } else {
-                std::fs::remove_file(&self.path)
-            };
-            if let Err(err) = removed {
-                tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
-            }
+        if !(stand_in(&entry) && empty(&entry)) {
+            return;
+        }
+        let directory = entry.metadata().is_ok_and(|m| m.is_dir());
+        let removed =
+            sys::open_beneath(self.root.as_fd(), parent, libc::O_PATH | libc::O_DIRECTORY)
+                .and_then(|parent| sys::remove_at(parent.as_fd(), name, directory));
+        if let Err(err) = removed {
+            tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
         }
     }
 }
@@ -205,26 +251,40 @@ impl Drop for Placeholder {
 mod tests {
     use super::*;
 
+    fn root(dir: &Path) -> Arc<OwnedFd> {
+        Arc::new(OwnedFd::from(File::open(dir).unwrap()))
+    }
+
+    fn claim(root: &Arc<OwnedFd>, dir: &Path, name: &str, file: bool) -> io::Result<Placeholder> {
+        Placeholder::claim(root, Path::new(name), &dir.join(name), file)
+    }
+
     #[test]
     fn the_last_claim_removes_only_an_empty_stand_in() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join(".bashrc");
-        let first = Placeholder::claim(&file, false).unwrap();
-        assert!(file.is_dir() && is_stand_in(&file));
+        let ws = root(dir.path());
+        let stood = dir.path().join(".bashrc");
+        let first = claim(&ws, dir.path(), ".bashrc", false).unwrap();
+        assert!(stood.is_dir() && is_stand_in(ws.as_fd(), Path::new(".bashrc")));
         // Found by a later command: claimed, not taken for the person's.
-        let second = Placeholder::claim(&file, false).unwrap();
+        let second = claim(&ws, dir.path(), ".bashrc", false).unwrap();
         drop(first);
-        assert!(file.exists(), "removed while still claimed");
+        assert!(stood.exists(), "removed while still claimed");
         drop(second);
         assert!(
-            !file.exists(),
+            !stood.exists(),
             "the last claim leaves the workspace as it was"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no private name left behind"
         );
 
         let folder = dir.path().join(".idea");
-        let claim = Placeholder::claim(&folder, false).unwrap();
+        let held = claim(&ws, dir.path(), ".idea", false).unwrap();
         std::fs::write(folder.join("kept"), "written from outside").unwrap();
-        drop(claim);
+        drop(held);
         assert!(
             folder.join("kept").exists(),
             "a stand-in with content stays"
@@ -232,33 +292,49 @@ mod tests {
 
         let theirs = dir.path().join(".envrc");
         std::fs::create_dir(&theirs).unwrap();
-        assert!(!is_stand_in(&theirs));
-        assert!(!is_stand_in(&dir.path().join("absent")));
-        drop(Placeholder::claim(&theirs, false).unwrap());
+        assert!(!is_stand_in(ws.as_fd(), Path::new(".envrc")));
+        assert!(!is_stand_in(ws.as_fd(), Path::new("absent")));
+        drop(claim(&ws, dir.path(), ".envrc", false).unwrap());
         assert!(theirs.exists(), "what someone else made is never removed");
+    }
 
-        let outside = dir.path().join("link");
-        std::os::unix::fs::symlink("/tmp", &outside).unwrap();
-        assert!(Placeholder::claim(&outside.join("x"), false).is_err());
+    #[test]
+    fn nothing_is_made_or_removed_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let ws = root(dir.path());
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        assert!(claim(&ws, dir.path(), "link/x", false).is_err());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // Swapped for a symlink while claimed: the release removes nothing
+        // outside.
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let held = claim(&ws, dir.path(), "sub/.envrc", false).unwrap();
+        std::fs::rename(dir.path().join("sub"), dir.path().join("moved")).unwrap();
+        std::fs::create_dir(outside.path().join(".envrc")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("sub")).unwrap();
+        drop(held);
+        assert!(outside.path().join(".envrc").exists());
     }
 
     #[test]
     fn a_lock_held_elsewhere_keeps_the_stand_in() {
         let dir = tempfile::tempdir().unwrap();
+        let ws = root(dir.path());
         let path = dir.path().join(".zshrc");
-        let claim = Placeholder::claim(&path, true).unwrap();
-        assert!(path.is_file() && is_stand_in(&path));
+        let held = claim(&ws, dir.path(), ".zshrc", true).unwrap();
+        assert!(path.is_file() && is_stand_in(ws.as_fd(), Path::new(".zshrc")));
         // Another process's claim: a shared lock through another open file.
-        let other = open_entry(&path).unwrap();
+        let other = open_entry(ws.as_fd(), Path::new(".zshrc")).unwrap();
         sys::flock(other.as_fd(), libc::LOCK_SH).unwrap();
-        drop(claim);
+        drop(held);
         assert!(path.exists(), "removed under another holder");
         drop(other);
         // A leftover (its holder gone) is claimed and removed by the next.
-        drop(Placeholder::claim(&path, true).unwrap());
+        drop(claim(&ws, dir.path(), ".zshrc", true).unwrap());
         assert!(!path.exists());
         // A file stand-in somebody wrote into stays.
-        let written = Placeholder::claim(&path, true).unwrap();
+        let written = claim(&ws, dir.path(), ".zshrc", true).unwrap();
         std::fs::write(&path, "export X=1\n").unwrap();
         drop(written);
         assert!(path.exists());

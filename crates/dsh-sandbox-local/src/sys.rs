@@ -97,3 +97,135 @@ pub(crate) fn marked_stand_in(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     };
     rc == 1 && value[0] == b'1'
 }
+
+/// Opens `relative` beneath the directory `root` without following any
+/// symlink or leaving `root` on the way (`openat2` with `RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`): a path a concurrent
+/// command swapped for a symlink fails instead of leading elsewhere.
+/// `flags` as for `openat` (`O_CLOEXEC` is added).
+pub(crate) fn open_beneath(
+    root: std::os::fd::BorrowedFd<'_>,
+    relative: &std::path::Path,
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let path = if relative.as_os_str().is_empty() {
+        std::ffi::CString::new(".")
+    } else {
+        std::ffi::CString::new(relative.as_os_str().as_bytes())
+    }
+    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the path"))?;
+    // SAFETY: open_how is a plain C struct; zeroed is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: openat2 reads the NUL-terminated path and the open_how we
+    // own, with its size; it returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::other("descriptor out of range"))?;
+    // SAFETY: the kernel just handed us this descriptor; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn c_name(name: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the name"))
+}
+
+/// Creates the directory `name` in the directory `parent` (mode 0755).
+pub(crate) fn mkdir_at(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let name = c_name(name)?;
+    // SAFETY: mkdirat reads the NUL-terminated name relative to an open
+    // directory descriptor.
+    if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Creates the empty file `name` in the directory `parent` (mode 0644).
+pub(crate) fn create_at(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let name = c_name(name)?;
+    // SAFETY: openat with O_CREAT|O_EXCL|O_NOFOLLOW creates a new file by a
+    // NUL-terminated name relative to an open directory descriptor; the
+    // descriptor returned is closed at once.
+    let fd = unsafe {
+        libc::openat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o644 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just created here.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(())
+}
+
+/// Renames `from` to `to` within the directory `parent`, failing if `to`
+/// exists (`RENAME_NOREPLACE`).
+pub(crate) fn rename_noreplace_at(
+    parent: std::os::fd::BorrowedFd<'_>,
+    from: &std::ffi::OsStr,
+    to: &std::ffi::OsStr,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (from, to) = (c_name(from)?, c_name(to)?);
+    // SAFETY: renameat2 reads two NUL-terminated names relative to the same
+    // open directory descriptor.
+    let rc = unsafe {
+        libc::renameat2(
+            parent.as_raw_fd(),
+            from.as_ptr(),
+            parent.as_raw_fd(),
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Removes `name` from the directory `parent` (a directory with
+/// `directory`, which must be empty).
+pub(crate) fn remove_at(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    directory: bool,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let name = c_name(name)?;
+    let flags = if directory { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: unlinkat reads a NUL-terminated name relative to an open
+    // directory descriptor.
+    if unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -23,6 +23,9 @@ use std::path::{Component, Path, PathBuf};
 /// Entries walked per git directory looking for symlinks.
 const MAX_ENTRIES: usize = 20_000;
 
+/// Submodules whose `.git` is protected, at most.
+const MAX_SUBMODULES: usize = 64;
+
 /// Files read (config, `.git` files, `.gitmodules`) at most this long.
 const MAX_FILE: u64 = 1 << 20;
 
@@ -173,8 +176,11 @@ pub(crate) fn reach(root: &Path) -> Vec<PathBuf> {
                 let Some(word) = value.split_whitespace().next() else {
                     continue;
                 };
+                // Settings that are paths whatever they look like; for the
+                // rest, a value that looks like one.
+                let path_valued = key == "hookspath" || key == "path";
                 let path_like = word.starts_with('.') || word.contains('/');
-                if !path_like {
+                if !(path_valued || path_like) {
                     continue;
                 }
                 // Relative paths are relative to the worktree (hooks,
@@ -197,7 +203,8 @@ pub(crate) fn reach(root: &Path) -> Vec<PathBuf> {
         }
     }
     if let Some(text) = read_small(&root.join(".gitmodules")) {
-        for (key, value) in config_values(&text) {
+        // Bounded: every entry is one more bind for every command.
+        for (key, value) in config_values(&text).into_iter().take(MAX_SUBMODULES * 4) {
             if key == "path" {
                 if let Some(relative) = lexically_inside(root, root, &value) {
                     add(root.join(relative).join(".git"));

@@ -15,7 +15,10 @@ use crate::Workspace;
 ///   `.vscode/tasks.json`, `.vscode/settings.json`, `.vscode/launch.json`,
 ///   `.idea`;
 /// - `.pre-commit-config.yaml`: the pre-commit framework's hook runs what
-///   it lists on the next commit;
+///   it lists on the next commit; `.husky` and `.githooks`, where hook
+///   managers keep the hooks a `core.hooksPath` runs;
+/// - `.gitmodules`: which submodules' `.git` are protected is read from it,
+///   so it must not change under the protection;
 /// - `.dsh-bash`: this project's own configuration, should it add one.
 ///
 /// Plus [`HOME_PROTECTED_PATHS`] in every home directory inside the
@@ -28,6 +31,9 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".vscode/launch.json",
     ".idea",
     ".pre-commit-config.yaml",
+    ".husky",
+    ".githooks",
+    ".gitmodules",
     ".dsh-bash",
 ];
 

@@ -92,7 +92,8 @@ struct Grant {
 }
 
 /// Why a tool call has no result; shown to the model as its `Display`,
-/// `Error: <what happened>`. Nothing ran in any of these cases.
+/// `Error: <what happened>`. Nothing ran, but with `Aborted` (the call was
+/// cancelled and its command stopped).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ToolError {

@@ -37,20 +37,51 @@ const SHOWN_LINES: usize = 40;
 /// Characters of the command the question shows at most.
 const SHOWN_CHARS: usize = 4000;
 
-/// The command as the question shows it: control characters but newlines
-/// and tabs made visible (`\u{1b}`), cut after [`SHOWN_LINES`] lines or
-/// [`SHOWN_CHARS`] characters with what was left out said, inside a fence
-/// longer than any backtick run in it, so its text cannot pass for the
-/// question's own lines.
-fn shown(command: &str) -> String {
-    let mut visible = String::new();
-    for c in command.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            visible.push_str(&c.escape_unicode().to_string());
+/// Characters of a one-line field (the reason, the workdir) shown at most.
+const SHOWN_FIELD_CHARS: usize = 300;
+
+/// True for a character that can change how the text around it reads:
+/// controls, line and paragraph separators, bidirectional overrides and
+/// isolates, zero-width and invisible format characters.
+fn deceptive(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
+}
+
+/// `text` with every deceptive character made visible (`\u{1b}`), but
+/// newlines and tabs when `lines` allows them.
+fn visible(text: &str, lines: bool) -> String {
+    let mut shown = String::new();
+    for c in text.chars() {
+        if deceptive(c) && !(lines && (c == '\n' || c == '\t')) {
+            shown.push_str(&c.escape_unicode().to_string());
         } else {
-            visible.push(c);
+            shown.push(c);
         }
     }
+    shown
+}
+
+/// A field the question shows on one line: made visible, cut.
+fn one_line(text: &str) -> String {
+    let shown = visible(text, false);
+    let count = shown.chars().count();
+    if count <= SHOWN_FIELD_CHARS {
+        return shown;
+    }
+    let kept: String = shown.chars().take(SHOWN_FIELD_CHARS).collect();
+    format!("{kept}… ({} more characters)", count - SHOWN_FIELD_CHARS)
+}
+
+/// The command as the question shows it: deceptive characters but
+/// newlines and tabs made visible (`\u{1b}`), cut after [`SHOWN_LINES`]
+/// lines or [`SHOWN_CHARS`] characters with what was left out said, inside
+/// a fence longer than any backtick run in it, so its text cannot pass for
+/// the question's own lines.
+fn shown(command: &str) -> String {
+    let visible = visible(command.trim_end_matches('\n'), true);
     let lines = visible.lines().count().max(1);
     let mut kept: String = visible
         .lines()
@@ -84,7 +115,7 @@ fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
     };
     let workdir = request.workdir.as_ref().map_or_else(
         || "(the session's)".to_owned(),
-        |dir| dir.display().to_string(),
+        |dir| one_line(&dir.display().to_string()),
     );
     let how = match (request.background, request.timeout_ms) {
         (true, _) => "as a background task (no timeout)".to_owned(),
@@ -96,7 +127,7 @@ fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
         message: format!(
             "Allow one command to run with {} file access{network}?\n\nReason: {}\nWorking directory: {workdir}\nRuns: {how}\n\nCommand:\n{}\n\nAccept to allow it once; decline to refuse.",
             request.mode,
-            request.reason,
+            one_line(&request.reason),
             shown(&request.command),
         ),
         requested_schema: schema,
@@ -430,6 +461,31 @@ mod tests {
         );
         assert!(message.contains("(not shown:"), "{message}");
         assert!(message.lines().count() < 60, "{message}");
+    }
+
+    #[test]
+    fn the_reason_cannot_pass_for_the_question_either() {
+        let mut asked = request();
+        asked.reason = format!(
+            "escalate sandbox to danger-full-access: fine\nCommand:\n```\nls\n```\u{202e}{}Accept",
+            "\n".repeat(100)
+        );
+        asked.command = "echo done\n".into();
+        let Some(ElicitRequestParams::FormElicitationParams { message, .. }) = question(&asked)
+        else {
+            panic!("a form question");
+        };
+        let reason_line = message
+            .lines()
+            .find(|l| l.starts_with("Reason: "))
+            .expect("one reason line");
+        assert!(reason_line.contains("\\u{a}Command:"), "{message}");
+        assert!(reason_line.contains("\\u{202e}"), "{message}");
+        assert!(
+            !message.contains("not shown"),
+            "nothing is cut from `echo done`: {message}"
+        );
+        assert!(message.lines().count() < 20, "{message}");
     }
 
     #[test]

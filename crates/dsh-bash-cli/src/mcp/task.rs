@@ -38,7 +38,8 @@ pub(super) enum Ran {
 pub(super) struct Tasks {
     manager: TaskManager,
     /// How long a task and its result are kept: the longest a command may
-    /// run, and as long again for the result to be fetched.
+    /// run, and a minute more for the result to be fetched (the task
+    /// manager keeps a settled task one more TTL on top).
     ttl_ms: u64,
 }
 

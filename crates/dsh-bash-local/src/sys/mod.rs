@@ -50,8 +50,6 @@ pub(crate) unsafe fn contain_child(parent: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
-/// Makes this process the subreaper of its descendants' orphans (raw
-/// `prctl`, safe between fork and exec).
 /// Raises the soft open-file limit to the hard one; the limit reached.
 pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
     let mut limit = libc::rlimit {
@@ -72,6 +70,8 @@ pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
     Ok(limit.rlim_cur)
 }
 
+/// Makes this process the subreaper of its descendants' orphans (raw
+/// `prctl`, safe between fork and exec).
 pub(crate) fn become_subreaper() -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
