@@ -94,11 +94,27 @@ struct Leftovers {
 }
 
 impl Leftovers {
-    fn clean(self) {
-        if let Some(dir) = self.private_tmp {
+    fn clean(mut self) {
+        if let Some(dir) = self.private_tmp.take() {
             dir.remove();
         }
-        drop(self.held);
+        drop(std::mem::take(&mut self.held));
+    }
+}
+
+impl Drop for Leftovers {
+    /// Dropped uncleaned (a run whose future was dropped): the stand-ins'
+    /// release touches the file system, so it goes to the blocking pool
+    /// (the private TMPDIR sees to itself the same way).
+    fn drop(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        if held.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(held))),
+            Err(_) => drop(held),
+        }
     }
 }
 

@@ -41,6 +41,13 @@ pub enum SandboxError {
         /// What the OS said.
         cause: io::Error,
     },
+    /// Preparing the confinement was interrupted (the runtime is shutting
+    /// down).
+    #[error("preparing the sandbox was interrupted: {detail}")]
+    Interrupted {
+        /// What the runtime said.
+        detail: String,
+    },
     /// A probe showed the backend does not confine here.
     #[error("{backend}: {reason}")]
     Probe {

@@ -199,7 +199,28 @@ impl LocalSandboxProvider {
             .map_err(unavailable);
         }
         match self.verdict().await {
-            Verdict::Bwrap => self.wrap_bwrap(argv, policy).map_err(unavailable),
+            Verdict::Bwrap => {
+                // Opening the protected paths and making stand-ins touches
+                // the file system: off the runtime threads.
+                let bwrap = [self.config.bwrap.clone().into_os_string()];
+                let (argv, owned_policy) = (argv.to_vec(), policy.clone());
+                let restriction = self.bwrap_restriction();
+                tokio::task::spawn_blocking(move || {
+                    crate::bwrap::confine(
+                        &bwrap,
+                        &owned_policy,
+                        &argv,
+                        restriction,
+                        crate::bwrap::NAME,
+                    )
+                })
+                .await
+                .map_err(|err| SandboxError::Interrupted {
+                    detail: err.to_string(),
+                })
+                .and_then(|confined| confined)
+                .map_err(unavailable)
+            }
             Verdict::Landlock { abi } => {
                 crate::landlock_backend::confine(argv, policy, *abi, &self.landlock)
                     .map_err(unavailable)

@@ -77,12 +77,12 @@ pub enum ProtectError {
 }
 
 /// Where a protected path is looked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scope {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Scope {
     /// Relative to the workspace root.
-    Workspace,
+    workspace: bool,
     /// Relative to each home directory inside the workspace.
-    Homes,
+    homes: bool,
 }
 
 /// Which paths inside the workspace stay read-only under
@@ -97,14 +97,16 @@ pub struct ProtectedPaths {
 impl Default for ProtectedPaths {
     fn default() -> Self {
         let mut paths = ProtectedPaths::none();
-        for (entries, scope) in [
-            (DEFAULT_PROTECTED_PATHS, Scope::Workspace),
-            (HOME_PROTECTED_PATHS, Scope::Homes),
+        for (entries, homes) in [
+            (DEFAULT_PROTECTED_PATHS, false),
+            (HOME_PROTECTED_PATHS, true),
         ] {
             for entry in entries {
                 // The defaults are well-formed.
                 if let Ok(path) = parse(entry) {
-                    paths.entries.insert(path, scope);
+                    let scope = paths.entries.entry(path).or_default();
+                    scope.workspace |= !homes;
+                    scope.homes |= homes;
                 }
             }
         }
@@ -141,7 +143,7 @@ impl ProtectedPaths {
     /// Protects `spec`, relative to the workspace root (a home-directory
     /// default named again becomes protected at the root too).
     pub fn protect(&mut self, spec: &str) -> Result<(), ProtectError> {
-        self.entries.insert(parse(spec)?, Scope::Workspace);
+        self.entries.entry(parse(spec)?).or_default().workspace = true;
         Ok(())
     }
 
@@ -193,7 +195,7 @@ impl ProtectedPaths {
     fn resolve_in(&self, root: &Path, homes: &[PathBuf]) -> Vec<Protected> {
         let mut resolved: BTreeMap<PathBuf, ProtectedState> = BTreeMap::new();
         for (relative, scope) in &self.entries {
-            if *scope == Scope::Homes {
+            if scope.homes {
                 // Read as files from a home directory, but for the two
                 // directories among them.
                 let file = !matches!(relative.to_str(), Some(".ssh" | ".config/git"));
@@ -201,6 +203,8 @@ impl ProtectedPaths {
                     let (path, state) = state_of(root, &home.join(relative), file);
                     resolved.entry(path).or_insert(state);
                 }
+            }
+            if !scope.workspace {
                 continue;
             }
             let (path, state) = state_of(root, relative, false);
@@ -404,6 +408,13 @@ mod tests {
         // Not a home: the shell's files are left alone.
         let elsewhere = ProtectedPaths::default().resolve_in(&root, &[]);
         assert!(!elsewhere.iter().any(|p| p.path == root.join(".bashrc")));
+        // Named again: protected at the root too, still in the homes.
+        let mut again = ProtectedPaths::default();
+        again.protect(".zshrc").unwrap();
+        let home = PathBuf::from("home/u");
+        let both = again.resolve_in(&root, std::slice::from_ref(&home));
+        assert!(both.iter().any(|p| p.path == root.join(".zshrc")));
+        assert!(both.iter().any(|p| p.path == root.join("home/u/.zshrc")));
         assert_eq!(
             state(".vscode/tasks.json"),
             Some(ProtectedState::Missing {
