@@ -108,6 +108,21 @@ pub(crate) struct Ended {
     pub(crate) containment: Containment,
 }
 
+/// Kills a process group if dropped armed: what a run future dropped while
+/// it waited out the settle window leaves behind.
+struct KillGroupOnDrop {
+    pgid: libc::pid_t,
+    armed: bool,
+}
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            sys::signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
+}
+
 /// How long processes caught mid-exit get to finish before what remains
 /// counts as leftovers: a sandbox runner's own pid-namespace init exits
 /// just after the runner has reported the command's status, and must not
@@ -337,7 +352,14 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             // with adoption on, so are the orphans it left (a `setsid`
             // daemon), now the host's children.
             crate::adopt::unregister(pid);
+            // Dropped during the settle window: the group still goes (its
+            // number cannot be reused while it has members).
+            let mut settling = KillGroupOnDrop {
+                pgid: pid,
+                armed: true,
+            };
             let group = lingering(|| sys::group_alive(pid)).await;
+            settling.armed = false;
             let orphans = crate::adopt::enabled() && !crate::adopt::live_orphans().is_empty();
             let leftovers = if group || orphans {
                 // The shell is reaped: its pid (and, once empty, its group
