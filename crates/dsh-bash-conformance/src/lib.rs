@@ -1,0 +1,295 @@
+//! The behaviour every [`BashExecutor`] promises, as checks any executor
+//! can be run against: the local one, the sandboxing one, and a remote one
+//! later, through the trait alone (nothing here knows how a command runs).
+//!
+//! [`conformance_suite!`] turns the checks into one test per behaviour in
+//! the calling test file, given how to build a fresh executor. A check
+//! panics with what it saw when the executor breaks the promise.
+//!
+//! # Example
+//!
+//! In a test file (`tests/conformance.rs`), given a function that builds
+//! the executor under test:
+//!
+//! ```text
+//! fn executor() -> Option<Arc<dyn BashExecutor>> { Some(Arc::new(MyExecutor::new())) }
+//! dsh_bash_conformance::conformance_suite!(executor());
+//! ```
+//!
+//! Or one check at a time:
+//!
+//! ```no_run
+//! // no_run: a check starts real commands; this example has no executor
+//! // to give it.
+//! # async fn demo(executor: std::sync::Arc<dyn dsh_bash::BashExecutor>) {
+//! dsh_bash_conformance::exit_code_and_streams(executor).await;
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use dsh_bash::{BashError, BashExecRequest, BashExecutor, BashRunResult, TaskStatus};
+use tokio_util::sync::CancellationToken;
+
+/// A fail-safe bound on waits that should end in milliseconds.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+async fn run(executor: &dyn BashExecutor, request: BashExecRequest) -> BashRunResult {
+    let spec = executor
+        .resolve(request)
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    executor
+        .run(spec)
+        .await
+        .unwrap_or_else(|err| panic!("run: {err}"))
+}
+
+/// Exit code, stdout and stderr come back apart, the output whole.
+pub async fn exit_code_and_streams(executor: Arc<dyn BashExecutor>) {
+    let result = run(
+        &*executor,
+        BashExecRequest::new("echo out; echo err >&2; exit 3"),
+    )
+    .await;
+    assert_eq!(result.exit_code, Some(3), "{result:?}");
+    assert_eq!(result.stdout.text, "out\n", "{result:?}");
+    assert_eq!(result.stderr.text, "err\n", "{result:?}");
+    assert!(!result.timed_out && !result.aborted, "{result:?}");
+    executor.shutdown().await;
+}
+
+/// A timeout stops the command promptly and says so.
+pub async fn a_timeout_stops_the_command(executor: Arc<dyn BashExecutor>) {
+    let mut request = BashExecRequest::new("echo started; sleep 30");
+    request.timeout = Some(Duration::from_millis(300));
+    let began = Instant::now();
+    let result = run(&*executor, request).await;
+    assert!(result.timed_out, "{result:?}");
+    assert_eq!(result.timeout_ms, 300, "{result:?}");
+    assert_eq!(result.stdout.text, "started\n", "{result:?}");
+    assert!(began.elapsed() < PATIENCE, "took {:?}", began.elapsed());
+    executor.shutdown().await;
+}
+
+/// Cancelling the request's token stops a foreground command.
+pub async fn cancellation_stops_a_foreground_command(executor: Arc<dyn BashExecutor>) {
+    let cancel = CancellationToken::new();
+    let mut request = BashExecRequest::new("sleep 30");
+    request.cancel = Some(cancel.clone());
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    });
+    let began = Instant::now();
+    let result = run(&*executor, request).await;
+    let _ = canceller.await;
+    assert!(result.aborted, "{result:?}");
+    assert!(began.elapsed() < PATIENCE, "took {:?}", began.elapsed());
+    executor.shutdown().await;
+}
+
+/// A zero timeout is refused before anything runs.
+pub async fn a_zero_timeout_is_refused(executor: Arc<dyn BashExecutor>) {
+    let mut request = BashExecRequest::new("true");
+    request.timeout = Some(Duration::ZERO);
+    assert!(
+        matches!(executor.resolve(request), Err(BashError::InvalidTimeout)),
+        "a zero timeout was accepted"
+    );
+    executor.shutdown().await;
+}
+
+/// Output over the in-memory cap keeps its tail and its true size.
+pub async fn long_output_keeps_its_tail_and_size(executor: Arc<dyn BashExecutor>) {
+    let result = run(
+        &*executor,
+        BashExecRequest::new("head -c 300000 /dev/zero | tr '\\0' a; echo; echo end"),
+    )
+    .await;
+    assert_eq!(result.exit_code, Some(0), "{result:?}");
+    assert!(result.stdout.truncated, "not truncated");
+    assert_eq!(result.stdout.total_bytes, 300_005);
+    assert!(result.stdout.text.ends_with("a\nend\n"));
+    assert!(result.stdout.spill_path.is_some(), "no full-output path");
+    executor.shutdown().await;
+}
+
+/// A background task can be read as it runs, killed, and then says so.
+pub async fn background_tasks_are_read_and_killed(executor: Arc<dyn BashExecutor>) {
+    let spec = executor
+        .resolve(BashExecRequest::new("echo ready; sleep 30"))
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    let task = executor
+        .start(spec)
+        .await
+        .unwrap_or_else(|err| panic!("start: {err}"));
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = String::new();
+    while !seen.contains("ready") {
+        assert!(Instant::now() < deadline, "never read: {seen:?}");
+        let read = executor
+            .read_output(&task.id)
+            .unwrap_or_else(|err| panic!("read: {err}"));
+        seen.push_str(&read.delta);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        executor.get(&task.id).map(|t| t.status),
+        Some(TaskStatus::Running)
+    );
+    let killed = executor
+        .kill(&task.id)
+        .await
+        .unwrap_or_else(|err| panic!("kill: {err}"));
+    assert!(killed, "the kill did not report killing it");
+    assert_eq!(
+        executor.get(&task.id).map(|t| t.status),
+        Some(TaskStatus::Killed)
+    );
+    assert!(
+        !executor
+            .kill(&task.id)
+            .await
+            .unwrap_or_else(|err| panic!("kill: {err}")),
+        "a second kill reported killing it"
+    );
+    executor.shutdown().await;
+}
+
+/// The tasks a listener was told about: id and exit code.
+type Announced = Arc<Mutex<Vec<(String, Option<i32>)>>>;
+
+/// A finished background task is announced once, with its exit code.
+pub async fn completion_is_announced_once(executor: Arc<dyn BashExecutor>) {
+    let seen: Announced = Arc::default();
+    let record = Arc::clone(&seen);
+    let _listening = executor.on_task_done(Arc::new(move |task| {
+        record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((task.id.to_string(), task.exit_code));
+    }));
+    let spec = executor
+        .resolve(BashExecRequest::new("exit 4"))
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    let task = executor
+        .start(spec)
+        .await
+        .unwrap_or_else(|err| panic!("start: {err}"));
+    let settled = tokio::time::timeout(PATIENCE, task.settled())
+        .await
+        .unwrap_or_else(|_| panic!("never settled"));
+    assert_eq!(settled.status, TaskStatus::Completed);
+    assert_eq!(settled.exit_code, Some(4));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let count = seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(id, _)| *id == task.id.to_string())
+            .count();
+        if count == 1 {
+            break;
+        }
+        assert!(
+            count == 0 && Instant::now() < deadline,
+            "announced {count} times"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    executor.shutdown().await;
+}
+
+/// The owner given at start is the one reported; an unknown task is an
+/// error naming it.
+pub async fn owners_and_unknown_tasks(executor: Arc<dyn BashExecutor>) {
+    let mut request = BashExecRequest::new("sleep 30");
+    let owner = dsh_bash::OwnerToken::new("session-a");
+    request.owner = Some(owner.clone());
+    let spec = executor
+        .resolve(request)
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    let task = executor
+        .start(spec)
+        .await
+        .unwrap_or_else(|err| panic!("start: {err}"));
+    assert_eq!(executor.owner_of(&task.id), Some(owner));
+    let unknown = dsh_bash::BashTaskId::new("no-such-task");
+    assert!(matches!(
+        executor.read_output(&unknown),
+        Err(BashError::UnknownTask { .. })
+    ));
+    assert!(executor.get(&unknown).is_none());
+    executor.shutdown().await;
+}
+
+/// Shutdown stops what runs and refuses what comes after.
+pub async fn shutdown_stops_everything_and_refuses_more(executor: Arc<dyn BashExecutor>) {
+    let spec = executor
+        .resolve(BashExecRequest::new("sleep 30"))
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    let task = executor
+        .start(spec)
+        .await
+        .unwrap_or_else(|err| panic!("start: {err}"));
+    tokio::time::timeout(PATIENCE, executor.shutdown())
+        .await
+        .unwrap_or_else(|_| panic!("shutdown hung"));
+    let settled = tokio::time::timeout(PATIENCE, task.settled())
+        .await
+        .unwrap_or_else(|_| panic!("the task outlived shutdown"));
+    assert_eq!(settled.status, TaskStatus::Killed);
+    let after = executor
+        .resolve(BashExecRequest::new("true"))
+        .map(|spec| executor.run(spec));
+    match after {
+        Err(_) => {}
+        Ok(run) => assert!(run.await.is_err(), "ran a command after shutdown"),
+    }
+}
+
+/// Runs `check` on a runtime of its own (what each generated test does).
+#[doc(hidden)]
+pub fn block_on<F: std::future::Future>(check: F) -> F::Output {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(check),
+        Err(err) => panic!("cannot start a runtime: {err}"),
+    }
+}
+
+/// One `#[test]` per behaviour, each on a fresh executor from
+/// `$make` (an expression of type `Option<Arc<dyn BashExecutor>>`; `None`
+/// skips, the maker having said why).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            exit_code_and_streams,
+            a_timeout_stops_the_command,
+            cancellation_stops_a_foreground_command,
+            a_zero_timeout_is_refused,
+            long_output_keeps_its_tail_and_size,
+            background_tasks_are_read_and_killed,
+            completion_is_announced_once,
+            owners_and_unknown_tasks,
+            shutdown_stops_everything_and_refuses_more
+        );
+    };
+    (@tests $make:expr; $($check:ident),*) => {
+        $(
+            #[test]
+            fn $check() {
+                if let Some(executor) = $make {
+                    $crate::block_on($crate::$check(executor));
+                }
+            }
+        )*
+    };
+}
