@@ -1,6 +1,8 @@
 //! The behaviour every [`BashExecutor`] promises, as checks any executor
 //! can be run against: the local one, the sandboxing one, and a remote one
 //! later, through the trait alone (nothing here knows how a command runs).
+//! A check uses only what every executor shares: `bash`, `echo`, `cat`,
+//! `pwd`, `sleep`, `head` and `tr` where commands run.
 //!
 //! [`conformance_suite!`] turns the checks into one test per behaviour in
 //! the calling test file, given how to build a fresh executor. A check
@@ -57,6 +59,32 @@ pub async fn exit_code_and_streams(executor: Arc<dyn BashExecutor>) {
     assert_eq!(result.stdout.text, "out\n", "{result:?}");
     assert_eq!(result.stderr.text, "err\n", "{result:?}");
     assert!(!result.timed_out && !result.aborted, "{result:?}");
+    executor.shutdown().await;
+}
+
+/// The command runs in the spec's workdir, with the request's stdin and
+/// extra environment.
+pub async fn workdir_stdin_and_environment(executor: Arc<dyn BashExecutor>) {
+    let mut request = BashExecRequest::new("pwd; cat; echo \"$DSH_CONFORMANCE\"");
+    request.stdin = Some(b"from stdin\n".to_vec());
+    request.env = Some(
+        [("DSH_CONFORMANCE".to_owned(), "from env".to_owned())]
+            .into_iter()
+            .collect(),
+    );
+    let spec = executor
+        .resolve(request)
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    let workdir = spec.workdir.display().to_string();
+    let result = executor
+        .run(spec)
+        .await
+        .unwrap_or_else(|err| panic!("run: {err}"));
+    assert_eq!(
+        result.stdout.text,
+        format!("{workdir}\nfrom stdin\nfrom env\n"),
+        "{result:?}"
+    );
     executor.shutdown().await;
 }
 
@@ -272,6 +300,7 @@ macro_rules! conformance_suite {
     ($make:expr) => {
         $crate::conformance_suite!(@tests $make;
             exit_code_and_streams,
+            workdir_stdin_and_environment,
             a_timeout_stops_the_command,
             cancellation_stops_a_foreground_command,
             a_zero_timeout_is_refused,
