@@ -15,8 +15,10 @@
 //! The reader also reports EOF: a client that closes stdin wants the
 //! session over now, even with calls in flight.
 
+use std::collections::HashSet;
 use std::io;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcMessage};
@@ -41,11 +43,20 @@ enum Verdict {
 #[derive(Debug, PartialEq)]
 enum Kind {
     /// A request; `opens` unless it may come before a session exists
-    /// (`server/discover`, `ping`).
-    Request { opens: bool },
-    /// A notification or a response.
+    /// (`server/discover`, `ping`); `id` as JSON text.
+    Request {
+        opens: bool,
+        id: String,
+        initialize: bool,
+    },
+    /// `notifications/cancelled` for the request `id` (JSON text).
+    Cancelled { id: String },
+    /// Another notification, or a response.
     Other,
 }
+
+/// The ids (as JSON text) of the client's requests not answered yet.
+pub(crate) type InFlight = Arc<Mutex<HashSet<String>>>;
 
 fn error(id: Value, code: i64, message: String) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
@@ -140,6 +151,10 @@ fn check(line: &[u8]) -> Verdict {
     let Some(raw_id) = message.get("id") else {
         // A notification: never answered, a malformed one dropped.
         let known = KNOWN_NOTIFICATIONS.contains(&method);
+        let cancelled = (method == "notifications/cancelled")
+            .then(|| message.get("params").and_then(|p| p.get("requestId")))
+            .flatten()
+            .map(Value::to_string);
         let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
         let fits = match parsed {
             Ok(JsonRpcMessage::Notification(notification)) => {
@@ -151,10 +166,10 @@ fn check(line: &[u8]) -> Verdict {
             }
             _ => false,
         };
-        return if fits {
-            Verdict::Pass(Kind::Other)
-        } else {
-            Verdict::Skip
+        return match (fits, cancelled) {
+            (true, Some(id)) => Verdict::Pass(Kind::Cancelled { id }),
+            (true, None) => Verdict::Pass(Kind::Other),
+            (false, _) => Verdict::Skip,
         };
     };
     if !valid_id(raw_id) {
@@ -165,6 +180,8 @@ fn check(line: &[u8]) -> Verdict {
         ));
     }
     let opens = !matches!(method, "server/discover" | "ping");
+    let request_id = raw_id.to_string();
+    let initialize = method == "initialize";
     if method == "tools/call" {
         let params = message.get("params");
         let named = params
@@ -202,7 +219,11 @@ fn check(line: &[u8]) -> Verdict {
             ));
         }
     }
-    Verdict::Pass(Kind::Request { opens })
+    Verdict::Pass(Kind::Request {
+        opens,
+        id: request_id,
+        initialize,
+    })
 }
 
 /// The notifications the protocol library has types for.
@@ -259,6 +280,13 @@ pub(crate) struct Inbound<R> {
     /// after a discovery for the legacy handshake's and ends the
     /// connection on anything else.
     started: bool,
+    /// `initialize` has been passed on: a second one is refused.
+    initialized: bool,
+    /// The client's requests not answered yet (the writer removes what it
+    /// answers): an id reused while in flight is refused, as JSON-RPC
+    /// requires ids to be unique then (the library would lose track of
+    /// the first request's cancellation).
+    in_flight: InFlight,
 }
 
 impl<R> Inbound<R> {
@@ -266,6 +294,7 @@ impl<R> Inbound<R> {
         inner: R,
         replies: mpsc::UnboundedSender<Vec<u8>>,
         on_eof: CancellationToken,
+        in_flight: InFlight,
     ) -> Self {
         Inbound {
             inner,
@@ -277,6 +306,8 @@ impl<R> Inbound<R> {
             on_eof,
             eof: false,
             started: false,
+            initialized: false,
+            in_flight,
         }
     }
 
@@ -290,21 +321,52 @@ impl<R> Inbound<R> {
         if line.last() == Some(&b'\r') {
             line.pop();
         }
-        match check(&line) {
-            Verdict::Pass(Kind::Other) if !self.started => {
+        let kind = match check(&line) {
+            Verdict::Pass(Kind::Other | Kind::Cancelled { .. }) if !self.started => {
                 tracing::debug!("a notification or response before the session began: dropped");
+                return;
             }
-            Verdict::Pass(kind) => {
-                if kind == (Kind::Request { opens: true }) {
-                    self.started = true;
+            Verdict::Pass(kind) => kind,
+            Verdict::Skip => return,
+            Verdict::Reject(reply) => return self.reply(&reply),
+        };
+        match kind {
+            Kind::Request {
+                opens,
+                id,
+                initialize,
+            } => {
+                let refusal = if initialize && self.initialized {
+                    Some("Invalid Request: the session is already initialized")
+                } else if !self
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id.clone())
+                {
+                    Some("Invalid Request: this id belongs to a request still in flight; ids must be unique among them")
+                } else {
+                    None
+                };
+                if let Some(message) = refusal {
+                    let id = serde_json::from_str(&id).unwrap_or(Value::Null);
+                    return self.reply(&error(id, -32600, message.into()));
                 }
-                let line = line.strip_prefix(BOM).unwrap_or(&line);
-                self.ready.extend_from_slice(line);
-                self.ready.push(b'\n');
+                self.started |= opens;
+                self.initialized |= initialize;
             }
-            Verdict::Skip => {}
-            Verdict::Reject(reply) => self.reply(&reply),
+            Kind::Cancelled { id } => {
+                // A cancelled request may get no answer: its id is free.
+                self.in_flight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+            }
+            Kind::Other => {}
         }
+        let line = line.strip_prefix(BOM).unwrap_or(&line);
+        self.ready.extend_from_slice(line);
+        self.ready.push(b'\n');
     }
 
     /// Takes in newly read bytes: complete lines are judged, an oversized
@@ -439,11 +501,35 @@ impl AsyncWrite for Outbound {
 pub(crate) async fn write_lines(
     mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
     mut out: impl AsyncWrite + Unpin,
+    in_flight: InFlight,
 ) {
     while let Some(line) = lines.recv().await {
+        if let Some(id) = answered(&line) {
+            in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+        }
         if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
             break;
         }
+    }
+}
+
+/// The id (as JSON text) a response answers; `None` for anything else.
+fn answered(line: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        id: Option<Value>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let envelope: Envelope = serde_json::from_slice(line).ok()?;
+    match envelope {
+        Envelope {
+            id: Some(id),
+            method: None,
+        } => Some(id.to_string()),
+        _ => None,
     }
 }
 
@@ -502,19 +588,20 @@ mod tests {
                 String::from_utf8_lossy(malformed)
             );
         }
-        assert_eq!(
-            check(br#"{"jsonrpc":"2.0","id":12,"method":"nope/nope","params":{}}"#),
-            Verdict::Pass(Kind::Request { opens: true }),
+        assert!(
+            matches!(
+                check(br#"{"jsonrpc":"2.0","id":12,"method":"nope/nope","params":{}}"#),
+                Verdict::Pass(Kind::Request { opens: true, .. })
+            ),
             "an unknown method is the library's -32601"
         );
-        assert_eq!(
-            check(br#"{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"info"}}"#),
-            Verdict::Pass(Kind::Request { opens: true })
+        assert!(
+            matches!(check(br#"{"jsonrpc":"2.0","id":13,"method":"logging/setLevel","params":{"level":"info"}}"#), Verdict::Pass(Kind::Request { opens: true, .. }))
         );
-        assert_eq!(
+        assert!(matches!(
             check(br#"{"jsonrpc":"2.0","id":14,"method":"tasks/get","params":{"taskId":"t"}}"#),
-            Verdict::Pass(Kind::Request { opens: true })
-        );
+            Verdict::Pass(Kind::Request { opens: true, .. })
+        ));
         assert_eq!(check(b"  "), Verdict::Skip);
         // Notifications and responses are never answered, malformed or not.
         for silent in [
@@ -559,22 +646,23 @@ mod tests {
         ] {
             assert_eq!(code(check(bad)), (-32602, json!(4)), "{}", String::from_utf8_lossy(bad));
         }
-        assert_eq!(
-            check(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"),
-            Verdict::Pass(Kind::Request { opens: false }),
+        assert!(
+            matches!(
+                check(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}"),
+                Verdict::Pass(Kind::Request { opens: false, .. })
+            ),
             "a byte-order mark is ignored"
         );
-        assert_eq!(
+        assert!(matches!(
             check(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
-            Verdict::Pass(Kind::Request { opens: false })
-        );
+            Verdict::Pass(Kind::Request { opens: false, .. })
+        ));
         assert_eq!(
             check(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
             Verdict::Pass(Kind::Other)
         );
-        assert_eq!(
-            check(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"x"}}}"#),
-            Verdict::Pass(Kind::Request { opens: true })
+        assert!(
+            matches!(check(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"x"}}}"#), Verdict::Pass(Kind::Request { opens: true, .. }))
         );
     }
 }

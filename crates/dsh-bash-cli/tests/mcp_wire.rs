@@ -117,3 +117,41 @@ fn a_notification_after_discovery_does_not_end_the_session() {
     drop(server.stdin.take());
     assert!(server.child.wait().unwrap().success());
 }
+
+/// Ids are unique among requests in flight (JSON-RPC): a second request
+/// with the id of one still running is refused, and so is a second
+/// `initialize`; once answered (or cancelled) an id is free again.
+#[test]
+fn an_id_in_flight_and_a_second_initialize_are_refused() {
+    let mut server = RawServer::start();
+    server.send(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":{"command":"sleep 1; echo first","description":"d"}}}"#,
+    );
+    server.send(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo second","description":"d"}}}"#,
+    );
+    let refused = server.next();
+    assert_eq!(refused["id"], 5, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let first = server.next();
+    assert_eq!(first["id"], 5, "{first}");
+    assert_eq!(
+        first["result"]["structuredContent"]["stdout"]["text"], "first\n",
+        "{first}"
+    );
+    // Answered: the id is free again.
+    server.send(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo again","description":"d"}}}"#,
+    );
+    let again = server.next();
+    assert_eq!(
+        again["result"]["structuredContent"]["stdout"]["text"], "again\n",
+        "{again}"
+    );
+    server.send(r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    let reinit = server.next();
+    assert_eq!(reinit["id"], 6, "{reinit}");
+    assert_eq!(reinit["error"]["code"], -32600, "{reinit}");
+    drop(server.stdin.take());
+    assert!(server.child.wait().unwrap().success());
+}

@@ -492,8 +492,13 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     let stop = tokio_util::sync::CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::stdio();
     let (lines, outgoing) = tokio::sync::mpsc::unbounded_channel();
-    let writer = tokio::spawn(crate::wire::write_lines(outgoing, stdout));
-    let stdin = crate::wire::Inbound::new(stdin, lines.clone(), stop.clone());
+    let in_flight = crate::wire::InFlight::default();
+    let writer = tokio::spawn(crate::wire::write_lines(
+        outgoing,
+        stdout,
+        std::sync::Arc::clone(&in_flight),
+    ));
+    let stdin = crate::wire::Inbound::new(stdin, lines.clone(), stop.clone(), in_flight);
     let service = server
         .serve((stdin, crate::wire::Outbound::new(lines)))
         .await?;
