@@ -187,19 +187,27 @@ fn check(line: &[u8]) -> Verdict {
         let named = params
             .and_then(|p| p.get("name"))
             .is_some_and(Value::is_string);
-        let arguments_ok = params
-            .and_then(|p| p.get("arguments"))
-            .is_none_or(|a| a.is_object() || a.is_null());
+        // Checked field by field, not by a second full parse: this is the
+        // hot path, and its arguments may be megabytes of command.
+        let field = |name: &str, fits: fn(&Value) -> bool| {
+            params
+                .and_then(|p| p.get(name))
+                .is_none_or(|v| v.is_null() || fits(v))
+        };
+        let arguments_ok = field("arguments", Value::is_object)
+            && field("_meta", Value::is_object)
+            && field("inputResponses", Value::is_object)
+            && field("requestState", Value::is_string);
         if !(params.is_some_and(Value::is_object) && named && arguments_ok) {
             return Verdict::Reject(error(
                 id,
                 -32602,
-                "Invalid params: tools/call expects {\"name\": <tool name>, \"arguments\": <object>}"
+                "Invalid params: tools/call expects {\"name\": <tool name>, \"arguments\": <object>} (and, if given, \"_meta\" and \"inputResponses\" objects, a \"requestState\" string)"
                     .into(),
             ));
         }
     }
-    if method == "tools/call" || KNOWN_REQUESTS.contains(&method) {
+    if KNOWN_REQUESTS.contains(&method) {
         let method = method.to_owned();
         let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
         let fits = matches!(

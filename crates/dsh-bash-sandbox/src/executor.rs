@@ -229,27 +229,9 @@ impl SandboxBashExecutor {
             None
         };
         let protected = if mode == SandboxMode::WorkspaceWrite {
-            let (protected, workspace) = (self.protected.clone(), self.workspace.clone());
-            // A few metadata reads in the workspace: off the async threads.
-            match tokio::task::spawn_blocking(move || protected.resolve(&workspace)).await {
-                Ok(resolved) => resolved,
-                Err(err) => {
-                    discard(
-                        &self.cleanups,
-                        Leftovers {
-                            private_tmp,
-                            held: Vec::new(),
-                        },
-                    );
-                    return Err(SandboxUnavailable::new(
-                        mode,
-                        Some(format!("cannot resolve the protected paths: {err}")),
-                    )
-                    .into());
-                }
-            }
+            self.protected.clone()
         } else {
-            Vec::new()
+            ProtectedPaths::none()
         };
         let policy = SandboxPolicy {
             mode,

@@ -120,7 +120,7 @@ impl Protection {
                     cause,
                 })?,
         );
-        for protected in &policy.protected {
+        for protected in &policy.protected.resolve(&policy.workspace) {
             let Some(relative) = beneath(root, &protected.path) else {
                 continue;
             };
@@ -458,7 +458,7 @@ mod tests {
             workspace: workspace.clone(),
             private_tmp: None,
             readable: vec!["/tmp/dsh-bash-spill".into()],
-            protected: Vec::new(),
+            protected: dsh_sandbox::ProtectedPaths::none(),
             network: NetworkPolicy::Off,
         };
         let profile_ro = profile(&read_only, &Protection::default(), 7, 8);
@@ -502,7 +502,7 @@ mod tests {
         }
         let write = SandboxPolicy {
             mode: SandboxMode::WorkspaceWrite,
-            protected: protected.resolve(&workspace),
+            protected,
             workspace,
             private_tmp: Some(tmp.clone()),
             readable: Vec::new(),

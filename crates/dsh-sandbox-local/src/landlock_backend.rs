@@ -225,9 +225,9 @@ mod tests {
         SandboxPolicy {
             mode,
             protected: if protected {
-                dsh_sandbox::ProtectedPaths::default().resolve(&workspace)
+                dsh_sandbox::ProtectedPaths::default()
             } else {
-                Vec::new()
+                dsh_sandbox::ProtectedPaths::none()
             },
             workspace,
             private_tmp: None,

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::{
-    NetworkPolicy, Protected, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode,
+    NetworkPolicy, ProtectedPaths, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode,
     Workspace,
 };
 
@@ -80,10 +80,11 @@ pub struct SandboxPolicy {
     /// hide them (for example the directory of earlier full-output files,
     /// under a private `/tmp`): bound read-only where needed.
     pub readable: Vec<PathBuf>,
-    /// What stays read-only inside the workspace under `workspace-write`,
-    /// as found there now ([`crate::ProtectedPaths::resolve`]); ignored in
-    /// the other modes.
-    pub protected: Vec<Protected>,
+    /// What stays read-only inside the workspace under `workspace-write`
+    /// (ignored in the other modes). A backend that keeps them resolves
+    /// them against the workspace itself ([`ProtectedPaths::resolve`]),
+    /// when and where it can afford the file-system walk.
+    pub protected: ProtectedPaths,
     /// Whether the command may use the network.
     pub network: NetworkPolicy,
 }
@@ -98,7 +99,7 @@ impl SandboxPolicy {
             workspace,
             private_tmp: None,
             readable: Vec::new(),
-            protected: Vec::new(),
+            protected: ProtectedPaths::none(),
             network: NetworkPolicy::default_for(mode),
         }
     }
