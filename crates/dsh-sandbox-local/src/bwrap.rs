@@ -22,7 +22,7 @@
 //!
 //! In `workspace-write` the protected paths stay read-only: each existing
 //! one bound read-only over itself, each missing one through a stand-in
-//! created for the command's lifetime ([`crate::placeholder`]), and every
+//! created for the command's lifetime ([`crate::stand_in`]), and every
 //! directory between the workspace root and a nested one (`.vscode` of
 //! `.vscode/tasks.json`) bound over itself writable, which makes it a
 //! mount point the command cannot rename away. A protected symlink keeps
@@ -56,7 +56,7 @@ use dsh_sandbox::{
 };
 
 use crate::error::SandboxError;
-use crate::placeholder::Placeholder;
+use crate::stand_in::StandIn;
 
 /// The backend's name in results.
 pub(crate) const NAME: &str = "bwrap";
@@ -90,7 +90,7 @@ pub(crate) struct Protection {
     /// A protected symlink, whose link cannot be pinned.
     symlinked: bool,
     /// The stand-ins, claimed until the command's tree is gone.
-    placeholders: Vec<Placeholder>,
+    stand_ins: Vec<StandIn>,
 }
 
 /// `path` relative to `root` (empty when it is not beneath).
@@ -104,22 +104,15 @@ impl Protection {
     /// Resolves what to bind, creating stand-ins for missing paths; every
     /// path is opened beneath the workspace handle, none through a
     /// symlink.
-    pub(crate) fn of(policy: &SandboxPolicy) -> Result<Protection, SandboxError> {
+    pub(crate) fn of(
+        policy: &SandboxPolicy,
+        handle: &Arc<OwnedFd>,
+    ) -> Result<Protection, SandboxError> {
         let mut protection = Protection::default();
         if policy.mode != SandboxMode::WorkspaceWrite || policy.protected.is_empty() {
             return Ok(protection);
         }
         let root = policy.workspace.path();
-        let handle = Arc::new(
-            policy
-                .workspace
-                .handle()
-                .try_clone_to_owned()
-                .map_err(|cause| SandboxError::Descriptor {
-                    what: "workspace handle",
-                    cause,
-                })?,
-        );
         for protected in &policy.protected.resolve(&policy.workspace) {
             let Some(relative) = beneath(root, &protected.path) else {
                 continue;
@@ -131,23 +124,23 @@ impl Protection {
                     protection.symlinked = true;
                     let target = std::fs::canonicalize(&protected.path).ok();
                     if let Some(target) = target.filter(|t| beneath(root, t).is_some()) {
-                        protection.bind_read_only(&handle, root, &target)?;
+                        protection.bind_read_only(handle, root, &target)?;
                     }
                     continue;
                 }
                 // A stand-in of another command on the way (the path itself
                 // or a directory above it) is claimed like a missing path,
                 // so that it is not removed under this command.
-                state => match (stand_in_on_the_way(&handle, relative), state) {
+                state => match (stand_in_on_the_way(handle, relative), state) {
                     (Some(stand_in), _) => {
                         let file = root.join(&stand_in).is_file();
-                        protection.claim(&handle, root, &stand_in, file)?
+                        protection.claim(handle, root, &stand_in, file)?
                     }
-                    (None, ProtectedState::Missing { placeholder, file }) => {
-                        let Some(relative) = beneath(root, placeholder) else {
+                    (None, ProtectedState::Missing { stand_in, file }) => {
+                        let Some(relative) = beneath(root, stand_in) else {
                             continue;
                         };
-                        protection.claim(&handle, root, relative, *file)?
+                        protection.claim(handle, root, relative, *file)?
                     }
                     (None, _) => relative.to_path_buf(),
                 },
@@ -158,11 +151,11 @@ impl Protection {
                 pin.push(component);
                 let path = root.join(&pin);
                 if !protection.pins.iter().any(|b| b.path == path) {
-                    let source = open(&handle, &pin)?;
+                    let source = open(handle, &pin)?;
                     protection.pins.push(Bind { path, source });
                 }
             }
-            protection.bind_read_only(&handle, root, &root.join(&bound))?;
+            protection.bind_read_only(handle, root, &root.join(&bound))?;
             protection.kept.push(protected.path.clone());
         }
         // Outermost first, so an inner bind lands on the pinned directory.
@@ -200,14 +193,14 @@ impl Protection {
         file: bool,
     ) -> Result<PathBuf, SandboxError> {
         let path = root.join(relative);
-        if !self.placeholders.iter().any(|p| p.path() == path) {
-            let claim = Placeholder::claim(handle, relative, &path, file).map_err(|cause| {
-                SandboxError::Placeholder {
+        if !self.stand_ins.iter().any(|p| p.path() == path) {
+            let claim = StandIn::claim(handle, relative, &path, file).map_err(|cause| {
+                SandboxError::StandIn {
                     path: path.clone(),
                     cause,
                 }
             })?;
-            self.placeholders.push(claim);
+            self.stand_ins.push(claim);
         }
         Ok(relative.to_owned())
     }
@@ -234,7 +227,7 @@ fn stand_in_on_the_way(handle: &Arc<OwnedFd>, relative: &Path) -> Option<PathBuf
     let mut current = PathBuf::new();
     for component in relative.components() {
         current.push(component);
-        if crate::placeholder::is_stand_in(handle.as_fd(), &current) {
+        if crate::stand_in::is_stand_in(handle.as_fd(), &current) {
             return Some(current);
         }
         crate::sys::open_beneath(handle.as_fd(), &current, libc::O_PATH | libc::O_DIRECTORY)
@@ -373,15 +366,18 @@ pub(crate) fn confine(
     })?;
     // bwrap closes the workspace handle once it has bound it, so it never
     // reaches the command.
-    let workspace = policy
-        .workspace
-        .handle()
-        .try_clone_to_owned()
-        .map_err(|cause| SandboxError::Descriptor {
-            what: "workspace handle",
-            cause,
-        })?;
-    let protection = Protection::of(policy)?;
+    // (The same descriptor is what protected paths are opened beneath.)
+    let workspace = Arc::new(
+        policy
+            .workspace
+            .handle()
+            .try_clone_to_owned()
+            .map_err(|cause| SandboxError::Descriptor {
+                what: "workspace handle",
+                cause,
+            })?,
+    );
+    let protection = Protection::of(policy, &workspace)?;
     let mut wrapped = runner.to_vec();
     wrapped.extend(profile(
         policy,
@@ -410,12 +406,12 @@ pub(crate) fn confine(
         // The network on: nothing to refuse.
         _ => None,
     };
-    let keep_fds: Vec<Arc<OwnedFd>> = [Arc::new(write), Arc::new(workspace)]
+    let keep_fds: Vec<Arc<OwnedFd>> = [Arc::new(write), workspace]
         .into_iter()
         .chain(protection.sources().cloned())
         .collect();
     let held: Vec<Arc<dyn Held>> = protection
-        .placeholders
+        .stand_ins
         .into_iter()
         .map(|claim| Arc::new(claim) as Arc<dyn Held>)
         .collect();
@@ -508,7 +504,8 @@ mod tests {
             readable: Vec::new(),
             network: NetworkPolicy::On,
         };
-        let protection = Protection::of(&write).unwrap();
+        let handle = Arc::new(write.workspace.handle().try_clone_to_owned().unwrap());
+        let protection = Protection::of(&write, &handle).unwrap();
         let root = write.workspace.path().to_owned();
         assert!(root.join(".vscode/tasks.json").is_dir(), "the stand-in");
         let text: Vec<String> = profile(&write, &protection, 7, 8)

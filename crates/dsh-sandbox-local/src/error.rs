@@ -35,7 +35,7 @@ pub enum SandboxError {
     },
     /// A stand-in for a missing protected path could not be created.
     #[error("cannot create the read-only stand-in {path} for a protected path ({cause}); if it must not be protected, leave it out with --unprotect")]
-    Placeholder {
+    StandIn {
         /// The stand-in.
         path: std::path::PathBuf,
         /// What the OS said.

@@ -186,12 +186,12 @@ mod error;
 #[cfg(target_os = "linux")]
 mod landlock_backend;
 #[cfg(target_os = "linux")]
-mod placeholder;
-#[cfg(target_os = "linux")]
 mod probe;
 mod provider;
 #[cfg(target_os = "linux")]
 mod seccomp;
+#[cfg(target_os = "linux")]
+mod stand_in;
 #[cfg(target_os = "linux")]
 mod sys;
 

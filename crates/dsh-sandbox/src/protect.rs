@@ -272,11 +272,11 @@ pub enum ProtectedState {
     /// to can be kept read-only, but a mount cannot pin the link, which the
     /// command may replace.
     Symlink,
-    /// Nothing there yet. `placeholder` (the path itself, or its first
+    /// Nothing there yet. `stand_in` (the path itself, or its first
     /// missing ancestor) is what must exist to be kept read-only.
     Missing {
         /// The path to stand in for.
-        placeholder: PathBuf,
+        stand_in: PathBuf,
         /// Stand in with an empty file: a file its readers open at a known
         /// place (a shell's start-up file, `~/.gitconfig`), where an
         /// empty directory would break them. Elsewhere a stand-in is an
@@ -305,7 +305,7 @@ fn state_of(root: &Path, relative: &Path, file: bool) -> (PathBuf, ProtectedStat
                     root.join(relative),
                     ProtectedState::Missing {
                         file: file && last,
-                        placeholder: path,
+                        stand_in: path,
                     },
                 )
             }
@@ -394,14 +394,14 @@ mod tests {
         assert_eq!(
             state(".ssh"),
             Some(ProtectedState::Missing {
-                placeholder: root.join(".ssh"),
+                stand_in: root.join(".ssh"),
                 file: false,
             })
         );
         assert_eq!(
             state(".zshrc"),
             Some(ProtectedState::Missing {
-                placeholder: root.join(".zshrc"),
+                stand_in: root.join(".zshrc"),
                 file: true,
             })
         );
@@ -418,14 +418,14 @@ mod tests {
         assert_eq!(
             state(".vscode/tasks.json"),
             Some(ProtectedState::Missing {
-                placeholder: root.join(".vscode/tasks.json"),
+                stand_in: root.join(".vscode/tasks.json"),
                 file: false,
             })
         );
         assert_eq!(
             state(".idea"),
             Some(ProtectedState::Missing {
-                placeholder: root.join(".idea"),
+                stand_in: root.join(".idea"),
                 file: false,
             })
         );
@@ -434,7 +434,7 @@ mod tests {
         assert_eq!(
             nested.resolve(&workspace)[0].state,
             ProtectedState::Missing {
-                placeholder: root.join("a"),
+                stand_in: root.join("a"),
                 file: false,
             }
         );

@@ -106,7 +106,7 @@ impl SandboxPolicy {
 }
 
 /// Something a confinement needs in place until the command's whole tree
-/// is gone, released by dropping it (for example the placeholders
+/// is gone, released by dropping it (for example the stand-ins
 /// bubblewrap binds read-only over protected paths that do not exist yet).
 pub trait Held: Send + Sync + fmt::Debug {}
 

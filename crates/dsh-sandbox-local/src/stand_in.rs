@@ -99,7 +99,7 @@ fn empty(entry: &File) -> bool {
 
 /// A claim on one stand-in (a shared lock on it), released on drop.
 #[derive(Debug)]
-pub(crate) struct Placeholder {
+pub(crate) struct StandIn {
     /// The workspace handle everything is walked from.
     root: Arc<OwnedFd>,
     /// The stand-in, relative to the workspace.
@@ -121,7 +121,7 @@ fn private_name() -> OsString {
     ))
 }
 
-impl Placeholder {
+impl StandIn {
     /// Claims the stand-in at `relative` beneath the workspace `root`
     /// (absolute: `path`), creating it (an empty, marked directory, or an
     /// empty file with `file`) if nothing is there. Something else already
@@ -132,11 +132,11 @@ impl Placeholder {
         relative: &Path,
         path: &Path,
         file: bool,
-    ) -> io::Result<Placeholder> {
+    ) -> io::Result<StandIn> {
         let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no name"));
         };
-        let unclaimed = || Placeholder {
+        let unclaimed = || StandIn {
             root: Arc::clone(root),
             relative: relative.to_owned(),
             path: path.to_owned(),
@@ -192,7 +192,7 @@ impl Placeholder {
             let held = entry.metadata()?;
             let there = open_entry(root.as_fd(), relative).and_then(|e| e.metadata());
             if there.is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
-                return Ok(Placeholder {
+                return Ok(StandIn {
                     root: Arc::clone(root),
                     relative: relative.to_owned(),
                     path: path.to_owned(),
@@ -212,7 +212,7 @@ impl Placeholder {
     }
 }
 
-impl Drop for Placeholder {
+impl Drop for StandIn {
     fn drop(&mut self) {
         let Some(held) = self.lock.take() else {
             return;
@@ -255,8 +255,8 @@ mod tests {
         Arc::new(OwnedFd::from(File::open(dir).unwrap()))
     }
 
-    fn claim(root: &Arc<OwnedFd>, dir: &Path, name: &str, file: bool) -> io::Result<Placeholder> {
-        Placeholder::claim(root, Path::new(name), &dir.join(name), file)
+    fn claim(root: &Arc<OwnedFd>, dir: &Path, name: &str, file: bool) -> io::Result<StandIn> {
+        StandIn::claim(root, Path::new(name), &dir.join(name), file)
     }
 
     #[test]
