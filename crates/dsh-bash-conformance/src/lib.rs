@@ -293,8 +293,9 @@ pub fn block_on<F: std::future::Future>(check: F) -> F::Output {
 }
 
 /// One `#[test]` per behaviour, each on a fresh executor from
-/// `$make` (an expression of type `Option<Arc<dyn BashExecutor>>`; `None`
-/// skips, the maker having said why).
+/// `$make` (an expression of type `Option<Arc<dyn BashExecutor>>`,
+/// evaluated on the test's runtime, so it may `.await` a connection;
+/// `None` skips, the maker having said why).
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:expr) => {
@@ -315,9 +316,11 @@ macro_rules! conformance_suite {
         $(
             #[test]
             fn $check() {
-                if let Some(executor) = $make {
-                    $crate::block_on($crate::$check(executor));
-                }
+                $crate::block_on(async {
+                    if let Some(executor) = $make {
+                        $crate::$check(executor).await;
+                    }
+                });
             }
         )*
     };

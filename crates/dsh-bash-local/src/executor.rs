@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{ConfigError, LocalConfig};
 use crate::env::child_env;
-use crate::output::{join_delta, Stream};
+use crate::output::Stream;
 use crate::signal::signal_name;
 use crate::spawn::Launch;
 use crate::spill::{SpillDir, SpillLimits};
@@ -552,7 +552,9 @@ impl BashExecutor for LocalBashExecutor {
         *offsets = (stdout.next, stderr.next);
         Ok(BashTaskRead {
             task,
-            delta: join_delta(&stdout.text, &stderr.text),
+            delta: dsh_bash::join_streams(&stdout.text, &stderr.text),
+            stdout: stdout.text,
+            stderr: stderr.text,
             lossy: stdout.lossy || stderr.lossy,
             stdout_spill_path: stdout.spill_path,
             stderr_spill_path: stderr.spill_path,

@@ -247,19 +247,6 @@ impl Stream {
     }
 }
 
-/// The text of a background read: stdout, then (if any) `[stderr]` and stderr.
-pub(crate) fn join_delta(stdout: &str, stderr: &str) -> String {
-    let mut text = stdout.to_owned();
-    if !stderr.is_empty() {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str("[stderr]\n");
-        text.push_str(stderr);
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,13 +331,5 @@ mod tests {
         assert_eq!(incomplete_suffix(b"ab"), 0);
         assert_eq!(incomplete_suffix("€".as_bytes()), 0);
         assert_eq!(incomplete_suffix(&"𝄞".as_bytes()[..3]), 3);
-    }
-
-    #[test]
-    fn delta_sections() {
-        assert_eq!(join_delta("out", "err"), "out\n[stderr]\nerr");
-        assert_eq!(join_delta("out\n", "err"), "out\n[stderr]\nerr");
-        assert_eq!(join_delta("", "err"), "[stderr]\nerr");
-        assert_eq!(join_delta("out", ""), "out");
     }
 }

@@ -66,6 +66,24 @@ pub enum BashError {
     /// The executor was shut down; it accepts no new commands.
     #[error("the bash executor has been shut down and accepts no new commands")]
     ShutDown,
+    /// A remote executor's server refused the call; the text is the
+    /// server's (the variant itself where one fits, see
+    /// [`crate::wire::ErrorFacts::into_error`]).
+    #[error("{message}")]
+    Remote {
+        /// The server's code (`INVALID_WORKDIR`, `NOT_OWNER`, …).
+        code: String,
+        /// The server's text.
+        message: String,
+    },
+    /// A remote executor lost (or never had) its connection to the server;
+    /// what was in flight is unknown to have run or not.
+    #[error("the remote dsh-bash server is unreachable: {message}")]
+    Unreachable {
+        /// What failed, in words (the transport's error, the server's
+        /// stderr).
+        message: String,
+    },
     /// A confined mode was asked for and no sandbox can enforce it (or the
     /// sandbox runner failed); nothing ran.
     #[error(transparent)]
@@ -87,6 +105,19 @@ impl BashError {
             BashError::UnknownTask { .. } => "UNKNOWN_TASK",
             BashError::ShutDown => "SHUT_DOWN",
             BashError::SandboxUnavailable(refused) => refused.code(),
+            BashError::Unreachable { .. } => "UNREACHABLE",
+            BashError::Remote { code, .. } => match code.as_str() {
+                "COMMAND_TOO_LONG" => "COMMAND_TOO_LONG",
+                "INVALID_COMMAND" => "INVALID_COMMAND",
+                "INVALID_WORKDIR" => "INVALID_WORKDIR",
+                "SPAWN_FAILED" => "SPAWN_FAILED",
+                "NOT_OWNER" => "NOT_OWNER",
+                "ESCALATION" => "ESCALATION",
+                "INVALID_ARGUMENTS" => "INVALID_ARGUMENTS",
+                "TOO_MANY_COMMANDS" => "TOO_MANY_COMMANDS",
+                "SANDBOX_UNAVAILABLE" => "SANDBOX_UNAVAILABLE",
+                _ => "REMOTE",
+            },
         }
     }
 }

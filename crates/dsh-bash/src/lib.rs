@@ -44,6 +44,7 @@ mod ids;
 mod request;
 mod result;
 mod task;
+pub mod wire;
 
 pub use dsh_sandbox::{NetworkPolicy, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode};
 pub use error::BashError;
@@ -51,4 +52,6 @@ pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener};
 pub use ids::{BashTaskId, OwnerToken};
 pub use request::{BashExecRequest, BashExecSpec};
 pub use result::{BashRunResult, BashSandboxInfo, CollectedOutput, Containment};
-pub use task::{task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus};
+pub use task::{
+    join_streams, task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus,
+};

@@ -140,13 +140,37 @@ pub fn task_channel(id: BashTaskId) -> (TaskPublisher, BashTask) {
     (TaskPublisher { id, state }, task)
 }
 
+/// The text of a background read: stdout, then (if any) a line
+/// `[stderr]` and stderr.
+///
+/// ```
+/// assert_eq!(dsh_bash::join_streams("out", "err"), "out\n[stderr]\nerr");
+/// assert_eq!(dsh_bash::join_streams("out\n", ""), "out\n");
+/// ```
+pub fn join_streams(stdout: &str, stderr: &str) -> String {
+    let mut text = stdout.to_owned();
+    if !stderr.is_empty() {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("[stderr]\n");
+        text.push_str(stderr);
+    }
+    text
+}
+
 /// The output a background task produced since the previous read.
 #[derive(Clone, Debug)]
 pub struct BashTaskRead {
     /// The task as of this read.
     pub task: BashTask,
-    /// New stdout, then (if any) a line `[stderr]` and the new stderr.
+    /// New stdout, then (if any) a line `[stderr]` and the new stderr
+    /// ([`join_streams`] of the two below).
     pub delta: String,
+    /// The new stdout alone.
+    pub stdout: String,
+    /// The new stderr alone.
+    pub stderr: String,
     /// True if and only if some unread output had already slid out of memory.
     pub lossy: bool,
     /// The complete stdout, once it spilled to a file.
@@ -158,6 +182,15 @@ pub struct BashTaskRead {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_sections() {
+        assert_eq!(join_streams("out", "err"), "out\n[stderr]\nerr");
+        assert_eq!(join_streams("out\n", "err"), "out\n[stderr]\nerr");
+        assert_eq!(join_streams("", "err"), "[stderr]\nerr");
+        assert_eq!(join_streams("out", ""), "out");
+        assert_eq!(join_streams("", ""), "");
+    }
 
     #[tokio::test]
     async fn settled_waits_for_the_publisher() {

@@ -24,13 +24,17 @@
 #![allow(deprecated)]
 
 mod approval;
+mod exec;
+mod http;
 mod task;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use dsh_bash::{BashExecutor, BashTaskId, TaskStatus};
 use dsh_tool_bash::{
     ApprovalService, BashTools, CallContext, Session, ToolError, ToolOutput, STANDING_INSTRUCTION,
 };
@@ -61,11 +65,112 @@ pub struct McpArgs {
     /// Bytes of each output stream kept in memory (the rest goes to a spill file).
     #[arg(long, value_name = "BYTES", default_value_t = 64_000)]
     max_output_bytes: u64,
+    /// Commands one session may have running at once: foreground calls in
+    /// flight plus running background tasks. Past it a `bash` call is
+    /// refused with a message saying so.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    max_commands: usize,
+    /// Serve MCP over Streamable HTTP on this address (e.g.
+    /// `127.0.0.1:8700`) instead of stdio. Every request needs the bearer
+    /// token (see --token-file).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    http: http::HttpArgs,
 }
 
-/// The MCP face of one session.
-struct BashServer {
+/// What every session of one server shares: the tools over one executor,
+/// the session defaults and caps.
+pub(crate) struct Hub {
     tools: Arc<BashTools>,
+    /// A new session's working directory.
+    cwd: Option<PathBuf>,
+    max_timeout: Duration,
+    /// Commands one session may have running at once (foreground calls
+    /// in flight plus running background tasks).
+    max_commands: usize,
+    /// Sessions alive now.
+    live: Arc<AtomicUsize>,
+    /// What remote executors are told (the `io.dsh-bash/executor`
+    /// extension capability).
+    facts: serde_json::Map<String, Value>,
+}
+
+impl Hub {
+    pub(crate) fn new(
+        executor: Arc<dyn BashExecutor>,
+        cwd: Option<PathBuf>,
+        default_timeout: Duration,
+        max_timeout: Duration,
+        max_commands: usize,
+    ) -> Self {
+        let facts = exec::server_facts(&*executor, default_timeout, max_timeout, cwd.clone());
+        let facts = match serde_json::to_value(facts) {
+            Ok(Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
+        Hub {
+            tools: Arc::new(BashTools::new(executor)),
+            facts,
+            cwd,
+            max_timeout,
+            max_commands,
+            live: Arc::default(),
+        }
+    }
+
+    pub(crate) fn executor(&self) -> &Arc<dyn BashExecutor> {
+        self.tools.executor()
+    }
+
+    /// How many sessions are alive.
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// A new session: its own owner token, cwd, notices, approvals and
+    /// tasks. Its running commands stop when the last handle is dropped.
+    pub(crate) fn open(&self) -> Arc<SessionState> {
+        let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
+        let notices = Arc::new(Notices {
+            peer: Arc::clone(&peer),
+            level: AtomicU8::new(rank(LoggingLevel::Debug)),
+            stateless: AtomicBool::new(false),
+            kept: Mutex::default(),
+        });
+        let sink = Arc::clone(&notices);
+        let id = format!("mcp-{}", uuid::Uuid::new_v4().simple());
+        let session = Arc::new(
+            Session::new(id, self.cwd.clone())
+                .with_notices(Arc::new(move |text: &str| sink.deliver(text))),
+        );
+        self.live.fetch_add(1, Ordering::AcqRel);
+        Arc::new(SessionState {
+            session,
+            peer,
+            notices,
+            questions: approval::Questions::default(),
+            tasks: task::Tasks::new(self.max_timeout),
+            foreground: Arc::default(),
+            executor: Arc::clone(self.tools.executor()),
+            live: Arc::clone(&self.live),
+        })
+    }
+
+    /// The MCP face of `state`.
+    pub(crate) fn server(&self, state: Arc<SessionState>) -> BashServer {
+        BashServer {
+            tools: Arc::clone(&self.tools),
+            max_commands: self.max_commands,
+            facts: self.facts.clone(),
+            state,
+        }
+    }
+}
+
+/// One executor session: what its calls share, whichever connection or
+/// request they arrive on.
+pub(crate) struct SessionState {
     session: Arc<Session>,
     peer: Arc<OnceLock<Peer<RoleServer>>>,
     /// Where completion notices go and the log level that lets them out.
@@ -74,6 +179,74 @@ struct BashServer {
     questions: approval::Questions,
     /// Foreground calls the client polls as tasks.
     tasks: task::Tasks,
+    /// Foreground `bash` calls in flight.
+    foreground: Arc<AtomicUsize>,
+    executor: Arc<dyn BashExecutor>,
+    live: Arc<AtomicUsize>,
+}
+
+impl SessionState {
+    /// Running background tasks this session owns.
+    fn running_tasks(&self) -> Vec<BashTaskId> {
+        let owner = self.session.owner();
+        self.executor
+            .list()
+            .into_iter()
+            .filter(|task| task.status == TaskStatus::Running)
+            .filter(|task| self.executor.owner_of(&task.id).as_ref() == Some(&owner))
+            .map(|task| task.id)
+            .collect()
+    }
+}
+
+impl Drop for SessionState {
+    /// The session is over (closed, expired, or its server stopping): no
+    /// more notices, its polled calls and background tasks are stopped.
+    fn drop(&mut self) {
+        self.session.end();
+        self.tasks.shutdown();
+        self.live.fetch_sub(1, Ordering::AcqRel);
+        let running = self.running_tasks();
+        if running.is_empty() {
+            return;
+        }
+        let executor = Arc::clone(&self.executor);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    for id in running {
+                        let _ = executor.kill(&id).await;
+                    }
+                });
+            }
+            // Outside the runtime only shutdown is left, which stops them.
+            Err(_) => tracing::debug!("session dropped outside the runtime"),
+        }
+    }
+}
+
+/// Counts one foreground call in flight while alive.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(counter))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The MCP face of one session.
+pub(crate) struct BashServer {
+    tools: Arc<BashTools>,
+    max_commands: usize,
+    facts: serde_json::Map<String, Value>,
+    state: Arc<SessionState>,
 }
 
 /// The severity rank of an MCP log level (debug lowest).
@@ -277,7 +450,7 @@ impl BashServer {
             return Ok(Asker::new(asks));
         }
         if let Some(state) = &request.request_state {
-            let outcome = self.questions.answer(
+            let outcome = self.state.questions.answer(
                 state,
                 &request.name,
                 arguments,
@@ -293,6 +466,93 @@ impl BashServer {
     }
 }
 
+/// The extras of an executor call (`_meta["io.dsh-bash/executor"]`), if
+/// the call is one; an unreadable entry counts as none given.
+fn executor_call(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Option<dsh_bash::wire::ExecExtras> {
+    let entry = context
+        .meta
+        .get(dsh_bash::wire::META_KEY)
+        .or_else(|| request.meta.as_ref()?.get(dsh_bash::wire::META_KEY))?;
+    Some(serde_json::from_value(entry.clone()).unwrap_or_default())
+}
+
+impl BashServer {
+    /// Answers an executor call with its [`dsh_bash::wire::Reply`] (in
+    /// `_meta`, and as JSON text).
+    async fn executor_call(
+        &self,
+        tool: &str,
+        args: Value,
+        extras: dsh_bash::wire::ExecExtras,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        use dsh_bash::wire::{ErrorFacts, Reply};
+        let reply = match self.admit(tool) {
+            Err(message) => Reply::Failed(ErrorFacts {
+                code: "TOO_MANY_COMMANDS".into(),
+                message,
+                task: None,
+            }),
+            Ok(_counted) => {
+                // Only the client's cancellation reaches the command (see
+                // `call_tool`).
+                let cancel = tokio_util::sync::CancellationToken::new();
+                let _forward = AbortOnDrop(tokio::spawn({
+                    let (client, cancel) = (context.ct.clone(), cancel.clone());
+                    async move {
+                        client.cancelled().await;
+                        cancel.cancel();
+                    }
+                }));
+                exec::call(
+                    &**self.tools.executor(),
+                    &self.state.session,
+                    tool,
+                    args,
+                    extras,
+                    cancel,
+                )
+                .await
+            }
+        };
+        let failed = matches!(reply, Reply::Failed(_));
+        let json = serde_json::to_value(&reply).unwrap_or(Value::Null);
+        let content = vec![ContentBlock::text(json.to_string())];
+        let mut result = if failed {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        let mut meta = rmcp::model::MetaObject::default();
+        meta.0.insert(dsh_bash::wire::META_KEY.to_owned(), json);
+        result.meta = Some(meta);
+        result.into()
+    }
+
+    /// Counts a `bash` call against the session's cap on running commands
+    /// (foreground calls in flight plus running background tasks); past
+    /// it, the call is refused before anything runs.
+    fn admit(&self, tool: &str) -> Result<Option<InFlight>, String> {
+        if tool != "bash" {
+            return Ok(None);
+        }
+        let counted = InFlight::enter(&self.state.foreground);
+        let running =
+            self.state.foreground.load(Ordering::Acquire) + self.state.running_tasks().len();
+        if running > self.max_commands {
+            return Err(format!(
+                "this session already runs {} commands, the most it may run at once ({} in all, foreground calls and background tasks; the server's --max-commands); wait for one to finish, or stop a background task with bash_kill",
+                running - 1,
+                self.max_commands
+            ));
+        }
+        Ok(Some(counted))
+    }
+}
+
 impl ServerHandler for BashServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
@@ -300,6 +560,11 @@ impl ServerHandler for BashServer {
             .enable_logging()
             .enable_tasks()
             .build();
+        let mut capabilities = capabilities;
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(dsh_bash::wire::META_KEY.to_owned(), self.facts.clone());
         let mut identity = Implementation::from_build_env();
         identity.name = "dsh-bash".into();
         identity.version = env!("CARGO_PKG_VERSION").into();
@@ -327,14 +592,15 @@ impl ServerHandler for BashServer {
         request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.notices
+        self.state
+            .notices
             .level
             .store(rank(request.level), Ordering::Relaxed);
         Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let _ = self.peer.set(context.peer);
+        let _ = self.state.peer.set(context.peer);
     }
 
     async fn list_tools(
@@ -357,21 +623,27 @@ impl ServerHandler for BashServer {
         // is no standing channel for unsolicited messages, whatever a later
         // call's own metadata says.
         let initialized = context.peer.peer_info().is_some();
-        self.notices
+        self.state
+            .notices
             .stateless
             .store(!initialized, Ordering::Relaxed);
         if initialized {
-            let _ = self.peer.set(context.peer.clone());
+            let _ = self.state.peer.set(context.peer.clone());
         }
         let args = request
             .arguments
             .clone()
             .map_or(Value::Object(Default::default()), Value::Object);
+        if let Some(extras) = executor_call(&request, &context) {
+            return Ok(self
+                .executor_call(&request.name, args, extras, &context)
+                .await);
+        }
         let Asker { service, deferral } = match self.asker(&request, &args, &context) {
             Ok(asker) => asker,
             Err(message) => {
                 let outcome = Err(ToolError::from(message));
-                return Ok(tool_result(outcome, self.notices.take()).into());
+                return Ok(tool_result(outcome, self.state.notices.take()).into());
             }
         };
         // rmcp cancels the request token both on the client's cancellation
@@ -386,7 +658,7 @@ impl ServerHandler for BashServer {
             }
         }));
         let ctx = CallContext {
-            session: Some(Arc::clone(&self.session)),
+            session: Some(Arc::clone(&self.state.session)),
             call_id: serde_json::to_string(&context.id).unwrap_or_default(),
             cancel: cancel.clone(),
             approvals: Some(service),
@@ -401,12 +673,22 @@ impl ServerHandler for BashServer {
                 .client_capabilities()
                 .is_some_and(|caps| caps.supports_tasks())
             && args.get("run_in_background") != Some(&Value::Bool(true));
+        let counted = match self.admit(&request.name) {
+            Ok(counted) => counted,
+            Err(message) => {
+                let outcome = Err(ToolError::from(message));
+                return Ok(tool_result(outcome, self.state.notices.take()).into());
+            }
+        };
         let call = {
             let (tools, name) = (Arc::clone(&self.tools), request.name.clone());
-            async move { tools.call(&name, args, &ctx).await }
+            async move {
+                let _counted = counted;
+                tools.call(&name, args, &ctx).await
+            }
         };
         let outcome = if as_task {
-            match self.tasks.run(call, cancel, forward).await {
+            match self.state.tasks.run(call, cancel, forward).await {
                 task::Ran::Finished(outcome) => outcome,
                 task::Ran::Became(created) => return Ok(CallToolResponse::Task(created)),
             }
@@ -417,10 +699,10 @@ impl ServerHandler for BashServer {
         };
         drop(beat);
         if let (Some(asked), Some(args)) = (deferral.and_then(|d| d.take()), asked_args) {
-            let question = self.questions.ask(&request.name, args, asked);
+            let question = self.state.questions.ask(&request.name, args, asked);
             return Ok(CallToolResponse::InputRequired(question));
         }
-        Ok(tool_result(outcome, self.notices.take()).into())
+        Ok(tool_result(outcome, self.state.notices.take()).into())
     }
 
     async fn get_task(
@@ -428,7 +710,7 @@ impl ServerHandler for BashServer {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        self.tasks.get(&request.task_id)
+        self.state.tasks.get(&request.task_id)
     }
 
     async fn cancel_task(
@@ -436,7 +718,7 @@ impl ServerHandler for BashServer {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel(&request.task_id)
+        self.state.tasks.cancel(&request.task_id)
     }
 
     async fn update_task(
@@ -444,51 +726,50 @@ impl ServerHandler for BashServer {
         request: UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.update(&request.task_id, request.input_responses)
+        self.state
+            .tasks
+            .update(&request.task_id, request.input_responses)
     }
 }
 
-/// Serves one MCP connection on stdio until it closes or a signal arrives,
+/// Serves MCP until the connection closes (stdio) or a signal arrives,
 /// then stops every command it started.
 pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     let mut local = compose::local_config(&args.executor);
     let max_timeout = compose::millis("max-timeout", args.max_timeout)?;
     local.default_timeout = compose::millis("timeout", args.timeout)?.min(max_timeout);
     local.max_timeout = max_timeout;
+    let local_default_timeout = local.default_timeout;
     local.max_output_bytes = args.max_output_bytes;
-    // The session's full-output paths mean nothing once it ends.
+    // A session's full-output paths mean nothing once the server ends.
     local.discard_spill_on_shutdown = true;
+    if args.max_commands == 0 {
+        anyhow::bail!("--max-commands must be at least 1");
+    }
+    // Listening is checked before anything starts.
+    let listening = match args.listen {
+        Some(address) => Some(http::Listening::prepare(address, &args.http, max_timeout)?),
+        None => None,
+    };
     let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
     let executor = compose::executor(&args.executor, local)?;
-    let tools = Arc::new(BashTools::new(Arc::clone(&executor)));
+    let hub = Arc::new(Hub::new(
+        Arc::clone(&executor),
+        cwd,
+        local_default_timeout,
+        max_timeout,
+        args.max_commands,
+    ));
+    match listening {
+        Some(listening) => http::serve(listening, hub).await,
+        None => serve_stdio(hub).await,
+    }
+}
 
-    let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
-    let notices = Arc::new(Notices {
-        peer: Arc::clone(&peer),
-        level: AtomicU8::new(rank(LoggingLevel::Debug)),
-        stateless: AtomicBool::new(false),
-        kept: Mutex::default(),
-    });
-    let session_id = format!(
-        "mcp-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    );
-    let sink = Arc::clone(&notices);
-    let session = Arc::new(
-        Session::new(session_id, cwd).with_notices(Arc::new(move |text: &str| sink.deliver(text))),
-    );
-    let tasks = task::Tasks::new(max_timeout);
-    let server = BashServer {
-        tools: Arc::clone(&tools),
-        session: Arc::clone(&session),
-        peer,
-        tasks: tasks.clone(),
-        notices,
-        questions: approval::Questions::default(),
-    };
+/// One session on stdin/stdout.
+async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<ExitCode> {
+    let state = hub.open();
+    let server = hub.server(Arc::clone(&state));
     let stop = tokio_util::sync::CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::stdio();
     let (lines, outgoing) = tokio::sync::mpsc::unbounded_channel();
@@ -513,9 +794,9 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         () = stop.cancelled() => cancel.cancel(),
     }
     interrupts.abort();
-    session.end();
-    tasks.shutdown();
-    executor.shutdown().await;
+    state.session.end();
+    state.tasks.shutdown();
+    hub.executor().shutdown().await;
     // Lines already handed to the writer go out; a reader still blocked on
     // stdin keeps its sender alive, so the wait is bounded.
     let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;

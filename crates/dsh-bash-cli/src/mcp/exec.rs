@@ -1,0 +1,226 @@
+//! Executor calls: `bash`, `bash_output` and `bash_kill` from a remote
+//! executor (`dsh-bash-remote`), marked with `_meta["io.dsh-bash/executor"]`
+//! (see `dsh_bash::wire`). They run in the calling session, under its owner
+//! token, and answer with the executor's exact facts instead of rendered
+//! text. What they may add to a model's call (stdin, environment, a
+//! narrower sandbox) widens nothing: a wider sandbox mode or the network
+//! where it is off still needs a person's approval through the
+//! model-facing call.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dsh_bash::wire::{ErrorFacts, ExecExtras, ReadFacts, Reply, ServerFacts, TaskFacts};
+use dsh_bash::{BashExecRequest, BashExecutor, BashTaskId, NetworkPolicy, SandboxMode};
+use dsh_tool_bash::{effective_sandbox_mode, Session};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// The facts a server announces to remote executors.
+pub(super) fn server_facts(
+    executor: &dyn BashExecutor,
+    default_timeout: Duration,
+    max_timeout: Duration,
+    cwd: Option<std::path::PathBuf>,
+) -> ServerFacts {
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let network = [
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::DangerFullAccess,
+    ]
+    .into_iter()
+    .filter_map(|mode| Some((mode, executor.network_policy(mode)?)))
+    .collect();
+    ServerFacts {
+        sandbox_mode: executor.sandbox_mode(),
+        network,
+        default_timeout_ms: millis(default_timeout),
+        max_timeout_ms: millis(max_timeout),
+        cwd,
+    }
+}
+
+fn refusal(code: &str, message: impl Into<String>) -> ErrorFacts {
+    ErrorFacts {
+        code: code.to_owned(),
+        message: message.into(),
+        task: None,
+    }
+}
+
+fn failed(code: &str, message: impl Into<String>) -> Reply {
+    Reply::Failed(refusal(code, message))
+}
+
+/// The arguments of an executor `bash` call.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunArgs {
+    command: String,
+    workdir: Option<String>,
+    #[serde(rename = "timeoutMs")]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    run_in_background: bool,
+    /// Accepted for parity with the model's call; not used.
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskArgs {
+    task_id: String,
+}
+
+/// Runs one executor call in `session`; never fails, a failure is a
+/// [`Reply::Failed`].
+pub(super) async fn call(
+    executor: &dyn BashExecutor,
+    session: &Session,
+    tool: &str,
+    args: Value,
+    extras: ExecExtras,
+    cancel: CancellationToken,
+) -> Reply {
+    match tool {
+        "bash" => match serde_json::from_value::<RunArgs>(args) {
+            Ok(args) => run(executor, session, args, extras, cancel).await,
+            Err(err) => failed("INVALID_ARGUMENTS", format!("bash: {err}")),
+        },
+        "bash_output" | "bash_kill" => {
+            let args = match serde_json::from_value::<TaskArgs>(args) {
+                Ok(args) => args,
+                Err(err) => return failed("INVALID_ARGUMENTS", format!("{tool}: {err}")),
+            };
+            let id = BashTaskId::new(args.task_id);
+            if executor.get(&id).is_none() {
+                return Reply::Failed(ErrorFacts::from(&dsh_bash::BashError::UnknownTask { id }));
+            }
+            if executor.owner_of(&id) != Some(session.owner()) {
+                return Reply::Failed(ErrorFacts {
+                    code: "NOT_OWNER".into(),
+                    message: format!("task {id} belongs to another session"),
+                    task: Some(id),
+                });
+            }
+            if tool == "bash_output" {
+                match executor.read_output(&id) {
+                    Ok(read) => Reply::Read(ReadFacts::from(&read)),
+                    Err(err) => Reply::Failed(ErrorFacts::from(&err)),
+                }
+            } else {
+                match executor.kill(&id).await {
+                    Ok(killed) => match executor.get(&id) {
+                        Some(task) => Reply::Killed {
+                            killed,
+                            task: TaskFacts::from(&task),
+                        },
+                        None => {
+                            Reply::Failed(ErrorFacts::from(&dsh_bash::BashError::UnknownTask {
+                                id,
+                            }))
+                        }
+                    },
+                    Err(err) => Reply::Failed(ErrorFacts::from(&err)),
+                }
+            }
+        }
+        other => failed(
+            "INVALID_ARGUMENTS",
+            format!("unknown tool \"{other}\": expected bash, bash_output or bash_kill"),
+        ),
+    }
+}
+
+/// Checks that `extras` asks for nothing wider than the session has.
+fn narrowing(
+    executor: &dyn BashExecutor,
+    session: &Session,
+    extras: &ExecExtras,
+) -> Result<(), ErrorFacts> {
+    let current = effective_sandbox_mode(&session.events()).or(executor.sandbox_mode());
+    let Some(current) = current else {
+        if extras
+            .sandbox_mode
+            .is_some_and(|m| m != SandboxMode::DangerFullAccess)
+            || extras.network == Some(NetworkPolicy::Off)
+        {
+            return Err(refusal(
+                "SANDBOX_UNAVAILABLE",
+                "this server does not confine commands (it runs them with --sandbox off), so it cannot run one sandboxed or with the network off",
+            ));
+        }
+        return Ok(());
+    };
+    let mode = extras.sandbox_mode.unwrap_or(current);
+    if mode.is_wider_than(current) {
+        return Err(refusal(
+            "ESCALATION",
+            format!("the server runs this session's commands under \"{current}\"; \"{mode}\" is wider and needs a person's approval (the bash tool's sandbox_permissions)"),
+        ));
+    }
+    if let Some(wanted) = extras.network {
+        let standing = executor.network_policy(mode).unwrap_or(NetworkPolicy::On);
+        if wanted.is_wider_than(standing) {
+            return Err(refusal(
+                "ESCALATION",
+                format!("the network is \"{standing}\" under \"{mode}\" on this server; turning it on needs a person's approval (the bash tool's network argument)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn run(
+    executor: &dyn BashExecutor,
+    session: &Session,
+    args: RunArgs,
+    extras: ExecExtras,
+    cancel: CancellationToken,
+) -> Reply {
+    if let Err(refused) = narrowing(executor, session, &extras) {
+        return Reply::Failed(refused);
+    }
+    if args.timeout_ms == Some(0) {
+        return Reply::Failed(ErrorFacts::from(&dsh_bash::BashError::InvalidTimeout));
+    }
+    let mut request = BashExecRequest::new(args.command);
+    let cwd = session.cwd().map(std::path::Path::to_path_buf);
+    request.workdir = match (args.workdir.map(std::path::PathBuf::from), cwd) {
+        (Some(dir), Some(cwd)) if dir.is_relative() => Some(cwd.join(dir)),
+        (Some(dir), _) => Some(dir),
+        (None, cwd) => cwd,
+    };
+    request.timeout = args.timeout_ms.map(Duration::from_millis);
+    request.cancel = Some(cancel);
+    request.stdin = extras.stdin;
+    request.env = extras
+        .env
+        .map(|env| env.into_iter().collect::<BTreeMap<_, _>>());
+    request.sandbox_mode = extras
+        .sandbox_mode
+        .or_else(|| effective_sandbox_mode(&session.events()));
+    request.network = extras.network;
+    if args.run_in_background {
+        request.owner = Some(session.owner());
+    }
+    let spec = match executor.resolve(request) {
+        Ok(spec) => spec,
+        Err(err) => return Reply::Failed(ErrorFacts::from(&err)),
+    };
+    if args.run_in_background {
+        match executor.start(spec).await {
+            Ok(task) => Reply::Started(TaskFacts::from(&task)),
+            Err(err) => Reply::Failed(ErrorFacts::from(&err)),
+        }
+    } else {
+        match executor.run(spec).await {
+            Ok(result) => Reply::Ran(result),
+            Err(err) => Reply::Failed(ErrorFacts::from(&err)),
+        }
+    }
+}

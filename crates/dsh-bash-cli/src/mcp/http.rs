@@ -1,0 +1,604 @@
+//! `dsh-bash mcp --listen ADDR`: the same server over MCP's Streamable
+//! HTTP transport, for harnesses on another machine.
+//!
+//! Every request passes, in this order:
+//!
+//! 1. `Origin`: a request carrying one that is not `--allow-origin`ed is
+//!    refused with 403 (a web page must not drive the server: DNS
+//!    rebinding), as is a `Host` that is not the server's (loopback names,
+//!    plus `--allow-host`);
+//! 2. the bearer token (`Authorization: Bearer …`), compared in constant
+//!    time against each configured token: missing or wrong is 401;
+//! 3. the token's own MCP endpoint. Each token has its own session
+//!    manager, so a session id is only known to the token that created it:
+//!    another token presenting it gets 404 and reaches nothing.
+//!
+//! Sessions: up to 2025-11-25 one MCP session (`Mcp-Session-Id`) is one
+//! executor session. 2026-07-28 has no sessions: the requests of one token
+//! share one executor session, which is what lets a client reconnect and
+//! still read and kill its background tasks. A session idle for
+//! `--idle-timeout` expires and its commands are stopped; `--max-sessions`
+//! caps them (503 past it).
+//!
+//! TLS is not terminated here: run behind a reverse proxy that does
+//! (README, `deploy/`), or on loopback.
+
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt as _, Full};
+use hyper::{Request, Response, StatusCode};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::{BashServer, Hub, SessionState};
+
+/// The environment variable a token may come from.
+pub const TOKEN_ENV: &str = "DSH_BASH_TOKEN";
+
+/// The path the MCP endpoint is served on.
+pub const ENDPOINT: &str = "/mcp";
+
+/// The shortest token accepted from a file or the environment.
+const MIN_TOKEN_LEN: usize = 16;
+
+/// Arguments of `mcp` that only matter with `--listen`.
+#[derive(clap::Args)]
+pub struct HttpArgs {
+    /// Bearer tokens, one per line (`#` starts a comment); the file must not
+    /// be readable by group or others. A file that does not exist is
+    /// created with one generated token (mode 0600). Without this option
+    /// the token comes from $DSH_BASH_TOKEN, else it is generated, written
+    /// to a private file and printed once on stderr.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// A browser origin allowed to call the server (`https://app.example:443`;
+    /// repeatable). A request with any other `Origin` header is refused (403);
+    /// requests without one (non-browser clients) are not affected.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// A `Host` the server answers to besides the loopback names
+    /// (repeatable; `example.com` or `example.com:8700`). On a non-loopback
+    /// address without it, any `Host` is accepted.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_host: Vec<String>,
+    /// Sessions alive at once, over all tokens; past it a new session is
+    /// refused with 503.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_sessions: usize,
+    /// Seconds without a request after which a session expires and its
+    /// commands are stopped (raised to the longest timeout plus 10 s, so a
+    /// foreground call in flight never outlives its session).
+    #[arg(long, value_name = "SECS", default_value_t = 1800)]
+    idle_timeout: u64,
+}
+
+/// A bearer token, compared in constant time.
+struct Token(Vec<u8>);
+
+impl Token {
+    /// True if `presented` is this token; the time taken depends only on
+    /// the lengths.
+    fn matches(&self, presented: &[u8]) -> bool {
+        if presented.len() != self.0.len() {
+            return false;
+        }
+        let difference = self
+            .0
+            .iter()
+            .zip(presented)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(difference) == 0
+    }
+}
+
+/// A token nobody can guess: 244 random bits (two v4 UUIDs), as hex.
+fn generate_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Where the tokens came from (what a non-loopback address requires).
+enum TokenSource {
+    File,
+    Environment,
+    Generated,
+}
+
+fn check_token(token: &str, whence: &str) -> anyhow::Result<()> {
+    if token.len() < MIN_TOKEN_LEN {
+        anyhow::bail!(
+            "the token {whence} is {} characters; at least {MIN_TOKEN_LEN} are needed (e.g. `openssl rand -hex 32`)",
+            token.len()
+        );
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        anyhow::bail!(
+            "the token {whence} has characters other than printable ASCII without spaces"
+        );
+    }
+    Ok(())
+}
+
+/// Writes `token` to a new file at `path`, readable by its owner only.
+fn write_new_token(path: &Path, token: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create the token file {}", path.display()))?;
+    writeln!(file, "{token}")
+        .with_context(|| format!("cannot write the token file {}", path.display()))
+}
+
+/// The configured tokens.
+fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
+    if let Some(path) = &args.token_file {
+        return match std::fs::metadata(path) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let token = generate_token();
+                write_new_token(path, &token)?;
+                eprintln!(
+                    "dsh-bash: generated a bearer token into {} (mode 0600)",
+                    path.display()
+                );
+                Ok((vec![Token(token.into_bytes())], TokenSource::File))
+            }
+            Err(err) => Err(err).with_context(|| format!("cannot read {}", path.display())),
+            Ok(meta) => {
+                use std::os::unix::fs::PermissionsExt as _;
+                let mode = meta.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    anyhow::bail!(
+                        "the token file {} is readable by others (mode {mode:o}); run `chmod 600 {}`",
+                        path.display(),
+                        path.display()
+                    );
+                }
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                let mut tokens = Vec::new();
+                for (n, line) in text.lines().enumerate() {
+                    let line = line.trim();
+                    if line.is_empty() || line.starts_with('#') {
+                        continue;
+                    }
+                    check_token(line, &format!("on line {} of {}", n + 1, path.display()))?;
+                    tokens.push(Token(line.as_bytes().to_vec()));
+                }
+                if tokens.is_empty() {
+                    anyhow::bail!("the token file {} holds no token", path.display());
+                }
+                Ok((tokens, TokenSource::File))
+            }
+        };
+    }
+    if let Ok(token) = std::env::var(TOKEN_ENV) {
+        let token = token.trim().to_owned();
+        check_token(&token, &format!("in ${TOKEN_ENV}"))?;
+        return Ok((vec![Token(token.into_bytes())], TokenSource::Environment));
+    }
+    let token = generate_token();
+    let dir = tempfile::Builder::new()
+        .prefix("dsh-bash-token-")
+        .tempdir()
+        .context("cannot create a private directory for the generated token")?
+        .keep();
+    let path = dir.join("token");
+    write_new_token(&path, &token)?;
+    eprintln!(
+        "dsh-bash: bearer token (generated; also in {}, mode 0600): {token}",
+        path.display()
+    );
+    Ok((vec![Token(token.into_bytes())], TokenSource::Generated))
+}
+
+/// A checked `--listen`: the address, its tokens and its policy.
+pub(crate) struct Listening {
+    address: SocketAddr,
+    tokens: Vec<Token>,
+    allowed_origins: Vec<String>,
+    allowed_hosts: Vec<String>,
+    max_sessions: usize,
+    idle: Duration,
+}
+
+impl Listening {
+    /// Checks the options and loads (or makes) the tokens.
+    pub(crate) fn prepare(
+        address: SocketAddr,
+        args: &HttpArgs,
+        max_timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        if args.max_sessions == 0 {
+            anyhow::bail!("--max-sessions must be at least 1");
+        }
+        if args.idle_timeout == 0 {
+            anyhow::bail!("--idle-timeout must be at least 1 second");
+        }
+        for origin in &args.allow_origin {
+            if !(origin.starts_with("http://") || origin.starts_with("https://"))
+                || origin.ends_with('/')
+            {
+                anyhow::bail!(
+                    "--allow-origin {origin:?} is not an origin; expected scheme://host[:port], e.g. https://app.example.com"
+                );
+            }
+        }
+        let (tokens, source) = load_tokens(args)?;
+        let loopback = address.ip().is_loopback();
+        if !loopback && matches!(source, TokenSource::Generated) {
+            anyhow::bail!(
+                "refusing to listen on {address}, which is not a loopback address, without a configured token: give --token-file FILE or ${TOKEN_ENV}"
+            );
+        }
+        let mut allowed_hosts = Vec::new();
+        if loopback || !args.allow_host.is_empty() {
+            allowed_hosts.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
+            allowed_hosts.extend(args.allow_host.iter().cloned());
+        }
+        let idle =
+            Duration::from_secs(args.idle_timeout).max(max_timeout + Duration::from_secs(10));
+        Ok(Listening {
+            address,
+            tokens,
+            allowed_origins: args.allow_origin.clone(),
+            allowed_hosts,
+            max_sessions: args.max_sessions,
+            idle,
+        })
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+type Endpoint = StreamableHttpService<BashServer, LocalSessionManager>;
+
+/// The shared executor session of one token's 2026-07-28 requests.
+struct Shared {
+    state: Arc<SessionState>,
+    used: Instant,
+}
+
+/// One token's endpoints.
+struct Door {
+    token: Token,
+    /// Sessions of protocol versions up to 2025-11-25.
+    sessions: Endpoint,
+    /// 2026-07-28 requests, which have no session.
+    stateless: Endpoint,
+    shared: Arc<Mutex<Option<Shared>>>,
+}
+
+/// What every connection's requests go through.
+struct Gate {
+    doors: Vec<Door>,
+    hub: Arc<Hub>,
+    allowed_origins: Vec<String>,
+    max_sessions: usize,
+}
+
+fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(text.into())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// The origin of a header value, normalised for comparison
+/// (`scheme://host:port`, the default port made explicit).
+fn normal_origin(origin: &str) -> String {
+    let origin = origin.trim().to_ascii_lowercase();
+    let default_port = if origin.starts_with("https://") {
+        ":443"
+    } else if origin.starts_with("http://") {
+        ":80"
+    } else {
+        return origin;
+    };
+    let host = origin.split_once("://").map_or("", |(_, rest)| rest);
+    // An IPv6 literal's colons are inside brackets.
+    let has_port = host
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+        && !host.ends_with(']');
+    if has_port {
+        origin
+    } else {
+        format!("{origin}{default_port}")
+    }
+}
+
+impl Gate {
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = normal_origin(origin);
+        self.allowed_origins
+            .iter()
+            .any(|allowed| normal_origin(allowed) == origin)
+    }
+
+    /// The door of the presented bearer token, if any. Every token is
+    /// compared, whichever matches.
+    fn door(&self, request: &Request<hyper::body::Incoming>) -> Option<&Door> {
+        let presented = request
+            .headers()
+            .get(hyper::header::AUTHORIZATION)?
+            .as_bytes();
+        let presented = presented
+            .strip_prefix(b"Bearer ")
+            .or_else(|| presented.strip_prefix(b"bearer "))?;
+        let mut found = None;
+        for door in &self.doors {
+            if door.token.matches(presented) {
+                found = Some(door);
+            }
+        }
+        found
+    }
+
+    fn too_many_sessions(&self) -> Response<Body> {
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Service Unavailable: {} sessions are open, the most this server allows (--max-sessions); close one (HTTP DELETE with its Mcp-Session-Id) or wait for an idle one to expire",
+                self.max_sessions
+            ),
+        )
+    }
+
+    async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Body> {
+        if request.uri().path() == "/healthz" {
+            return plain(StatusCode::OK, "ok\n");
+        }
+        if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            if !self.origin_allowed(origin) {
+                return plain(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Forbidden: Origin {origin:?} is not allowed (the server's --allow-origin)"
+                    ),
+                );
+            }
+        }
+        let Some(door) = self.door(&request) else {
+            let mut response = plain(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized: send the server's token as `Authorization: Bearer <token>`",
+            );
+            response.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer realm=\"dsh-bash\""),
+            );
+            return response;
+        };
+        if request.uri().path() != ENDPOINT {
+            return plain(
+                StatusCode::NOT_FOUND,
+                format!("Not Found: the MCP endpoint is {ENDPOINT}"),
+            );
+        }
+        let headers = request.headers();
+        let has_session = headers.contains_key("mcp-session-id");
+        let modern = headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= "2026-07-28");
+        if !has_session && modern {
+            if self.share(door).is_none() {
+                return self.too_many_sessions();
+            }
+            return door.stateless.handle(request).await;
+        }
+        // A POST without a session id opens one.
+        if !has_session
+            && request.method() == hyper::Method::POST
+            && self.hub.live() >= self.max_sessions
+        {
+            return self.too_many_sessions();
+        }
+        door.sessions.handle(request).await
+    }
+
+    /// The token's shared session, opened if there is none; `None` at the
+    /// cap.
+    fn share(&self, door: &Door) -> Option<Arc<SessionState>> {
+        let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(current) = shared.as_mut() {
+            current.used = Instant::now();
+            return Some(Arc::clone(&current.state));
+        }
+        if self.hub.live() >= self.max_sessions {
+            return None;
+        }
+        let state = self.hub.open();
+        *shared = Some(Shared {
+            state: Arc::clone(&state),
+            used: Instant::now(),
+        });
+        Some(state)
+    }
+
+    /// Ends every token's shared session idle for longer than `idle`.
+    fn expire(&self, idle: Duration) {
+        for door in &self.doors {
+            let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
+            if shared.as_ref().is_some_and(|s| s.used.elapsed() > idle) {
+                tracing::info!("a token's shared session expired after {idle:?} idle");
+                *shared = None;
+            }
+        }
+    }
+
+    /// Ends every shared session (shutdown).
+    fn close(&self) {
+        for door in &self.doors {
+            *door.shared.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
+    }
+}
+
+/// Serves until SIGTERM, SIGINT or SIGHUP: then stops accepting, ends every
+/// session, stops every command and returns.
+pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result<ExitCode> {
+    let listener = tokio::net::TcpListener::bind(listening.address)
+        .await
+        .with_context(|| format!("cannot listen on {}", listening.address))?;
+    let bound = listener.local_addr()?;
+    let stop = CancellationToken::new();
+    let interrupts = crate::run::cancel_on_interrupt(stop.clone());
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop.child_token())
+        .disable_allowed_origins();
+    config = if listening.allowed_hosts.is_empty() {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(listening.allowed_hosts.clone())
+    };
+    let doors = listening
+        .tokens
+        .into_iter()
+        .map(|token| {
+            let shared: Arc<Mutex<Option<Shared>>> = Arc::default();
+            let mut manager = LocalSessionManager::default();
+            manager.session_config.keep_alive = Some(listening.idle);
+            let sessions = StreamableHttpService::new(
+                {
+                    let hub = Arc::clone(&hub);
+                    move || Ok(hub.server(hub.open()))
+                },
+                Arc::new(manager),
+                config.clone(),
+            );
+            let stateless = StreamableHttpService::new(
+                {
+                    let (hub, shared) = (Arc::clone(&hub), Arc::clone(&shared));
+                    move || {
+                        let mut slot = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                        let state = match slot.as_mut() {
+                            Some(current) => {
+                                current.used = Instant::now();
+                                Arc::clone(&current.state)
+                            }
+                            // Expired between the gate and here: a new one.
+                            None => {
+                                let state = hub.open();
+                                *slot = Some(Shared {
+                                    state: Arc::clone(&state),
+                                    used: Instant::now(),
+                                });
+                                state
+                            }
+                        };
+                        Ok(hub.server(state))
+                    }
+                },
+                Arc::new(LocalSessionManager::default()),
+                config.clone().with_legacy_session_mode(false),
+            );
+            Door {
+                token,
+                sessions,
+                stateless,
+                shared,
+            }
+        })
+        .collect();
+    let gate = Arc::new(Gate {
+        doors,
+        hub: Arc::clone(&hub),
+        allowed_origins: listening.allowed_origins,
+        max_sessions: listening.max_sessions,
+    });
+    eprintln!("dsh-bash: listening on http://{bound}{ENDPOINT}");
+    let reaper = tokio::spawn({
+        let (gate, idle) = (Arc::clone(&gate), listening.idle);
+        async move {
+            let mut tick = tokio::time::interval((idle / 4).min(Duration::from_secs(30)));
+            loop {
+                tick.tick().await;
+                gate.expire(idle);
+            }
+        }
+    });
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Out of descriptors, say: the next accept may succeed.
+                tracing::warn!(%err, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let gate = Arc::clone(&gate);
+        connections.spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let gate = Arc::clone(&gate);
+                async move { Ok::<_, Infallible>(gate.handle(request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(err) = connection.await {
+                tracing::debug!(%err, "an HTTP connection ended with an error");
+            }
+        });
+        // Reap finished connections as we go.
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    interrupts.abort();
+    reaper.abort();
+    gate.close();
+    hub.executor().shutdown().await;
+    connections.abort_all();
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_exactly() {
+        let token = Token(b"0123456789abcdef".to_vec());
+        assert!(token.matches(b"0123456789abcdef"));
+        assert!(!token.matches(b"0123456789abcdeF"));
+        assert!(!token.matches(b"0123456789abcde"));
+        assert!(!token.matches(b""));
+    }
+
+    #[test]
+    fn origins_compare_with_their_default_ports() {
+        assert_eq!(
+            normal_origin("https://App.example"),
+            "https://app.example:443"
+        );
+        assert_eq!(normal_origin("http://a:8080"), "http://a:8080");
+        assert_eq!(normal_origin("http://[::1]"), "http://[::1]:80");
+        assert_eq!(normal_origin("http://[::1]:9"), "http://[::1]:9");
+        assert_eq!(normal_origin("null"), "null");
+    }
+}

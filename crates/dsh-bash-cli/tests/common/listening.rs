@@ -1,0 +1,176 @@
+//! `dsh-bash mcp --listen` started for a test: its URL, its token, and a
+//! remote executor over it that stops the server when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_bash::{
+    BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask, BashTaskId,
+    BashTaskRead, BoxFuture, ListenerHandle, NetworkPolicy, OwnerToken, SandboxMode, TaskListener,
+};
+
+/// A running HTTP server; killed when dropped.
+pub struct Listening {
+    pub child: Child,
+    pub url: String,
+    pub base: String,
+    pub token: String,
+    pub dir: tempfile::TempDir,
+    /// What the server printed on stderr after its address.
+    pub stderr: Arc<std::sync::Mutex<String>>,
+}
+
+impl Listening {
+    /// Starts `dsh-bash mcp --listen 127.0.0.1:0` with a generated token
+    /// file and `extra` arguments; waits for its address.
+    pub fn start(extra: &[&str]) -> Listening {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        Listening::with_tokens(dir, &token_file, extra)
+    }
+
+    /// Like [`Listening::start`] with the tokens in `token_file` (created
+    /// with a generated one if missing); `token` is its first.
+    pub fn with_tokens(
+        dir: tempfile::TempDir,
+        token_file: &std::path::Path,
+        extra: &[&str],
+    ) -> Listening {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
+        command
+            .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
+            .arg(token_file)
+            .args(extra)
+            .env_remove("DSH_BASH_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = String::new();
+        let url = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                panic!("the server ended before listening: {seen}");
+            };
+            seen.push_str(&line);
+            seen.push('\n');
+            if let Some(url) = line.strip_prefix("dsh-bash: listening on ") {
+                break url.trim().to_owned();
+            }
+        };
+        let stderr = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut kept = sink.lock().unwrap();
+                kept.push_str(&line);
+                kept.push('\n');
+            }
+        });
+        let token = std::fs::read_to_string(token_file)
+            .unwrap()
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .unwrap()
+            .to_owned();
+        let base = url.trim_end_matches("/mcp").to_owned();
+        Listening {
+            child,
+            url,
+            base,
+            token,
+            dir,
+            stderr,
+        }
+    }
+
+    /// SIGTERMs the server and waits (fail-safe 20 s) for it to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id() as i32;
+        // SAFETY: kill(2) with a pid this test owns and a valid signal.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not exit on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A remote executor that owns the server it talks to.
+pub struct Served {
+    pub executor: dsh_bash_remote::RemoteBashExecutor,
+    pub server: Listening,
+}
+
+impl Served {
+    /// A fresh server (with `extra` arguments) and an executor over HTTP.
+    pub async fn http(extra: &[&str]) -> Served {
+        let server = tokio::task::spawn_blocking({
+            let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            move || Listening::start(&extra.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+        .unwrap();
+        let executor = dsh_bash_remote::RemoteBashExecutor::over_http(&server.url, &server.token)
+            .await
+            .unwrap();
+        Served { executor, server }
+    }
+}
+
+impl BashExecutor for Served {
+    fn sandbox_mode(&self) -> Option<SandboxMode> {
+        self.executor.sandbox_mode()
+    }
+    fn network_policy(&self, mode: SandboxMode) -> Option<NetworkPolicy> {
+        self.executor.network_policy(mode)
+    }
+    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+        self.executor.resolve(request)
+    }
+    fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
+        self.executor.run(spec)
+    }
+    fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
+        self.executor.start(spec)
+    }
+    fn get(&self, id: &BashTaskId) -> Option<BashTask> {
+        self.executor.get(id)
+    }
+    fn owner_of(&self, id: &BashTaskId) -> Option<OwnerToken> {
+        self.executor.owner_of(id)
+    }
+    fn list(&self) -> Vec<BashTask> {
+        self.executor.list()
+    }
+    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
+        self.executor.read_output(id)
+    }
+    fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
+        self.executor.kill(id)
+    }
+    fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
+        self.executor.on_task_done(listener)
+    }
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        self.executor.shutdown()
+    }
+}

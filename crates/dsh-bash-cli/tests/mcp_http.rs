@@ -1,0 +1,430 @@
+//! `dsh-bash mcp --listen`: who may call (tokens, `Origin`, `Host`, another
+//! token's session), the caps, idle expiry and SIGTERM, spoken as raw
+//! HTTP/1.1 so the statuses are exactly what is on the wire.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::listening::Listening;
+
+/// One HTTP response: status, headers (lower-case names), body.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one request on a fresh connection and reads the answer until the
+/// server closes it or (for an event stream) the JSON-RPC answer arrived.
+fn send(server: &Listening, method: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let address = server.base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request = format!(
+        "{method} /mcp HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {address}\r\n"));
+    }
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(err) => panic!(
+                "reading the answer: {err}; so far: {}",
+                String::from_utf8_lossy(&raw)
+            ),
+        }
+        let text = String::from_utf8_lossy(&raw);
+        // An event stream stays open until the server closes it; the
+        // answer to a request is what we wait for.
+        if text.contains("text/event-stream") && text.contains("\"result\"")
+            || text.contains("\"error\"") && text.contains("\"jsonrpc\"")
+        {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// Opens a 2025-06-18 session with `token`; its id.
+fn open_session(server: &Listening, token: &str) -> String {
+    let auth = bearer(token);
+    let answer = send(
+        server,
+        "POST",
+        &[JSON, ACCEPT, ("Authorization", &auth)],
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let session = answer.header("mcp-session-id").unwrap().to_owned();
+    let answer = send(
+        server,
+        "POST",
+        &[
+            JSON,
+            ACCEPT,
+            ("Authorization", &auth),
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    session
+}
+
+/// A `tools/call` of `bash` in `session` with `token`.
+fn call_bash(
+    server: &Listening,
+    token: &str,
+    session: &str,
+    extra: &[(&str, &str)],
+    arguments: serde_json::Value,
+) -> Answer {
+    let auth = bearer(token);
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "bash", "arguments": arguments}
+    })
+    .to_string();
+    let mut headers = vec![
+        JSON,
+        ACCEPT,
+        ("Authorization", auth.as_str()),
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    headers.extend_from_slice(extra);
+    send(server, "POST", &headers, &body)
+}
+
+fn plant(marker: &Path) -> serde_json::Value {
+    serde_json::json!({"command": format!("touch {}", marker.display()), "description": "plant a marker"})
+}
+
+#[test]
+fn only_the_token_its_origin_and_its_own_sessions_get_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let (first, second) = (
+        "first-token-0123456789abcdef",
+        "second-token-0123456789abcdef",
+    );
+    std::fs::write(&tokens, format!("# two clients\n{first}\n\n{second}\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let server = Listening::with_tokens(
+        tempfile::tempdir().unwrap(),
+        &tokens,
+        &["--allow-origin", "https://ide.example"],
+    );
+    let session = open_session(&server, first);
+    let marker = dir.path().join("ran");
+
+    // No token, a wrong one, a prefix of the right one, another scheme.
+    for auth in [
+        None,
+        Some("Bearer nope".to_owned()),
+        Some(bearer(&first[..10])),
+        Some(format!("Basic {first}")),
+    ] {
+        let mut headers = vec![JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth));
+        }
+        let body = serde_json::json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bash","arguments":plant(&marker)}}).to_string();
+        let answer = send(&server, "POST", &headers, &body);
+        assert_eq!(answer.status, 401, "{auth:?}: {}", answer.body);
+        assert_eq!(
+            answer.header("www-authenticate"),
+            Some("Bearer realm=\"dsh-bash\"")
+        );
+    }
+    // The right token from a foreign page, and the allowed page on another port.
+    for origin in ["https://evil.example", "https://ide.example:8443", "null"] {
+        let answer = call_bash(
+            &server,
+            first,
+            &session,
+            &[("Origin", origin)],
+            plant(&marker),
+        );
+        assert_eq!(answer.status, 403, "{origin}: {}", answer.body);
+        assert!(answer.body.contains("Origin"), "{}", answer.body);
+    }
+    // A rebinding name in Host.
+    let answer = call_bash(
+        &server,
+        first,
+        &session,
+        &[("Host", "attacker.example")],
+        plant(&marker),
+    );
+    assert_eq!(answer.status, 403, "{}", answer.body);
+    // The other token presenting this session.
+    let answer = call_bash(&server, second, &session, &[], plant(&marker));
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    assert!(!marker.exists(), "a refused request ran its command");
+
+    // The control: the right token, the allowed origin (default port
+    // spelled out), its own session.
+    let answer = call_bash(
+        &server,
+        first,
+        &session,
+        &[("Origin", "https://ide.example:443")],
+        plant(&marker),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body.contains("\"isError\":false"), "{}", answer.body);
+    assert!(marker.exists(), "the allowed request did not run");
+
+    // The health probe needs no token and says nothing else.
+    let address = server.base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("ok\n"), "{text}");
+}
+
+#[test]
+fn sessions_and_commands_are_capped_with_a_reason() {
+    let server = Listening::start(&["--max-sessions", "1", "--max-commands", "1"]);
+    let session = open_session(&server, &server.token);
+    let answer = send(
+        &server,
+        "POST",
+        &[JSON, ACCEPT, ("Authorization", &bearer(&server.token))],
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    assert_eq!(answer.status, 503, "{}", answer.body);
+    assert!(answer.body.contains("--max-sessions"), "{}", answer.body);
+
+    let started = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": "sleep 60", "description": "hold", "run_in_background": true}),
+    );
+    assert!(
+        started.body.contains("started background task"),
+        "{}",
+        started.body
+    );
+    let refused = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": "echo second", "description": "one more"}),
+    );
+    assert!(
+        refused.body.contains("\"isError\":true"),
+        "{}",
+        refused.body
+    );
+    assert!(refused.body.contains("--max-commands"), "{}", refused.body);
+    assert!(!refused.body.contains("second\\n"), "{}", refused.body);
+}
+
+/// Reads a pid a command wrote to `file` (fail-safe 20 s).
+fn pid_in(file: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never written",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_stops_every_session_and_its_commands() {
+    let mut server = Listening::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let pids: Vec<_> = (0..2)
+        .map(|n| {
+            let session = open_session(&server, &server.token);
+            let file = dir.path().join(format!("pid-{n}"));
+            let command = format!("echo $$ > {}; exec sleep 300", file.display());
+            let answer = call_bash(
+                &server,
+                &server.token,
+                &session,
+                &[],
+                serde_json::json!({"command": command, "description": "hold", "run_in_background": true}),
+            );
+            assert!(answer.body.contains("started background task"), "{}", answer.body);
+            pid_in(&file)
+        })
+        .collect();
+    assert!(pids.iter().all(|&pid| common::alive(pid)));
+    let status = server.terminate();
+    assert!(
+        status.success(),
+        "{status:?}: {}",
+        server.stderr.lock().unwrap()
+    );
+    for pid in pids {
+        assert!(common::wait_gone(pid), "{pid} outlived the server");
+    }
+}
+
+#[test]
+fn an_idle_session_expires_and_its_commands_stop() {
+    // --idle-timeout is raised to the longest timeout plus 10 s: 11 s here.
+    let server = Listening::start(&["--max-timeout", "1000", "--idle-timeout", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let session = open_session(&server, &server.token);
+    let file = dir.path().join("pid");
+    let command = format!("echo $$ > {}; exec sleep 300", file.display());
+    let answer = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": command, "description": "hold", "run_in_background": true}),
+    );
+    assert!(
+        answer.body.contains("started background task"),
+        "{}",
+        answer.body
+    );
+    let pid = pid_in(&file);
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(60);
+    while common::alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "the idle session's command is still running"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        began.elapsed() >= Duration::from_secs(5),
+        "stopped after {:?}, before the session was idle",
+        began.elapsed()
+    );
+    // The session is gone too.
+    let answer = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": "true", "description": "x"}),
+    );
+    assert_eq!(answer.status, 404, "{}", answer.body);
+}
+
+#[test]
+fn tokens_are_checked_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let loose = dir.path().join("loose");
+    std::fs::write(&loose, "a-token-that-is-long-enough\n").unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let short = dir.path().join("short");
+    std::fs::write(&short, "short\n").unwrap();
+    std::fs::set_permissions(&short, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let cases: [(&[&str], Option<&str>, &str); 4] = [
+        (
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                loose.to_str().unwrap(),
+            ],
+            None,
+            "chmod 600",
+        ),
+        (
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                short.to_str().unwrap(),
+            ],
+            None,
+            "at least 16",
+        ),
+        (&["--listen", "0.0.0.0:0"], None, "not a loopback address"),
+        (
+            &["--listen", "127.0.0.1:0"],
+            Some("tiny"),
+            "DSH_BASH_TOKEN is 4 characters",
+        ),
+    ];
+    for (args, env, expected) in cases {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
+        command.arg("mcp").args(args).env_remove("DSH_BASH_TOKEN");
+        if let Some(token) = env {
+            command.env("DSH_BASH_TOKEN", token);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,301 @@
+//! The connection to a `dsh-bash mcp` server and the executor calls over
+//! it: `tools/call` with the `io.dsh-bash/executor` `_meta` entry, answered
+//! with a [`Reply`].
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use dsh_bash::wire::{ExecExtras, Reply, ServerFacts, META_KEY};
+use dsh_bash::BashError;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams,
+    ProtocolVersion, RequestMetaObject,
+};
+use rmcp::service::{ClientLifecycleMode, Peer, RoleClient, RunningService};
+use serde_json::Value;
+use tokio::io::AsyncReadExt as _;
+
+/// Why a remote executor could not connect.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The command that should speak MCP on its stdio (ssh, kubectl…)
+    /// could not be started.
+    #[error("cannot start {program}: {cause}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// What the OS said.
+        #[source]
+        cause: std::io::Error,
+    },
+    /// The MCP handshake failed: the server is unreachable, refused the
+    /// token, or is not an MCP server.
+    #[error("cannot reach a dsh-bash server at {target}: {message}{}", stderr_suffix(.stderr))]
+    Handshake {
+        /// The URL or command.
+        target: String,
+        /// What failed.
+        message: String,
+        /// The end of the command's stderr (for ssh: why it failed).
+        stderr: String,
+    },
+    /// The server speaks MCP but is not a `dsh-bash` server (it does not
+    /// announce the `io.dsh-bash/executor` extension).
+    #[error("{target} is an MCP server but not a dsh-bash one (no {META_KEY} extension); run `dsh-bash mcp` there")]
+    NotDshBash {
+        /// The URL or command.
+        target: String,
+    },
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ends with: {}", stderr.trim())
+    }
+}
+
+/// How many bytes of a command's stderr are kept for error messages.
+const STDERR_TAIL: usize = 4096;
+
+/// The end of a child's stderr, kept for error messages.
+#[derive(Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<Vec<u8>>>);
+
+impl StderrTail {
+    fn collect(&self, mut stderr: tokio::process::ChildStderr) {
+        let tail = self.clone();
+        tokio::spawn(async move {
+            let mut chunk = [0u8; 1024];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                let mut kept = tail.0.lock().unwrap_or_else(PoisonError::into_inner);
+                kept.extend_from_slice(&chunk[..n]);
+                let excess = kept.len().saturating_sub(STDERR_TAIL);
+                kept.drain(..excess);
+            }
+        });
+    }
+
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+    }
+}
+
+/// One live connection.
+pub(crate) struct Link {
+    peer: Peer<RoleClient>,
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, InitializeRequestParams>>>,
+    child: tokio::sync::Mutex<Option<tokio::process::Child>>,
+    stderr: StderrTail,
+    pub(crate) facts: ServerFacts,
+    /// The URL or command, for messages.
+    pub(crate) target: String,
+}
+
+fn client_info() -> InitializeRequestParams {
+    InitializeRequestParams::new(
+        ClientCapabilities::default(),
+        Implementation::new("dsh-bash-remote", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+/// The 2026-07-28 lifecycle (`server/discover`, no session): over HTTP
+/// the token's executor session outlives any one connection.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+impl Link {
+    /// Connects over Streamable HTTP.
+    pub(crate) async fn http(url: &str, token: &str) -> Result<Link, ConnectError> {
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        use rmcp::transport::StreamableHttpClientTransport;
+        let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let service =
+            rmcp::service::serve_client_with_lifecycle(client_info(), transport, lifecycle())
+                .await
+                .map_err(|err| ConnectError::Handshake {
+                    target: url.to_owned(),
+                    message: err.to_string(),
+                    stderr: String::new(),
+                })?;
+        Link::established(service, None, StderrTail::default(), url.to_owned())
+    }
+
+    /// Connects over the stdio of `command`, which must run `dsh-bash mcp`
+    /// (possibly on another machine: `ssh host dsh-bash mcp`).
+    pub(crate) async fn command(
+        mut command: tokio::process::Command,
+    ) -> Result<Link, ConnectError> {
+        let program = command
+            .as_std()
+            .get_program()
+            .to_string_lossy()
+            .into_owned();
+        let target = std::iter::once(program.clone())
+            .chain(
+                command
+                    .as_std()
+                    .get_args()
+                    .map(|a| a.to_string_lossy().into_owned()),
+            )
+            .collect::<Vec<_>>()
+            .join(" ");
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .map_err(|cause| ConnectError::Spawn { program, cause })?;
+        let stderr = StderrTail::default();
+        if let Some(err) = child.stderr.take() {
+            stderr.collect(err);
+        }
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(ConnectError::Handshake {
+                target,
+                message: "its stdin and stdout could not be piped".into(),
+                stderr: String::new(),
+            });
+        };
+        let service = match rmcp::service::serve_client_with_lifecycle(
+            client_info(),
+            (stdout, stdin),
+            lifecycle(),
+        )
+        .await
+        {
+            Ok(service) => service,
+            Err(err) => {
+                // Let the child finish saying why (ssh's "Permission denied").
+                let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+                return Err(ConnectError::Handshake {
+                    target,
+                    message: err.to_string(),
+                    stderr: stderr.text(),
+                });
+            }
+        };
+        Link::established(service, Some(child), stderr, target)
+    }
+
+    fn established(
+        service: RunningService<RoleClient, InitializeRequestParams>,
+        child: Option<tokio::process::Child>,
+        stderr: StderrTail,
+        target: String,
+    ) -> Result<Link, ConnectError> {
+        let peer = service.peer().clone();
+        let facts = peer
+            .peer_info()
+            .and_then(|info| info.capabilities.extensions.clone())
+            .and_then(|extensions| extensions.get(META_KEY).cloned())
+            .and_then(|facts| serde_json::from_value::<ServerFacts>(Value::Object(facts)).ok());
+        let Some(facts) = facts else {
+            return Err(ConnectError::NotDshBash { target });
+        };
+        Ok(Link {
+            peer,
+            service: tokio::sync::Mutex::new(Some(service)),
+            child: tokio::sync::Mutex::new(child),
+            stderr,
+            facts,
+            target,
+        })
+    }
+
+    /// The connection is gone for good (the child exited, the transport
+    /// closed).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    fn unreachable(&self, what: impl std::fmt::Display) -> BashError {
+        BashError::Unreachable {
+            message: format!(
+                "{}: {what}{}",
+                self.target,
+                stderr_suffix(&self.stderr.text())
+            ),
+        }
+    }
+
+    /// One executor call; `patience` bounds the wait for the answer.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        extras: &ExecExtras,
+        patience: Duration,
+    ) -> Result<Reply, BashError> {
+        let Value::Object(arguments) = arguments else {
+            return Err(BashError::Remote {
+                code: "INVALID_ARGUMENTS".into(),
+                message: "the arguments of an executor call are an object".into(),
+            });
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let mut meta = RequestMetaObject::new();
+        meta.0 .0.insert(
+            META_KEY.to_owned(),
+            serde_json::to_value(extras).unwrap_or(Value::Null),
+        );
+        params.meta = Some(meta);
+        // Dropping this future (cancellation, shutdown) cancels the request
+        // at the server, which stops the command.
+        let answer = tokio::time::timeout(patience, self.peer.call_tool(params)).await;
+        let result = match answer {
+            Err(_) => {
+                return Err(self.unreachable(format_args!(
+                    "no answer within {patience:?}; the connection may be down"
+                )))
+            }
+            Ok(Err(err)) => return Err(self.unreachable(err)),
+            Ok(Ok(result)) => result,
+        };
+        let reply = result
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0.get(META_KEY))
+            .and_then(|reply| serde_json::from_value::<Reply>(reply.clone()).ok());
+        reply.ok_or_else(|| {
+            let text = result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            BashError::Remote {
+                code: "REMOTE".into(),
+                message: format!("the server did not answer as a dsh-bash executor: {text}"),
+            }
+        })
+    }
+
+    /// Closes the connection; a command child gets a moment to exit on its
+    /// own (its server stops what it runs when stdin closes), then is
+    /// killed.
+    pub(crate) async fn close(&self) {
+        if let Some(service) = self.service.lock().await.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), service.cancel()).await;
+        }
+        if let Some(mut child) = self.child.lock().await.take() {
+            if tokio::time::timeout(Duration::from_secs(5), child.wait())
+                .await
+                .is_err()
+            {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
