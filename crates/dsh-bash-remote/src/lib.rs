@@ -189,6 +189,44 @@ impl RemoteBashExecutor {
         }
     }
 
+    /// Takes over a background task that this token's session started
+    /// through an earlier connection (a client that reconnected to an HTTP
+    /// server): from now on its output and state are pulled here, and
+    /// `owner` is what [`BashExecutor::owner_of`] reports for it. Fails
+    /// with the server's error for a task it does not know or that belongs
+    /// to another token's session. Over a command's stdio there is nothing
+    /// to take over: that server ended with its connection.
+    pub async fn adopt(
+        &self,
+        id: &BashTaskId,
+        owner: Option<OwnerToken>,
+    ) -> Result<BashTask, BashError> {
+        let inner = &self.inner;
+        if inner.shut.load(Ordering::Acquire) {
+            return Err(BashError::ShutDown);
+        }
+        if let Some(mirror) = inner.mirror(id) {
+            return Ok(mirror.snapshot());
+        }
+        let (mirror, task) = Mirror::new(id.clone(), owner, &inner.config);
+        let mirror = Arc::new(mirror);
+        mirror::pull(inner, &mirror).await?;
+        inner
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&mirror));
+        inner
+            .by_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), Arc::clone(&mirror));
+        if !mirror.is_settled() {
+            mirror::spawn_poller(Arc::clone(inner), mirror);
+        }
+        Ok(task.refresh())
+    }
+
     /// What the server said about itself when connecting.
     pub fn server(&self) -> &ServerFacts {
         &self.inner.link.facts

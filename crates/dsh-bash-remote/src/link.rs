@@ -40,6 +40,12 @@ pub enum ConnectError {
         /// The end of the command's stderr (for ssh: why it failed).
         stderr: String,
     },
+    /// The server refused the bearer token (HTTP 401).
+    #[error("the dsh-bash server at {target} refused the token (401 Unauthorized); give the token the server was started with (its --token-file, or $DSH_BASH_TOKEN)")]
+    Unauthorized {
+        /// The URL.
+        target: String,
+    },
     /// The server speaks MCP but is not a `dsh-bash` server (it does not
     /// announce the `io.dsh-bash/executor` extension).
     #[error("{target} is an MCP server but not a dsh-bash one (no {META_KEY} extension); run `dsh-bash mcp` there")]
@@ -122,10 +128,18 @@ impl Link {
         let service =
             rmcp::service::serve_client_with_lifecycle(client_info(), transport, lifecycle())
                 .await
-                .map_err(|err| ConnectError::Handshake {
-                    target: url.to_owned(),
-                    message: err.to_string(),
-                    stderr: String::new(),
+                .map_err(|err| {
+                    if err.is_authorization_required() {
+                        ConnectError::Unauthorized {
+                            target: url.to_owned(),
+                        }
+                    } else {
+                        ConnectError::Handshake {
+                            target: url.to_owned(),
+                            message: err.to_string(),
+                            stderr: String::new(),
+                        }
+                    }
                 })?;
         Link::established(service, None, StderrTail::default(), url.to_owned())
     }

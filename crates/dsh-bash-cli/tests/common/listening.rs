@@ -114,10 +114,11 @@ impl Drop for Listening {
     }
 }
 
-/// A remote executor that owns the server it talks to.
-pub struct Served {
+/// A remote executor that owns the server it talks to (an HTTP server, or
+/// what its connection needs, e.g. an sshd), stopped when dropped.
+pub struct Served<S = Listening> {
     pub executor: dsh_bash_remote::RemoteBashExecutor,
-    pub server: Listening,
+    pub server: S,
 }
 
 impl Served {
@@ -136,7 +137,7 @@ impl Served {
     }
 }
 
-impl BashExecutor for Served {
+impl<S: Send + Sync> BashExecutor for Served<S> {
     fn sandbox_mode(&self) -> Option<SandboxMode> {
         self.executor.sandbox_mode()
     }

@@ -1,0 +1,376 @@
+//! What `RemoteBashExecutor` promises beyond the conformance suite: a
+//! cancelled or abandoned call stops the command on the server, a lost
+//! connection is an error and never a hang, tasks survive a reconnect over
+//! HTTP and stay their token's, the server's sandbox is a ceiling, and the
+//! server's own token never reaches a command.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dsh_bash::{BashError, BashExecRequest, BashExecutor, SandboxMode, TaskStatus};
+use dsh_bash_remote::RemoteBashExecutor;
+use tokio_util::sync::CancellationToken;
+
+use common::listening::{Listening, Served};
+
+/// A fail-safe bound on waits that should end in a second or two.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Waits for a pid a command wrote to `file`.
+async fn pid_in(file: &Path) -> i32 {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never written",
+            file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn gone(pid: i32) -> bool {
+    tokio::task::spawn_blocking(move || common::wait_gone(pid))
+        .await
+        .unwrap()
+}
+
+/// `dsh-bash mcp` on the stdio of a bash that writes its pid to `file`.
+async fn over_stdio(file: &Path) -> RemoteBashExecutor {
+    let mut command = tokio::process::Command::new("bash");
+    command.args([
+        "-c",
+        &format!("echo $$ > {}; exec \"$0\" mcp", file.display()),
+        env!("CARGO_BIN_EXE_dsh-bash"),
+    ]);
+    RemoteBashExecutor::over_stdio(command).await.unwrap()
+}
+
+/// Cancels a foreground `sleep` and checks the process on the server went.
+async fn cancellation_reaches_the_server(executor: &dyn BashExecutor, dir: &Path) {
+    let file = dir.join("sleeper");
+    let cancel = CancellationToken::new();
+    let mut request = BashExecRequest::new(format!("echo $$ > {}; exec sleep 300", file.display()));
+    request.cancel = Some(cancel.clone());
+    let spec = executor.resolve(request).unwrap();
+    let run = executor.run(spec);
+    let watcher = async {
+        let pid = pid_in(&file).await;
+        cancel.cancel();
+        pid
+    };
+    let (result, pid) = tokio::join!(run, watcher);
+    assert!(result.unwrap().aborted);
+    assert!(
+        gone(pid).await,
+        "the cancelled command still runs on the server"
+    );
+
+    // Dropping the run's future is a cancellation too.
+    let file = dir.join("dropped");
+    let spec = executor
+        .resolve(BashExecRequest::new(format!(
+            "echo $$ > {}; exec sleep 300",
+            file.display()
+        )))
+        .unwrap();
+    let run = executor.run(spec);
+    tokio::select! {
+        _ = run => panic!("the sleep finished"),
+        pid = pid_in(&file) => assert!(gone(pid).await, "the abandoned command still runs on the server"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_stops_the_command_on_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::http(&[]).await;
+    cancellation_reaches_the_server(&served, dir.path()).await;
+    served.shutdown().await;
+
+    let executor = over_stdio(&dir.path().join("server")).await;
+    cancellation_reaches_the_server(&executor, dir.path()).await;
+    executor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_stdio_connection_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let server_pid = dir.path().join("server");
+    let executor = over_stdio(&server_pid).await;
+    let settled = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&settled);
+    let _listening = executor.on_task_done(Arc::new(move |task| {
+        record.lock().unwrap().push(task.status);
+    }));
+    let task = executor
+        .start(executor.resolve(BashExecRequest::new("sleep 300")).unwrap())
+        .await
+        .unwrap();
+    let spec = executor
+        .resolve(BashExecRequest::new("echo started; sleep 300"))
+        .unwrap();
+    let run = executor.run(spec);
+    let killer = async {
+        let pid = pid_in(&server_pid).await;
+        // Give the run a moment to be in flight, then pull the plug.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // SAFETY: kill(2) on the server process this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    };
+    let began = Instant::now();
+    let (result, ()) = tokio::join!(tokio::time::timeout(PATIENCE, run), killer);
+    let result = result.expect("the run hung on a dead connection");
+    assert!(
+        matches!(result, Err(BashError::Unreachable { .. })),
+        "{result:?}"
+    );
+    assert!(began.elapsed() < PATIENCE);
+    let settled_task = tokio::time::timeout(PATIENCE, task.settled())
+        .await
+        .expect("the task never settled after the connection died");
+    assert_eq!(settled_task.status, TaskStatus::Killed);
+    let read = executor.read_output(&task.id).unwrap();
+    assert!(
+        read.stderr.contains("connection to the server was lost"),
+        "{read:?}"
+    );
+    // Announced once (the announcement follows the settle).
+    let deadline = Instant::now() + PATIENCE;
+    while settled.lock().unwrap().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the lost task was never announced"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*settled.lock().unwrap(), vec![TaskStatus::Killed]);
+    // Later calls fail at once, clearly.
+    let later = executor
+        .run(executor.resolve(BashExecRequest::new("true")).unwrap())
+        .await;
+    assert!(
+        matches!(later, Err(BashError::Unreachable { .. })),
+        "{later:?}"
+    );
+    executor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_http_server_is_an_error_not_a_hang() {
+    let mut served = Served::http(&[]).await;
+    let spec = served.resolve(BashExecRequest::new("sleep 300")).unwrap();
+    let run = served.executor.run(spec);
+    let pid = served.server.child.id() as i32;
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // SAFETY: kill(2) on the server process this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    };
+    let (result, ()) = tokio::join!(tokio::time::timeout(PATIENCE, run), killer);
+    let result = result.expect("the run hung on a dead server");
+    assert!(
+        matches!(result, Err(BashError::Unreachable { .. })),
+        "{result:?}"
+    );
+    let _ = served.server.child.wait();
+    let later = served
+        .executor
+        .run(
+            served
+                .executor
+                .resolve(BashExecRequest::new("true"))
+                .unwrap(),
+        )
+        .await;
+    assert!(
+        matches!(later, Err(BashError::Unreachable { .. })),
+        "{later:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_tasks_survive_a_reconnect_and_stay_their_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "token-of-alice-0123456789\ntoken-of-bob-0123456789\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let server = tokio::task::spawn_blocking({
+        let tokens = tokens.clone();
+        move || Listening::with_tokens(tempfile::tempdir().unwrap(), &tokens, &[])
+    })
+    .await
+    .unwrap();
+    let first = RemoteBashExecutor::over_http(&server.url, "token-of-alice-0123456789")
+        .await
+        .unwrap();
+    let task = first
+        .start(
+            first
+                .resolve(BashExecRequest::new(
+                    "echo before; read line; echo after: $line; sleep 300",
+                ))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    // The client goes away without shutting down (a crash, a restart).
+    drop(first);
+
+    let second = RemoteBashExecutor::over_http(&server.url, "token-of-alice-0123456789")
+        .await
+        .unwrap();
+    let adopted = second.adopt(&task.id, None).await.unwrap();
+    assert_eq!(adopted.status, TaskStatus::Running);
+    let deadline = Instant::now() + PATIENCE;
+    let mut seen = String::new();
+    while !seen.contains("before") {
+        assert!(Instant::now() < deadline, "never read: {seen:?}");
+        seen.push_str(&second.read_output(&task.id).unwrap().delta);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let other = RemoteBashExecutor::over_http(&server.url, "token-of-bob-0123456789")
+        .await
+        .unwrap();
+    let refused = other.adopt(&task.id, None).await;
+    assert!(
+        matches!(&refused, Err(BashError::Remote { code, .. }) if code == "NOT_OWNER"),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        other.kill(&task.id).await,
+        Err(BashError::UnknownTask { .. })
+    ));
+    assert_eq!(second.get(&task.id).unwrap().status, TaskStatus::Running);
+
+    assert!(second.kill(&task.id).await.unwrap());
+    assert_eq!(second.get(&task.id).unwrap().status, TaskStatus::Killed);
+    other.shutdown().await;
+    second.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_sandbox_is_a_ceiling() {
+    // A server that does not confine cannot run a command confined: it
+    // says so instead of running it open.
+    let served = Served::http(&[]).await;
+    assert_eq!(served.sandbox_mode(), None);
+    let mut request = BashExecRequest::new("touch should-not-exist");
+    request.sandbox_mode = Some(SandboxMode::ReadOnly);
+    let refused = served.run(served.resolve(request).unwrap()).await;
+    assert!(
+        matches!(&refused, Err(BashError::Remote { code, .. }) if code == "SANDBOX_UNAVAILABLE"),
+        "{refused:?}"
+    );
+    served.shutdown().await;
+
+    // A confining one refuses anything wider than its mode.
+    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        .args(["run", "--sandbox", "read-only", "--", "true"])
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        common::confined::skip(&format!(
+            "the sandbox ceiling over HTTP: no sandbox backend here ({})",
+            String::from_utf8_lossy(&probe.stderr).trim()
+        ));
+        return;
+    }
+    let served = Served::http(&["--sandbox", "read-only"]).await;
+    assert_eq!(served.sandbox_mode(), Some(SandboxMode::ReadOnly));
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess] {
+        let mut request = BashExecRequest::new("true");
+        request.sandbox_mode = Some(mode);
+        let refused = served.run(served.resolve(request).unwrap()).await;
+        assert!(
+            matches!(&refused, Err(BashError::Remote { code, .. }) if code == "ESCALATION"),
+            "{mode}: {refused:?}"
+        );
+    }
+    let ran = served
+        .run(
+            served
+                .resolve(BashExecRequest::new("echo confined"))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ran.stdout.text, "confined\n");
+    let sandbox = ran.sandbox.expect("no sandbox facts");
+    assert_eq!(sandbox.mode, SandboxMode::ReadOnly);
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_token_never_reaches_a_command() {
+    let token = "environment-token-0123456789abcdef";
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
+    command
+        .args(["mcp", "--listen", "127.0.0.1:0"])
+        .env("DSH_BASH_TOKEN", token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        loop {
+            let line = lines.next().unwrap().unwrap();
+            if let Some(url) = line.strip_prefix("dsh-bash: listening on ") {
+                return url.to_owned();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let executor = RemoteBashExecutor::over_http(&url, token).await.unwrap();
+    let result = executor
+        .run(
+            executor
+                .resolve(BashExecRequest::new(
+                    "env; cat /proc/self/environ | tr '\\0' '\\n'",
+                ))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(result.stdout.text.contains("PATH="), "{result:?}");
+    assert!(
+        !result.stdout.text.contains(token),
+        "the token leaked: {}",
+        result.stdout.text
+    );
+    executor.shutdown().await;
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // A wrong token cannot connect, and says why.
+    let server = tokio::task::spawn_blocking(|| Listening::start(&[]))
+        .await
+        .unwrap();
+    let refused = RemoteBashExecutor::over_http(&server.url, "not-the-token-0123456789")
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("401")
+            || refused.to_string().to_lowercase().contains("unauthorized"),
+        "{refused}"
+    );
+}
