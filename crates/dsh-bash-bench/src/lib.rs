@@ -28,6 +28,7 @@
 
 mod mcp_client;
 mod measure;
+mod remote;
 mod scenarios;
 
 pub use measure::{table, Row};

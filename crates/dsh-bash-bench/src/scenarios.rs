@@ -631,7 +631,7 @@ async fn mcp_round_trip(options: &Options) -> Option<Row> {
 /// Runs every scenario and returns the table rows.
 pub async fn run_all(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
-    eprintln!("1/7 per-command overhead");
+    eprintln!("1/8 per-command overhead");
     rows.push(overhead(options, "1a run `true`", "true").await);
     rows.push(
         overhead_with(
@@ -651,17 +651,22 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
         )
         .await,
     );
-    eprintln!("2/7 output throughput");
+    eprintln!("2/8 output throughput");
     rows.extend(throughput(options).await);
-    eprintln!("3/7 both streams at once");
+    eprintln!("3/8 both streams at once");
     rows.push(both_streams(options).await);
-    eprintln!("4/7 concurrency");
+    eprintln!("4/8 concurrency");
     rows.extend(concurrency(options).await);
-    eprintln!("5/7 kill latency");
+    eprintln!("5/8 kill latency");
     rows.extend(kill_latency(options).await);
-    eprintln!("6/7 sandbox overhead");
+    eprintln!("6/8 sandbox overhead");
     rows.extend(sandbox_overhead(options).await);
-    eprintln!("7/7 MCP round trip");
+    eprintln!("7/8 MCP round trip");
     rows.extend(mcp_round_trip(options).await);
+    eprintln!("8/8 remote executor latency");
+    if let Ok(direct) = LocalBashExecutor::new(local(options)) {
+        rows.extend(crate::remote::remote_latency(options, &direct).await);
+        direct.shutdown().await;
+    }
     rows
 }

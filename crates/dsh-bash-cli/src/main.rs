@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--network off|on] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--json] -- <command>
-//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|on] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N]
+//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|on] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N] [--max-commands N]
+//!              [--listen ADDR [--token-file F] [--allow-origin O] [--allow-host H] [--max-sessions N] [--idle-timeout SECS]]
 //! ```
 //!
 //! The benchmark suite is its own binary: `cargo run --release -p
@@ -40,7 +41,8 @@ enum Command {
     /// signal n, 124 when it timed out, 125 when it could not run.
     Run(run::RunArgs),
     /// Serve the bash, bash_output and bash_kill tools over the Model
-    /// Context Protocol on stdin/stdout (one connection = one session).
+    /// Context Protocol on stdin/stdout (one connection = one session), or
+    /// over Streamable HTTP with --listen.
     Mcp(mcp::McpArgs),
 }
 

@@ -412,7 +412,14 @@ impl Gate {
         {
             return self.too_many_sessions();
         }
-        door.sessions.handle(request).await
+        let closing = request.method() == hyper::Method::DELETE;
+        let mut response = door.sessions.handle(request).await;
+        // A session closed by DELETE: 200, which every client takes as
+        // done (the Python SDK warns about rmcp's 202).
+        if closing && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
+        response
     }
 
     /// The token's shared session, opened if there is none; `None` at the

@@ -1,6 +1,11 @@
-//! `dsh-bash mcp`: the tools over the Model Context Protocol on stdio.
+//! `dsh-bash mcp`: the tools over the Model Context Protocol, on stdio or
+//! (`--listen`, see [`http`]) over Streamable HTTP.
 //!
-//! One connection is one session (its own owner token and cwd). Every
+//! On stdio one connection is one session (its own owner token and cwd).
+//! A session may run at most `--max-commands` commands at once. Calls
+//! marked as executor calls (`_meta["io.dsh-bash/executor"]`, from
+//! `dsh-bash-remote`) are answered with the executor's exact facts (see
+//! [`exec`]). Every
 //! protocol version `rmcp` knows is negotiated, from 2024-11-05 to
 //! 2026-07-28 (with `initialize` or `server/discover`), and what differs
 //! between them is chosen per call:

@@ -1,0 +1,261 @@
+//! `deploy/`: the Containerfile and the Kubernetes example cannot be built
+//! or applied here, so they are parsed (the Containerfile's instructions by
+//! hand, the YAML by PyYAML) and checked for what they promise — a build
+//! stage and an unprivileged runtime stage, a token from a Secret, a
+//! readiness probe on the port the server listens on — and the server is
+//! started with their very arguments.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn deploy(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .join(file)
+}
+
+/// The Containerfile's instructions: (keyword, arguments), continuation
+/// lines joined, comments dropped.
+fn instructions(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if current.is_empty() && (trimmed.is_empty() || trimmed.starts_with('#')) {
+            continue;
+        }
+        if let Some(body) = trimmed.strip_suffix('\\') {
+            current.push_str(body);
+            current.push(' ');
+            continue;
+        }
+        current.push_str(trimmed);
+        let (keyword, rest) = current.split_once(char::is_whitespace).unwrap();
+        out.push((keyword.to_owned(), rest.trim().to_owned()));
+        current.clear();
+    }
+    assert!(current.is_empty(), "a continuation runs off the end");
+    out
+}
+
+/// Starts the server with `args` (the listen address and workdir made
+/// local), checks it listens and answers its health probe.
+fn starts_with(args: &[String]) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = args.to_vec();
+    for (flag, value) in [
+        ("--listen", "127.0.0.1:0".to_owned()),
+        ("--workdir", dir.path().display().to_string()),
+    ] {
+        let at = args.iter().position(|a| a == flag).unwrap();
+        args[at + 1] = value;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        .args(&args)
+        .env("DSH_BASH_TOKEN", "a-token-from-the-secret-0123456789")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    let text = loop {
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        if text.contains("/mcp\n") {
+            break text;
+        }
+        if stderr.read(&mut byte).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("the server did not start with {args:?}: {text}");
+        }
+        seen.push(byte[0]);
+    };
+    let address = text
+        .split("listening on http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        stream,
+        "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn the_containerfile_builds_in_one_stage_and_runs_unprivileged_in_another() {
+    let text = std::fs::read_to_string(deploy("Containerfile")).unwrap();
+    let steps = instructions(&text);
+    const KNOWN: [&str; 18] = [
+        "FROM",
+        "RUN",
+        "CMD",
+        "LABEL",
+        "EXPOSE",
+        "ENV",
+        "ADD",
+        "COPY",
+        "ENTRYPOINT",
+        "VOLUME",
+        "USER",
+        "WORKDIR",
+        "ARG",
+        "ONBUILD",
+        "STOPSIGNAL",
+        "HEALTHCHECK",
+        "SHELL",
+        "MAINTAINER",
+    ];
+    for (keyword, _) in &steps {
+        assert!(
+            KNOWN.contains(&keyword.as_str()),
+            "unknown instruction {keyword}"
+        );
+    }
+    let stages: Vec<usize> = steps
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, _))| k == "FROM")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(stages.len(), 2, "a build stage and a runtime stage");
+    assert_eq!(stages[0], 0, "it starts with FROM");
+    assert!(steps[0].1.ends_with(" AS build"), "{:?}", steps[0]);
+    let build = &steps[stages[0]..stages[1]];
+    assert!(build
+        .iter()
+        .any(|(k, a)| k == "RUN" && a.contains("cargo build --release --locked -p dsh-bash-cli")));
+    let runtime = &steps[stages[1]..];
+    let installs = runtime
+        .iter()
+        .find(|(k, a)| k == "RUN" && a.contains("apt-get install"))
+        .map(|(_, a)| a.as_str())
+        .unwrap();
+    for package in ["bash", "bubblewrap"] {
+        assert!(
+            installs.split_whitespace().any(|w| w == package),
+            "{package} is not installed"
+        );
+    }
+    assert!(runtime.iter().any(|(k, a)| k == "COPY"
+        && a.starts_with("--from=build ")
+        && a.contains("target/release/dsh-bash")));
+    let user = runtime
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "USER")
+        .map(|(_, a)| a)
+        .unwrap();
+    let uid = user.split(':').next().unwrap();
+    assert!(uid != "root" && uid != "0", "runs as {user}");
+    let exec_form = |keyword: &str| -> Vec<String> {
+        let (_, args) = runtime.iter().rev().find(|(k, _)| k == keyword).unwrap();
+        serde_json::from_str(args).unwrap_or_else(|e| panic!("{keyword} is not exec form: {e}"))
+    };
+    let entrypoint = exec_form("ENTRYPOINT");
+    let cmd = exec_form("CMD");
+    assert!(entrypoint[0].ends_with("/dsh-bash"), "{entrypoint:?}");
+    let args: Vec<String> = entrypoint[1..].iter().chain(&cmd).cloned().collect();
+    let listen = &args[args.iter().position(|a| a == "--listen").unwrap() + 1];
+    let port = listen.rsplit(':').next().unwrap();
+    let exposed = runtime
+        .iter()
+        .find(|(k, _)| k == "EXPOSE")
+        .map(|(_, a)| a.as_str());
+    assert_eq!(exposed, Some(port), "EXPOSE and --listen disagree");
+    starts_with(&args);
+}
+
+/// The YAML documents as JSON, through PyYAML.
+fn yaml_documents(path: &Path) -> Option<Vec<Value>> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+        ])
+        .arg(path)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(serde_json::from_slice(&out.stdout).unwrap()),
+        other => {
+            let why = format!("cannot parse YAML with python3 and PyYAML: {other:?}");
+            assert!(
+                std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_err(),
+                "{why} (DSH_TEST_REQUIRE_MCP_CLIENT is set)"
+            );
+            eprintln!("SKIP the Kubernetes example: {why}");
+            None
+        }
+    }
+}
+
+#[test]
+fn the_kubernetes_example_takes_its_token_from_a_secret_and_probes_the_server() {
+    let Some(documents) = yaml_documents(&deploy("kubernetes.yaml")) else {
+        return;
+    };
+    let kinds: Vec<&str> = documents
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["Deployment", "Service"]);
+    let deployment = &documents[0];
+    assert_eq!(deployment["apiVersion"], "apps/v1");
+    assert_eq!(
+        deployment["spec"]["replicas"], 1,
+        "sessions live in one server's memory"
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["template"]["metadata"]["labels"]
+    );
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let container = &pod["containers"][0];
+    let args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
+    let env = container["env"].as_array().unwrap();
+    let token = env.iter().find(|e| e["name"] == "DSH_BASH_TOKEN").unwrap();
+    assert!(
+        token["valueFrom"]["secretKeyRef"]["name"].is_string(),
+        "{token}"
+    );
+    assert!(
+        token.get("value").is_none(),
+        "the token is written in the manifest"
+    );
+    let port = &container["ports"][0];
+    let listen = &args[args.iter().position(|a| a == "--listen").unwrap() + 1];
+    assert_eq!(
+        listen.rsplit(':').next().unwrap(),
+        port["containerPort"].to_string()
+    );
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let probe = &container[probe]["httpGet"];
+        assert_eq!(probe["path"], "/healthz");
+        assert_eq!(probe["port"], port["name"]);
+    }
+    let service = &documents[1];
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], port["name"]);
+    let mut argv = vec!["mcp".to_owned()];
+    argv.extend(args);
+    starts_with(&argv);
+}
