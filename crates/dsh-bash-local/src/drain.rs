@@ -101,10 +101,10 @@ impl SpillWriter {
 }
 
 /// One turn of the reader: a read (and whether it went straight into the
-/// spill batch), or the command ended and the reader must stop.
+/// spill batch), or the linger is over and the reader gives up on EOF.
 enum Step {
     Read(io::Result<usize>, bool),
-    Stop,
+    LingerOver,
 }
 
 /// What a stream's reader needs besides the pipe.
@@ -117,13 +117,14 @@ pub(crate) struct Drain {
     /// Bytes of this stream's spill file already counted as running in the
     /// spill directory's budget.
     pub(crate) counted: std::sync::atomic::AtomicU64,
-    /// Fires when the command has ended and the reader should stop waiting
-    /// for an EOF that a leftover process may withhold.
-    pub(crate) stop: CancellationToken,
+    /// Fires when the command has ended and lingered long enough: the
+    /// reader no longer waits for an EOF a leftover process may withhold.
+    pub(crate) linger_over: CancellationToken,
 }
 
 impl Drain {
-    /// Reads the pipe until EOF (or `stop`), feeding the stream and its spill file.
+    /// Reads the pipe until EOF (or `linger_over`), feeding the stream and its
+    /// spill file.
     pub(crate) async fn run(self, mut pipe: pipe::Receiver) {
         // Small to start (most commands print little; a thousand idle tasks
         // must stay cheap), growing while reads fill it.
@@ -136,17 +137,17 @@ impl Drain {
                 Some(active) => tokio::select! {
                     biased;
                     read = pipe.read_buf(&mut active.pending) => Step::Read(read, true),
-                    () = self.stop.cancelled() => Step::Stop,
+                    () = self.linger_over.cancelled() => Step::LingerOver,
                 },
                 None => tokio::select! {
                     biased;
                     read = pipe.read(&mut buf) => Step::Read(read, false),
-                    () = self.stop.cancelled() => Step::Stop,
+                    () = self.linger_over.cancelled() => Step::LingerOver,
                 },
             };
             match step {
-                Step::Stop => {
-                    // Take what is already buffered in the pipe, then stop.
+                Step::LingerOver => {
+                    // Take what is already buffered in the pipe, then leave.
                     while let Ok(n @ 1..) = pipe.try_read(&mut buf) {
                         self.feed(&pipe, &buf[..n], &mut writer).await;
                     }

@@ -1,4 +1,3 @@
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -20,7 +19,7 @@ use crate::output::Stream;
 use crate::signal::signal_name;
 use crate::spawn::Launch;
 use crate::spill::{SpillDir, SpillLimits};
-use crate::supervise::{supervise, Ended, Stop, StopCause, Watch};
+use crate::supervise::{supervise, Capture, Deadlines, Ended, Patience, Stop, StopCause};
 use crate::sys::ExitStatus;
 use crate::tasks::{notify, Listeners, Registry, TaskEntry};
 
@@ -52,21 +51,7 @@ impl std::fmt::Debug for LocalBashExecutor {
     }
 }
 
-/// How to run a resolved spec: the argv to exec (normally
-/// `<shell> -c <command>`), the restriction the launcher applies between
-/// fork and exec, and changes to the command's environment. Confining
-/// executors replace the argv with a wrapped one.
-#[derive(Clone, Debug, Default)]
-pub struct Invocation {
-    /// Program and arguments; the first element is the program.
-    pub argv: Vec<OsString>,
-    /// Applied in the child before exec by the launcher's own code (data,
-    /// not a callback). Inherited descriptors above 2 are closed for every
-    /// command whatever this says.
-    pub restriction: Restriction,
-    /// Applied after the credential scrub: `Some` sets, `None` removes.
-    pub environment: Vec<(OsString, Option<OsString>)>,
-}
+pub use dsh_sandbox::Invocation;
 
 /// How a background task ended, as the launcher saw it: what a
 /// [`SettleStamp`] decides from.
@@ -335,16 +320,20 @@ impl Inner {
         let launch = self.launch(spec, invocation);
         supervise(
             launch,
-            Watch {
+            Capture {
                 stdin: spec.stdin.clone(),
                 stdout: Arc::clone(streams.0),
                 stderr: Arc::clone(streams.1),
                 spill: &self.spill,
                 max_spill_bytes: self.config.max_spill_bytes,
+            },
+            Deadlines {
                 timeout,
                 cancel: spec.cancel.clone(),
                 stop,
                 shutdown: &self.shutdown,
+            },
+            Patience {
                 grace: self.config.grace,
                 shutdown_grace: self.config.shutdown_grace,
                 linger: self.config.linger,

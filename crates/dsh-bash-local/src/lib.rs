@@ -27,6 +27,23 @@
 //! # }
 //! ```
 //!
+//! # A foreground call, end to end
+//!
+//! ```text
+//! MCP tools/call "bash"   dsh-bash-cli  mcp/mod.rs    BashServer::call_tool
+//!   -> BashTools::call    dsh-tool-bash tools.rs      arguments, escalation, owner
+//!   -> BashExecutor::run  (a sandboxing executor first turns its policy into an Invocation)
+//!   -> foreground         executor.rs   Invocation -> Launch (argv, env, restriction)
+//!   -> supervise          supervise.rs  Capture (streams), Deadlines (timeout, cancel,
+//!                                       kill, shutdown), Patience (grace, linger)
+//!   -> spawn              spawn.rs      a permanent spawner thread, the command's cgroup
+//!   -> sys::launch        sys/launch.rs clone(CLONE_VM | CLONE_VFORK); the child applies
+//!                                       the restriction with raw syscalls and execs bash
+//! <- Spawned              pid, pidfd, Pipes, cgroup
+//! <- Ended                exit status, stop cause, leftovers, containment
+//! <- BashRunResult        tails, totals, spill paths; rendered by dsh-tool-bash
+//! ```
+//!
 //! # Containment: how nothing outlives its task
 //!
 //! Two mechanisms; every foreground result says which one contained it

@@ -12,42 +12,27 @@
 //! `watchdog.rs`) which process groups to kill should the host die, for
 //! commands contained by the process-tree walk.
 
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::OnceLock;
 
 use tokio::sync::oneshot;
 
-use dsh_sandbox::Restriction;
-
 use crate::cgroup::{CgroupHost, CommandCgroup};
 use crate::config::ContainmentChoice;
-use crate::sys::{self, LaunchPlan, Launcher};
+use crate::sys::{self, Launcher};
 use crate::watchdog;
 
-/// Everything needed to fork and exec one command.
-pub(crate) struct Launch {
-    pub(crate) program: PathBuf,
-    pub(crate) args: Vec<OsString>,
-    pub(crate) workdir: PathBuf,
-    pub(crate) env: Vec<(OsString, OsString)>,
-    pub(crate) piped_stdin: bool,
-    pub(crate) restriction: Restriction,
-    pub(crate) containment: ContainmentChoice,
-}
+pub(crate) use crate::sys::{Launch, Pipes};
 
 /// A freshly spawned command: its pid (also its process group), a pidfd
-/// holding its identity, and our ends of its pipes.
+/// holding its identity, our ends of its pipes, and its cgroup.
 pub(crate) struct Spawned {
     pub(crate) pid: libc::pid_t,
     pub(crate) pidfd: OwnedFd,
-    pub(crate) stdin: Option<OwnedFd>,
-    pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: OwnedFd,
+    pub(crate) pipes: Pipes,
     /// The command's own cgroup; `None` under the process-tree walk.
     pub(crate) cgroup: Option<CommandCgroup>,
 }
@@ -135,25 +120,16 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
             }
         }),
     };
-    let plan = LaunchPlan {
-        program: &launch.program,
-        args: &launch.args,
-        env: &launch.env,
-        cwd: &launch.workdir,
-        piped_stdin: launch.piped_stdin,
-        restriction: &launch.restriction,
-        cgroup: cgroup.as_ref().map(CommandCgroup::procs),
-    };
     // A child of the host exists from here on: registered before any scan
     // can see it.
     let gate = crate::adopt::spawning();
-    let launched = sys::launch(&plan, launcher)?;
-    crate::adopt::register(launched.pid);
+    let (pid, pipes) = sys::launch(launch, cgroup.as_ref().map(CommandCgroup::procs), launcher)?;
+    crate::adopt::register(pid);
     drop(gate);
-    let pidfd = match sys::pidfd_open(launched.pid) {
+    let pidfd = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
         Err(err) => {
-            sys::signal_group(launched.pid, libc::SIGKILL);
+            sys::signal_group(pid, libc::SIGKILL);
             return Err(io::Error::new(
                 err.kind(),
                 format!("pidfd_open failed (Linux 5.3 or newer is required): {err}"),
@@ -161,11 +137,9 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
         }
     };
     Ok(Spawned {
-        pid: launched.pid,
+        pid,
         pidfd,
-        stdin: launched.stdin,
-        stdout: launched.stdout,
-        stderr: launched.stderr,
+        pipes,
         cgroup,
     })
 }

@@ -55,21 +55,33 @@ impl Stop {
     }
 }
 
-/// What the supervisor needs from its executor.
-pub(crate) struct Watch<'a> {
+/// A command's streams: the bytes for its stdin, where its output goes.
+pub(crate) struct Capture<'a> {
     pub(crate) stdin: Option<Vec<u8>>,
     pub(crate) stdout: Arc<Stream>,
     pub(crate) stderr: Arc<Stream>,
     pub(crate) spill: &'a Arc<SpillDir>,
     pub(crate) max_spill_bytes: u64,
+}
+
+/// What may end a command before it exits: its timeout, its caller's
+/// cancellation, a kill, the executor's shutdown.
+pub(crate) struct Deadlines<'a> {
     pub(crate) timeout: Option<Duration>,
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) stop: &'a Stop,
     pub(crate) shutdown: &'a CancellationToken,
+}
+
+/// How long stopping and draining wait, and where the stops that outlive
+/// a result run.
+pub(crate) struct Patience<'a> {
+    /// SIGTERM to SIGKILL.
     pub(crate) grace: Duration,
     /// The grace when the executor shuts down (at most `grace`): a server
     /// told to stop must be gone within a second.
     pub(crate) shutdown_grace: Duration,
+    /// How long a held pipe may delay a result after the command ended.
     pub(crate) linger: Duration,
     pub(crate) tracker: &'a tokio_util::task::TaskTracker,
 }
@@ -87,15 +99,20 @@ async fn grace_over(grace: Duration, short: Duration, shutdown: CancellationToke
     }
 }
 
-impl Watch<'_> {
-    /// The grace of a stop for `cause` (see [`grace_over`]).
-    fn grace_over(&self, cause: StopCause) -> impl std::future::Future<Output = ()> + 'static {
+impl Patience<'_> {
+    /// The grace of a stop for `cause` (see [`grace_over`]); `shutdown`
+    /// cuts it short.
+    fn grace_over(
+        &self,
+        cause: StopCause,
+        shutdown: &CancellationToken,
+    ) -> impl std::future::Future<Output = ()> + 'static {
         let grace = if cause == StopCause::Shutdown {
             self.grace.min(self.shutdown_grace)
         } else {
             self.grace
         };
-        grace_over(grace, self.shutdown_grace, self.shutdown.clone())
+        grace_over(grace, self.shutdown_grace, shutdown.clone())
     }
 }
 
@@ -264,29 +281,36 @@ async fn stop_cgroup(
     status
 }
 
-/// Runs `launch` to its end under `watch`. `Err` only when it could not be
+/// Runs `launch` to its end: its streams through `capture`, ended early by
+/// `ends`, stopped with `patience`. `Err` only when it could not be
 /// spawned or supervised.
-pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<Ended> {
+pub(crate) async fn supervise(
+    launch: Launch,
+    capture: Capture<'_>,
+    ends: Deadlines<'_>,
+    patience: Patience<'_>,
+) -> io::Result<Ended> {
     let spawned = spawn::spawn(launch).await?;
     let pid = spawned.pid;
     let linger = CancellationToken::new();
     let drain = |stream: &Arc<Stream>, label| Drain {
         stream: Arc::clone(stream),
-        spill: Arc::clone(watch.spill),
+        spill: Arc::clone(capture.spill),
         label,
-        cap: watch.max_spill_bytes,
+        cap: capture.max_spill_bytes,
         counted: std::sync::atomic::AtomicU64::new(0),
-        stop: linger.clone(),
+        linger_over: linger.clone(),
     };
-    let stdout = pipe::Receiver::from_owned_fd(spawned.stdout)?;
-    let stderr = pipe::Receiver::from_owned_fd(spawned.stderr)?;
+    let stdout = pipe::Receiver::from_owned_fd(spawned.pipes.stdout)?;
+    let stderr = pipe::Receiver::from_owned_fd(spawned.pipes.stderr)?;
     let readers = [
-        tokio::spawn(drain(&watch.stdout, "stdout").run(stdout)),
-        tokio::spawn(drain(&watch.stderr, "stderr").run(stderr)),
+        tokio::spawn(drain(&capture.stdout, "stdout").run(stdout)),
+        tokio::spawn(drain(&capture.stderr, "stderr").run(stderr)),
     ];
     let writer = spawned
+        .pipes
         .stdin
-        .map(|fd| tokio::spawn(feed_stdin(fd, watch.stdin.clone().unwrap_or_default())));
+        .map(|fd| tokio::spawn(feed_stdin(fd, capture.stdin.clone().unwrap_or_default())));
     let pidfd = sys::readable_fd(spawned.pidfd)?;
     let cgroup = spawned.cgroup;
     let containment = if cgroup.is_some() {
@@ -303,10 +327,10 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
 
     let exited = tokio::select! {
         status = wait_exit(&pidfd) => Ok(status),
-        () = sleep_or_never(watch.timeout) => Err(StopCause::Timeout),
-        () = cancelled_or_never(watch.cancel.as_ref()) => Err(StopCause::Cancelled),
-        () = watch.stop.token.cancelled() => Err(watch.stop.cause().unwrap_or(StopCause::Killed)),
-        () = watch.shutdown.cancelled() => Err(StopCause::Shutdown),
+        () = sleep_or_never(ends.timeout) => Err(StopCause::Timeout),
+        () = cancelled_or_never(ends.cancel.as_ref()) => Err(StopCause::Cancelled),
+        () = ends.stop.token.cancelled() => Err(ends.stop.cause().unwrap_or(StopCause::Killed)),
+        () = ends.shutdown.cancelled() => Err(StopCause::Shutdown),
     };
     let ended = match exited {
         Ok(status) if cgroup.is_some() => {
@@ -327,8 +351,8 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 + match cgroup {
                     Some(cgroup) if populated => {
                         let count = cgroup.pids().len();
-                        let grace = watch.grace_over(StopCause::Killed);
-                        watch.tracker.spawn(cgroup.stop(grace));
+                        let grace = patience.grace_over(StopCause::Killed, ends.shutdown);
+                        patience.tracker.spawn(cgroup.stop(grace));
                         count
                     }
                     Some(cgroup) => {
@@ -375,8 +399,8 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 )
                 .await;
                 let count = stopping.member_count();
-                let grace = watch.grace_over(StopCause::Killed);
-                watch.tracker.spawn(async move {
+                let grace = patience.grace_over(StopCause::Killed, ends.shutdown);
+                patience.tracker.spawn(async move {
                     stopping.finish(grace).await;
                     spawn::release(pid);
                 });
@@ -393,10 +417,12 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             }
         }
         Err(cause) if cgroup.is_some() => {
-            watch.stop.request(cause);
-            let cause = watch.stop.cause().unwrap_or(cause);
+            ends.stop.request(cause);
+            let cause = ends.stop.cause().unwrap_or(cause);
             let status = match cgroup.as_ref() {
-                Some(cgroup) => stop_cgroup(cgroup, &pidfd, watch.grace_over(cause)).await,
+                Some(cgroup) => {
+                    stop_cgroup(cgroup, &pidfd, patience.grace_over(cause, ends.shutdown)).await
+                }
                 None => wait_exit(&pidfd).await,
             };
             guard.armed = status.is_err();
@@ -419,8 +445,8 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
             }
         }
         Err(cause) => {
-            watch.stop.request(cause);
-            let cause = watch.stop.cause().unwrap_or(cause);
+            ends.stop.request(cause);
+            let cause = ends.stop.cause().unwrap_or(cause);
             let root = pidfd.get_ref().try_clone()?;
             let stopping = Stopping::freeze(
                 Tree {
@@ -431,8 +457,10 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
                 Some(root),
             )
             .await;
-            let (status, ()) =
-                tokio::join!(wait_exit(&pidfd), stopping.finish(watch.grace_over(cause)));
+            let (status, ()) = tokio::join!(
+                wait_exit(&pidfd),
+                stopping.finish(patience.grace_over(cause, ends.shutdown))
+            );
             guard.armed = status.is_err();
             if status.is_ok() {
                 crate::adopt::unregister(pid);
@@ -455,7 +483,10 @@ pub(crate) async fn supervise(launch: Launch, watch: Watch<'_>) -> io::Result<En
         let _ = err_reader.await;
     };
     tokio::pin!(both);
-    if tokio::time::timeout(watch.linger, &mut both).await.is_err() {
+    if tokio::time::timeout(patience.linger, &mut both)
+        .await
+        .is_err()
+    {
         linger.cancel();
         both.await;
     }

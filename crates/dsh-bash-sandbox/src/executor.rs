@@ -257,18 +257,15 @@ impl SandboxBashExecutor {
         };
         let held = std::mem::take(&mut confinement.held);
         Ok(Confined {
-            invocation: Invocation {
-                argv: confinement.argv.clone(),
-                // The confinement's restriction, plus what the plain
-                // invocation keeps (a long command's descriptor).
-                restriction: {
-                    let mut restriction = confinement.restriction.clone();
-                    restriction
-                        .keep_fds
-                        .extend(plain.restriction.keep_fds.iter().cloned());
-                    restriction
-                },
-                environment: confinement.environment.clone(),
+            // The confinement's invocation, keeping what the plain one
+            // keeps (a long command's descriptor).
+            invocation: {
+                let mut invocation = confinement.invocation.clone();
+                invocation
+                    .restriction
+                    .keep_fds
+                    .extend(plain.restriction.keep_fds.iter().cloned());
+                invocation
             },
             confinement,
             leftovers: Leftovers { private_tmp, held },

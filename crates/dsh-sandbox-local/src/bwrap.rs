@@ -51,8 +51,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::path::{Path, PathBuf};
 
 use dsh_sandbox::{
-    BpfInstruction, Confinement, Held, NetworkPolicy, ProtectedState, Restriction, RunnerOutcome,
-    RunnerReport, SandboxGap, SandboxMode, SandboxPolicy,
+    BpfInstruction, Confinement, Held, Invocation, NetworkPolicy, ProtectedState, Restriction,
+    RunnerOutcome, RunnerReport, SandboxGap, SandboxMode, SandboxPolicy,
 };
 
 use crate::error::SandboxError;
@@ -418,14 +418,16 @@ pub(crate) fn confine(
     let mut environment = crate::provider::environment();
     environment.push(("TMPDIR".into(), Some("/tmp".into())));
     Ok(Confinement {
-        argv: wrapped,
-        restriction: Restriction {
-            drop_capabilities: false,
-            landlock_ruleset: scope,
-            seccomp_filter,
-            keep_fds,
+        invocation: Invocation {
+            argv: wrapped,
+            restriction: Restriction {
+                drop_capabilities: false,
+                landlock_ruleset: scope,
+                seccomp_filter,
+                keep_fds,
+            },
+            environment,
         },
-        environment,
         backend: backend.into(),
         enforcement: SandboxGap::enforcement(&gaps),
         gaps,

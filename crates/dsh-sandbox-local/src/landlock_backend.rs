@@ -39,7 +39,8 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
 
 use dsh_sandbox::{
-    BpfInstruction, Confinement, NetworkPolicy, Restriction, SandboxGap, SandboxMode, SandboxPolicy,
+    BpfInstruction, Confinement, Invocation, NetworkPolicy, Restriction, SandboxGap, SandboxMode,
+    SandboxPolicy,
 };
 use landlock::{
     AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
@@ -196,14 +197,16 @@ pub(crate) fn confine(
         environment.push(("TMPDIR".into(), Some(tmp.clone().into_os_string())));
     }
     Ok(Confinement {
-        argv: argv.to_vec(),
-        restriction: Restriction {
-            drop_capabilities: true,
-            landlock_ruleset: Some(ruleset),
-            seccomp_filter: filter,
-            keep_fds: Vec::new(),
+        invocation: Invocation {
+            argv: argv.to_vec(),
+            restriction: Restriction {
+                drop_capabilities: true,
+                landlock_ruleset: Some(ruleset),
+                seccomp_filter: filter,
+                keep_fds: Vec::new(),
+            },
+            environment,
         },
-        environment,
         backend: NAME.into(),
         enforcement: SandboxGap::enforcement(&gaps),
         gaps,

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use dsh_bash::{BashExecRequest, BashExecutor};
-use dsh_bash_local::{Invocation, LocalBashExecutor, LocalConfig};
+use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 use dsh_sandbox::{Confinement, RunnerOutcome, SandboxMode, SandboxPolicy, Workspace};
 
 use crate::error::SandboxError;
@@ -73,14 +73,7 @@ pub(crate) async fn check(
     let outcome = async {
         let spec = executor.resolve(BashExecRequest::new("sandbox probe"))?;
         executor
-            .run_invocation(
-                spec,
-                Invocation {
-                    argv: confinement.argv.clone(),
-                    restriction: confinement.restriction.clone(),
-                    environment: confinement.environment.clone(),
-                },
-            )
+            .run_invocation(spec, confinement.invocation.clone())
             .await
     }
     .await;

@@ -121,8 +121,12 @@ async fn a_probe_passes_only_on_exit_zero_and_auto_falls_back_to_landlock() {
     match auto.confine(&argv(), &policy(SandboxMode::ReadOnly)).await {
         Ok(confinement) => {
             assert_eq!(confinement.backend, dsh_sandbox::SandboxBackend::Landlock);
-            assert_eq!(confinement.argv, argv(), "Landlock restricts the same argv");
-            let restriction = &confinement.restriction;
+            assert_eq!(
+                confinement.invocation.argv,
+                argv(),
+                "Landlock restricts the same argv"
+            );
+            let restriction = &confinement.invocation.restriction;
             assert!(restriction.landlock_ruleset.is_some());
             assert!(restriction.drop_capabilities);
             assert!(restriction.seccomp_filter.is_some());
@@ -211,11 +215,12 @@ async fn an_operator_runner_skips_probes_and_gets_the_status_channel() {
     assert_eq!(confinement.backend, dsh_sandbox::SandboxBackend::Runner);
     assert_eq!(confinement.enforcement, SandboxEnforcement::Full);
     assert_eq!(
-        &confinement.argv[..3],
+        &confinement.invocation.argv[..3],
         ["/opt/sandbox/run", "--strict", "--unshare-user"].map(OsString::from)
     );
-    assert!(confinement.argv.ends_with(&argv()));
+    assert!(confinement.invocation.argv.ends_with(&argv()));
     assert!(confinement
+        .invocation
         .argv
         .contains(&OsString::from("--json-status-fd")));
     assert!(confinement.denial_in("x: Read-only file system"));
@@ -226,7 +231,7 @@ async fn an_operator_runner_skips_probes_and_gets_the_status_channel() {
         dsh_sandbox::RunnerOutcome::NeverStarted
     );
     // The status pipe and the workspace handle (workspace-write) are kept.
-    assert_eq!(confinement.restriction.keep_fds.len(), 2);
+    assert_eq!(confinement.invocation.restriction.keep_fds.len(), 2);
 }
 
 #[test]
@@ -257,12 +262,13 @@ async fn danger_full_access_is_never_wrapped_and_confined_modes_always_are() {
         .confine(&argv(), &policy(SandboxMode::DangerFullAccess))
         .await
         .unwrap();
-    assert_eq!(open.argv, argv());
-    assert!(open.restriction.is_empty());
+    assert_eq!(open.invocation.argv, argv());
+    assert!(open.invocation.restriction.is_empty());
     for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
         if let Ok(confined) = provider.confine(&argv(), &policy(mode)).await {
             assert!(
-                confined.argv != argv() || confined.restriction.landlock_ruleset.is_some(),
+                confined.invocation.argv != argv()
+                    || confined.invocation.restriction.landlock_ruleset.is_some(),
                 "{mode} ran unwrapped"
             );
         }

@@ -70,7 +70,7 @@ pub use protect::{
     HOME_PROTECTED_PATHS,
 };
 pub use provider::{
-    BoxFuture, BpfInstruction, Confinement, Held, Restriction, RunnerOutcome, RunnerReport,
-    SandboxPolicy, SandboxProvider, SandboxUnavailable,
+    BoxFuture, BpfInstruction, Confinement, Held, Invocation, Restriction, RunnerOutcome,
+    RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
 pub use workspace::{Workspace, WorkspaceError};

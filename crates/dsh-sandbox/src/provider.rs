@@ -129,16 +129,29 @@ pub trait RunnerReport: Send + Sync + fmt::Debug {
     fn outcome(&self) -> RunnerOutcome;
 }
 
-/// How to run one exact argv confined.
+/// How to start one command: the argv to exec, the restriction the
+/// launcher applies between fork and exec, and changes to the command's
+/// environment. An executor builds the plain one (`<shell> -c <command>`);
+/// a sandbox provider returns the confined one inside a [`Confinement`].
+#[derive(Clone, Debug, Default)]
+pub struct Invocation {
+    /// Program and arguments; the first element is the program.
+    pub argv: Vec<OsString>,
+    /// Applied in the child before exec by the launcher's own code (data,
+    /// not a callback). Inherited descriptors above 2 are closed for every
+    /// command whatever this says.
+    pub restriction: Restriction,
+    /// Applied after the credential scrub: `Some` sets, `None` removes.
+    pub environment: Vec<(OsString, Option<OsString>)>,
+}
+
+/// How to run one exact argv confined: the invocation, and the facts about
+/// it.
 #[derive(Clone, Debug)]
 pub struct Confinement {
-    /// The argv to spawn instead of the caller's (the caller's own argv when
-    /// the restriction alone confines). First element is the program.
-    pub argv: Vec<OsString>,
-    /// What the launcher applies between fork and exec.
-    pub restriction: Restriction,
-    /// Environment changes for the command: `Some` sets, `None` removes.
-    pub environment: Vec<(OsString, Option<OsString>)>,
+    /// What to start instead of the caller's argv (the caller's own argv
+    /// when the restriction alone confines).
+    pub invocation: Invocation,
     /// Which backend confines it.
     pub backend: SandboxBackend,
     /// How completely the backend enforces the mode on this host.
@@ -165,9 +178,10 @@ impl Confinement {
     /// `danger-full-access`).
     pub fn unconfined(argv: &[OsString]) -> Self {
         Confinement {
-            argv: argv.to_vec(),
-            restriction: Restriction::default(),
-            environment: Vec::new(),
+            invocation: Invocation {
+                argv: argv.to_vec(),
+                ..Invocation::default()
+            },
             backend: SandboxBackend::None,
             enforcement: SandboxEnforcement::Full,
             gaps: Vec::new(),
@@ -300,6 +314,6 @@ mod tests {
         assert_eq!(confinement.runner_outcome(), RunnerOutcome::Started);
         confinement.runner_report = Some(Arc::new(Never));
         assert_eq!(confinement.runner_outcome(), RunnerOutcome::NeverStarted);
-        assert!(confinement.restriction.is_empty());
+        assert!(confinement.invocation.restriction.is_empty());
     }
 }

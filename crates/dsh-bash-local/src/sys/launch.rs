@@ -21,22 +21,20 @@ use std::path::{Path, PathBuf};
 use super::restrict::{self, Prepared};
 use super::{contain_child, errno};
 
-/// What to exec and how.
-pub(crate) struct LaunchPlan<'a> {
-    pub(crate) program: &'a Path,
-    pub(crate) args: &'a [OsString],
-    pub(crate) env: &'a [(OsString, OsString)],
-    pub(crate) cwd: &'a Path,
+/// Everything needed to fork and exec one command.
+pub(crate) struct Launch {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) workdir: PathBuf,
+    pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) piped_stdin: bool,
-    pub(crate) restriction: &'a dsh_sandbox::Restriction,
-    /// A `cgroup.procs` path the child opens and writes `0` to before exec,
-    /// joining its command's cgroup.
-    pub(crate) cgroup: Option<&'a std::ffi::CStr>,
+    pub(crate) restriction: dsh_sandbox::Restriction,
+    pub(crate) containment: crate::config::ContainmentChoice,
 }
 
-/// A started child: its pid and our ends of its pipes.
-pub(crate) struct Launched {
-    pub(crate) pid: libc::pid_t,
+/// Our ends of a started command's pipes.
+pub(crate) struct Pipes {
+    /// Its stdin, when it was given bytes (else it reads `/dev/null`).
     pub(crate) stdin: Option<OwnedFd>,
     pub(crate) stdout: OwnedFd,
     pub(crate) stderr: OwnedFd,
@@ -215,15 +213,21 @@ impl Launcher {
     }
 }
 
-/// Starts `plan` in a new process. The calling thread is the child's parent
-/// thread (relevant for `PR_SET_PDEATHSIG`).
-pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Result<Launched> {
-    let path = launcher.path_of(plan.program, plan.env)?;
-    let mut argv_owned = vec![cstring(plan.program.as_os_str().as_bytes())?];
-    for arg in plan.args {
+/// Starts `launch` in a new process, which joins the cgroup whose
+/// `cgroup.procs` is `cgroup` (if any) before exec; its pid and our ends of
+/// its pipes. The calling thread is the child's parent thread (relevant
+/// for `PR_SET_PDEATHSIG`).
+pub(crate) fn launch(
+    launch: &Launch,
+    cgroup: Option<&std::ffi::CStr>,
+    launcher: &mut Launcher,
+) -> io::Result<(libc::pid_t, Pipes)> {
+    let path = launcher.path_of(&launch.program, &launch.env)?;
+    let mut argv_owned = vec![cstring(launch.program.as_os_str().as_bytes())?];
+    for arg in &launch.args {
         argv_owned.push(cstring(arg.as_bytes())?);
     }
-    let envp_owned = plan
+    let envp_owned = launch
         .env
         .iter()
         .map(|(k, v)| {
@@ -243,10 +247,10 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Resu
         .map(|c| c.as_ptr())
         .chain([std::ptr::null()])
         .collect();
-    let cwd = cstring(OsStr::new(plan.cwd).as_bytes())?;
-    let restriction = Prepared::new(plan.restriction);
+    let cwd = cstring(OsStr::new(&launch.workdir).as_bytes())?;
+    let restriction = Prepared::new(&launch.restriction);
 
-    let (stdin_read, stdin_write) = if plan.piped_stdin {
+    let (stdin_read, stdin_write) = if launch.piped_stdin {
         let (r, w) = pipe()?;
         (r, Some(w))
     } else {
@@ -268,7 +272,7 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Resu
         report: report_write.as_raw_fd(),
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
         restriction: &restriction as *const Prepared,
-        cgroup: plan.cgroup.map_or(std::ptr::null(), std::ffi::CStr::as_ptr),
+        cgroup: cgroup.map_or(std::ptr::null(), std::ffi::CStr::as_ptr),
     };
     let stack_top = {
         let len = launcher.stack.len();
@@ -322,10 +326,12 @@ pub(crate) fn launch(plan: &LaunchPlan<'_>, launcher: &mut Launcher) -> io::Resu
         launcher.resolved = None;
         return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(bytes)));
     }
-    Ok(Launched {
+    Ok((
         pid,
-        stdin: stdin_write,
-        stdout: stdout_read,
-        stderr: stderr_read,
-    })
+        Pipes {
+            stdin: stdin_write,
+            stdout: stdout_read,
+            stderr: stderr_read,
+        },
+    ))
 }

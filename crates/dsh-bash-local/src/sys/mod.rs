@@ -360,7 +360,7 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
 mod launch;
 mod restrict;
 
-pub(crate) use launch::{launch, LaunchPlan, Launcher};
+pub(crate) use launch::{launch, Launch, Launcher, Pipes};
 
 #[cfg(test)]
 mod tests {
