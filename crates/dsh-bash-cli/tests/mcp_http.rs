@@ -428,3 +428,50 @@ fn tokens_are_checked_before_listening() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn an_executor_call_the_server_cannot_read_runs_nothing() {
+    let server = Listening::start(&[]);
+    let session = open_session(&server, &server.token);
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let auth = bearer(&server.token);
+    let call = |extras: serde_json::Value| {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {
+                "name": "bash",
+                "arguments": {"command": format!("touch {}", marker.display())},
+                "_meta": {"io.dsh-bash/executor": extras}
+            }
+        })
+        .to_string();
+        send(
+            &server,
+            "POST",
+            &[
+                JSON,
+                ACCEPT,
+                ("Authorization", auth.as_str()),
+                ("Mcp-Session-Id", session.as_str()),
+                ("MCP-Protocol-Version", "2025-06-18"),
+            ],
+            &body,
+        )
+    };
+    // A narrowing with a field this server does not know is refused whole.
+    for extras in [
+        serde_json::json!({"sandbox_mode": "read-only", "sandbox_profile": "strict"}),
+        serde_json::json!({"network": "sideways"}),
+        serde_json::json!("read-only"),
+    ] {
+        let answer = call(extras.clone());
+        assert!(answer.body.contains("INVALID_ARGUMENTS"), "{extras}: {}", answer.body);
+        assert!(answer.body.contains("\"isError\":true"), "{}", answer.body);
+        assert!(!marker.exists(), "{extras} ran the command");
+    }
+    // The control: a readable one runs, answered with the exact facts.
+    let answer = call(serde_json::json!({}));
+    assert!(answer.body.contains("\"ran\""), "{}", answer.body);
+    assert!(marker.exists());
+}

@@ -168,7 +168,19 @@ async fn a_lost_stdio_connection_is_an_error_not_a_hang() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_http_server_is_an_error_not_a_hang() {
-    let mut served = Served::http(&[]).await;
+    let server = tokio::task::spawn_blocking(|| Listening::start(&[]))
+        .await
+        .unwrap();
+    let mut config = dsh_bash_remote::RemoteConfig::default();
+    config.patience = Duration::from_secs(1);
+    let executor = RemoteBashExecutor::over_http_with(&server.url, &server.token, config)
+        .await
+        .unwrap();
+    let mut served = Served { executor, server };
+    let task = served
+        .start(served.resolve(BashExecRequest::new("sleep 300")).unwrap())
+        .await
+        .unwrap();
     let spec = served.resolve(BashExecRequest::new("sleep 300")).unwrap();
     let run = served.executor.run(spec);
     let pid = served.server.child.id() as i32;
@@ -184,6 +196,14 @@ async fn a_dead_http_server_is_an_error_not_a_hang() {
         "{result:?}"
     );
     let _ = served.server.child.wait();
+    // Its background task settles here once the server has not answered
+    // for twice the patience, saying why.
+    let settled = tokio::time::timeout(PATIENCE, task.settled())
+        .await
+        .expect("the task of a dead server never settled");
+    assert_eq!(settled.status, TaskStatus::Killed);
+    let read = served.read_output(&task.id).unwrap();
+    assert!(read.stderr.contains("dsh-bash-remote"), "{read:?}");
     let later = served
         .executor
         .run(
@@ -302,6 +322,13 @@ async fn the_servers_sandbox_is_a_ceiling() {
             "{mode}: {refused:?}"
         );
     }
+    let mut request = BashExecRequest::new("true");
+    request.network = Some(dsh_bash::NetworkPolicy::On);
+    let refused = served.run(served.resolve(request).unwrap()).await;
+    assert!(
+        matches!(&refused, Err(BashError::Remote { code, .. }) if code == "ESCALATION"),
+        "network on: {refused:?}"
+    );
     let ran = served
         .run(
             served
@@ -373,4 +400,126 @@ async fn the_servers_token_never_reaches_a_command() {
             || refused.to_string().to_lowercase().contains("unauthorized"),
         "{refused}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_choose_the_sandbox_runner_or_its_loader() {
+    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        .args([
+            "run",
+            "--sandbox",
+            "workspace-write",
+            "--sandbox-backend",
+            "bwrap",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        common::confined::skip(&format!(
+            "the runner's environment over HTTP: bwrap unusable here ({})",
+            String::from_utf8_lossy(&probe.stderr).trim()
+        ));
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let ws = workspace.path().to_str().unwrap().to_owned();
+    let served = Served::http(&[
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        "bwrap",
+        "--workdir",
+        &ws,
+    ])
+    .await;
+    // A confined command plants a `bwrap` of its own in the workspace...
+    let planted = outside.path().join("pwned");
+    let plant = format!(
+        "mkdir -p bin && printf '#!/bin/sh\\ntouch {}\\n' > bin/bwrap && chmod +x bin/bwrap",
+        planted.display()
+    );
+    let result = served
+        .run(served.resolve(BashExecRequest::new(plant)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(result.exit_code, Some(0), "{result:?}");
+    // ...and the next call puts it first on PATH: the runner is still the
+    // real one, found on the server's own PATH, so the command is confined.
+    let mut request = BashExecRequest::new(format!("touch {}/escaped", outside.path().display()));
+    request.env = Some([("PATH".to_owned(), format!("{ws}/bin:/usr/bin:/bin"))].into());
+    let result = served.run(served.resolve(request).unwrap()).await.unwrap();
+    assert_ne!(result.exit_code, Some(0), "{result:?}");
+    assert!(!planted.exists(), "the planted runner ran");
+    assert!(
+        !outside.path().join("escaped").exists(),
+        "the command escaped"
+    );
+    // What the runner's loader acts on is refused, with what to do instead.
+    for name in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "GCONV_PATH",
+        "GLIBC_TUNABLES",
+    ] {
+        let mut request = BashExecRequest::new("true");
+        request.env = Some([(name.to_owned(), format!("{ws}/x"))].into());
+        let refused = served.run(served.resolve(request).unwrap()).await;
+        match refused {
+            Err(BashError::Remote { code, message }) => {
+                assert_eq!(code, "INVALID_ENV", "{message}");
+                assert!(
+                    message.contains(name) && message.contains("inside the command"),
+                    "{message}"
+                );
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // Set inside the command, it applies inside the sandbox.
+    let result = served
+        .run(
+            served
+                .resolve(BashExecRequest::new(
+                    "LD_LIBRARY_PATH=/nowhere printenv LD_LIBRARY_PATH",
+                ))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.stdout.text, "/nowhere\n");
+    served.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_kills_both_wait_for_the_settle() {
+    let served = Served::http(&[]).await;
+    // A shell that ignores SIGTERM makes the kill wait out the grace.
+    let task = served
+        .start(
+            served
+                .resolve(BashExecRequest::new(
+                    "trap '' TERM; sleep 300 & wait; sleep 300",
+                ))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let (first, (second, status_after_second)) = tokio::join!(served.kill(&task.id), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let killed = served.kill(&task.id).await.unwrap();
+        (killed, served.get(&task.id).map(|t| t.status))
+    });
+    assert!(
+        first.unwrap() ^ second,
+        "exactly one kill reports killing it"
+    );
+    assert_eq!(
+        status_after_second,
+        Some(TaskStatus::Killed),
+        "the second kill returned before the settle"
+    );
+    served.shutdown().await;
 }

@@ -211,23 +211,28 @@ pub async fn completion_is_announced_once(executor: Arc<dyn BashExecutor>) {
         .unwrap_or_else(|_| panic!("never settled"));
     assert_eq!(settled.status, TaskStatus::Completed);
     assert_eq!(settled.exit_code, Some(4));
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let count = seen
-            .lock()
+    let count = || {
+        seen.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .filter(|(id, _)| *id == task.id.to_string())
-            .count();
-        if count == 1 {
-            break;
-        }
-        assert!(
-            count == 0 && Instant::now() < deadline,
-            "announced {count} times"
-        );
+            .count()
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while count() == 0 {
+        assert!(Instant::now() < deadline, "never announced");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // A second announcement would come soon after the first, if at all.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count(), 1, "announced more than once");
+    let announced = seen
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(id, _)| *id == task.id.to_string())
+        .map(|(_, code)| *code);
+    assert_eq!(announced, Some(Some(4)), "announced with another exit code");
     executor.shutdown().await;
 }
 
@@ -254,8 +259,14 @@ pub async fn owners_and_unknown_tasks(executor: Arc<dyn BashExecutor>) {
     executor.shutdown().await;
 }
 
-/// Shutdown stops what runs and refuses what comes after.
+/// Shutdown stops what runs, tells no listener about it, and refuses what
+/// comes after.
 pub async fn shutdown_stops_everything_and_refuses_more(executor: Arc<dyn BashExecutor>) {
+    let told: Arc<Mutex<usize>> = Arc::default();
+    let count = Arc::clone(&told);
+    let _listening = executor.on_task_done(Arc::new(move |_| {
+        *count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }));
     let spec = executor
         .resolve(BashExecRequest::new("sleep 30"))
         .unwrap_or_else(|err| panic!("resolve: {err}"));
@@ -270,6 +281,12 @@ pub async fn shutdown_stops_everything_and_refuses_more(executor: Arc<dyn BashEx
         .await
         .unwrap_or_else(|_| panic!("the task outlived shutdown"));
     assert_eq!(settled.status, TaskStatus::Killed);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        *told.lock().unwrap_or_else(PoisonError::into_inner),
+        0,
+        "a listener was told about what shutdown killed"
+    );
     let after = executor
         .resolve(BashExecRequest::new("true"))
         .map(|spec| executor.run(spec));

@@ -21,22 +21,38 @@
 //!   local buffer that [`BashExecutor::read_output`] drains, so a read can
 //!   trail the remote command by up to one poll. At most
 //!   [`RemoteConfig::max_buffered_bytes`] of each stream wait unread here;
-//!   beyond that the oldest is dropped and the next read says `lossy`.
-//! - **The connection can fail.** A call whose answer does not come is an
-//!   error ([`BashError::Unreachable`]) once the connection is gone or its
-//!   patience runs out, never a hang; a foreground run waits its timeout
-//!   plus [`RemoteConfig::patience`]. Over HTTP a dropped connection is
-//!   retried by the next call and the server keeps the background tasks
-//!   (they belong to the token, not to one connection); over a command's
-//!   stdio the server ends with the connection, and so do its tasks, which
-//!   settle here as `killed` with the reason on stderr.
+//!   beyond that the oldest is dropped and the next read says `lossy`. The
+//!   server hands out each byte once: a pull whose answer was lost on the
+//!   way may have taken output with it (the next read says `lossy`), and
+//!   two clients on one token share one session and split its output.
+//! - **The connection can fail; nothing waits forever.** The handshake and
+//!   every call but a foreground run wait [`RemoteConfig::patience`] at
+//!   most; a foreground run waits its timeout plus that. A lost connection
+//!   is [`BashError::Unreachable`] on what was in flight. A background task
+//!   whose server is gone (a closed stdio, or no answer over HTTP for twice
+//!   the patience) settles here as `killed`, with the reason on its stderr.
+//! - **Over HTTP the server keeps the tasks.** They belong to the token's
+//!   session, not to one connection: a client that reconnects takes one
+//!   over with [`RemoteBashExecutor::adopt`]. They last until they end or
+//!   the session expires (the server's `--idle-timeout` with no request at
+//!   all). A `Started` answer lost on the way leaves a task this side never
+//!   heard of running there until then. Over a command's stdio the server
+//!   ends with the connection, and so do its tasks.
+//! - **An abandoned run has no output here.** A foreground run cancelled
+//!   or dropped is cancelled at the server (which stops the command) and
+//!   returns `aborted` with empty streams; shutdown abandons runs in flight
+//!   the same way and kills background tasks with the server's kill grace.
 //! - **Nothing wider than the server's mode.** The server's sandbox mode
-//!   and network policy are a ceiling: a request for a wider mode is
-//!   refused (only a person can widen one, through the model-facing call's
-//!   approval).
+//!   and network policy are a ceiling: a request for a wider mode, or the
+//!   network where it is off, is refused (only a person can widen one,
+//!   through the model-facing call's approval), a confined request to a
+//!   server that does not confine is refused rather than run open, and
+//!   environment entries a sandbox runner's loader would act on
+//!   (`LD_PRELOAD` and the like) are refused under bubblewrap.
 //! - **Owners are kept here.** The server runs every task under this
 //!   connection's session; the owner a request names is recorded on this
-//!   side and is what [`BashExecutor::owner_of`] reports.
+//!   side and is what [`BashExecutor::owner_of`] reports. The last 1000
+//!   settled tasks are kept for `get`, `list` and a last read.
 //!
 //! # Example
 //!
@@ -71,6 +87,7 @@ use dsh_bash::wire::{ExecExtras, Reply, ServerFacts};
 use dsh_bash::{
     BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask, BashTaskId,
     BashTaskRead, BoxFuture, ListenerHandle, NetworkPolicy, OwnerToken, SandboxMode, TaskListener,
+    TaskStatus,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -133,17 +150,20 @@ pub(crate) struct Inner {
     /// Cancelled by shutdown: pollers stop, runs in flight are abandoned.
     stopping: CancellationToken,
     shut: AtomicBool,
+    /// Cancelled when the first shutdown has finished.
+    shut_down: CancellationToken,
 }
+
+/// Settled tasks kept for `get`, `list` and a last read; the oldest go
+/// first past this.
+const RETAIN_SETTLED: usize = 1000;
 
 impl RemoteBashExecutor {
     /// Connects to a server listening on Streamable HTTP (`dsh-bash mcp
     /// --listen`): `url` is its endpoint (`http://host:8700/mcp`), `token`
     /// its bearer token.
     pub async fn over_http(url: &str, token: &str) -> Result<Self, ConnectError> {
-        Ok(Self::with_link(
-            Link::http(url, token).await?,
-            RemoteConfig::default(),
-        ))
+        Self::over_http_with(url, token, RemoteConfig::default()).await
     }
 
     /// Starts `command`, which must run `dsh-bash mcp` with its stdio as
@@ -151,10 +171,7 @@ impl RemoteBashExecutor {
     /// Its stderr is kept for error messages. The server, and what it runs,
     /// ends when this executor shuts down or is dropped.
     pub async fn over_stdio(command: tokio::process::Command) -> Result<Self, ConnectError> {
-        Ok(Self::with_link(
-            Link::command(command).await?,
-            RemoteConfig::default(),
-        ))
+        Self::over_stdio_with(command, RemoteConfig::default()).await
     }
 
     /// [`Self::over_http`] with other waits and buffers.
@@ -163,7 +180,10 @@ impl RemoteBashExecutor {
         token: &str,
         config: RemoteConfig,
     ) -> Result<Self, ConnectError> {
-        Ok(Self::with_link(Link::http(url, token).await?, config))
+        Ok(Self::with_link(
+            Link::http(url, token, config.patience).await?,
+            config,
+        ))
     }
 
     /// [`Self::over_stdio`] with other waits and buffers.
@@ -171,10 +191,19 @@ impl RemoteBashExecutor {
         command: tokio::process::Command,
         config: RemoteConfig,
     ) -> Result<Self, ConnectError> {
-        Ok(Self::with_link(Link::command(command).await?, config))
+        Ok(Self::with_link(
+            Link::command(command, config.patience).await?,
+            config,
+        ))
     }
 
-    fn with_link(link: Link, config: RemoteConfig) -> Self {
+    fn with_link(link: Link, mut config: RemoteConfig) -> Self {
+        // A zero wait would spin against the server; a zero buffer would
+        // drop everything.
+        config.poll_min = config.poll_min.max(Duration::from_millis(1));
+        config.poll_max = config.poll_max.max(config.poll_min);
+        config.max_buffered_bytes = config.max_buffered_bytes.max(4096);
+        config.patience = config.patience.max(Duration::from_millis(100));
         RemoteBashExecutor {
             inner: Arc::new(Inner {
                 link,
@@ -185,6 +214,7 @@ impl RemoteBashExecutor {
                 next_listener: AtomicU64::new(0),
                 stopping: CancellationToken::new(),
                 shut: AtomicBool::new(false),
+                shut_down: CancellationToken::new(),
             }),
         }
     }
@@ -205,26 +235,28 @@ impl RemoteBashExecutor {
         if inner.shut.load(Ordering::Acquire) {
             return Err(BashError::ShutDown);
         }
-        if let Some(mirror) = inner.mirror(id) {
-            return Ok(mirror.snapshot());
+        // The id is reserved before the first pull: a second adopt gets
+        // this mirror, and a settle announced by the pull finds its owner.
+        let mirror = {
+            let mut by_id = inner.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(mirror) = by_id.get(id) {
+                return Ok(mirror.snapshot());
+            }
+            let (mirror, _) = Mirror::new(id.clone(), owner, &inner.config);
+            let mirror = Arc::new(mirror);
+            by_id.insert(id.clone(), Arc::clone(&mirror));
+            mirror
+        };
+        if let Err(err) = mirror::pull(inner, &mirror).await {
+            inner
+                .by_id
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(id);
+            return Err(err);
         }
-        let (mirror, task) = Mirror::new(id.clone(), owner, &inner.config);
-        let mirror = Arc::new(mirror);
-        mirror::pull(inner, &mirror).await?;
-        inner
-            .tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::clone(&mirror));
-        inner
-            .by_id
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.clone(), Arc::clone(&mirror));
-        if !mirror.is_settled() {
-            mirror::spawn_poller(Arc::clone(inner), mirror);
-        }
-        Ok(task.refresh())
+        inner.register(&mirror)?;
+        Ok(mirror.snapshot())
     }
 
     /// What the server said about itself when connecting.
@@ -256,16 +288,20 @@ impl Inner {
     /// Tells every listener about a settled task; a panicking listener is
     /// contained.
     fn announce(&self, task: &BashTask) {
-        if self.shut.load(Ordering::Acquire) {
-            return;
-        }
-        let listeners: Vec<TaskListener> = self
-            .listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(_, listener)| Arc::clone(listener))
-            .collect();
+        let listeners: Vec<TaskListener> = {
+            let listeners = self
+                .listeners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // Shutdown empties the list under this lock after setting the flag.
+            if self.shut.load(Ordering::Acquire) {
+                return;
+            }
+            listeners
+                .iter()
+                .map(|(_, listener)| Arc::clone(listener))
+                .collect()
+        };
         for listener in listeners {
             let call = std::panic::AssertUnwindSafe(|| listener(task));
             if std::panic::catch_unwind(call).is_err() {
@@ -286,7 +322,7 @@ impl Inner {
     fn arguments(spec: &BashExecSpec, background: bool) -> serde_json::Value {
         json!({
             "command": spec.command,
-            "workdir": spec.workdir,
+            "workdir": spec.workdir.to_string_lossy(),
             "timeoutMs": millis(spec.timeout),
             "run_in_background": background,
         })
@@ -345,19 +381,20 @@ impl Inner {
         };
         let (mirror, task) = Mirror::new(facts.id.clone(), spec.owner.clone(), &self.config);
         let mirror = Arc::new(mirror);
-        self.tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::clone(&mirror));
         self.by_id
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(facts.id.clone(), Arc::clone(&mirror));
-        mirror::spawn_poller(Arc::clone(self), Arc::clone(&mirror));
+        self.register(&mirror)?;
         if let Some(cancel) = spec.cancel {
-            let (inner, id) = (Arc::downgrade(self), facts.id);
+            let (inner, id, settled) = (Arc::downgrade(self), facts.id, task.clone());
+            let stopping = self.stopping.clone();
             tokio::spawn(async move {
-                cancel.cancelled().await;
+                tokio::select! {
+                    () = cancel.cancelled() => {}
+                    _ = settled.settled() => return,
+                    () = stopping.cancelled() => return,
+                }
                 if let Some(inner) = inner.upgrade() {
                     let _ = inner.kill(&id).await;
                 }
@@ -366,13 +403,73 @@ impl Inner {
         Ok(task)
     }
 
+    /// Lists a mirror (already in `by_id`), starts its poller, and drops
+    /// the oldest settled ones past [`RETAIN_SETTLED`]. If shutdown began
+    /// meanwhile the task is killed at the server and the call refused.
+    fn register(self: &Arc<Self>, mirror: &Arc<Mirror>) -> Result<(), BashError> {
+        let evicted: Vec<BashTaskId> = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+            tasks.push(Arc::clone(mirror));
+            let settled = tasks.iter().filter(|m| m.is_settled()).count();
+            let excess = settled.saturating_sub(RETAIN_SETTLED);
+            let mut evicted = Vec::new();
+            tasks.retain(|m| {
+                if evicted.len() < excess && m.is_settled() {
+                    evicted.push(m.id.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            evicted
+        };
+        if !evicted.is_empty() {
+            let mut by_id = self.by_id.lock().unwrap_or_else(PoisonError::into_inner);
+            for id in &evicted {
+                by_id.remove(id);
+            }
+        }
+        if self.shut.load(Ordering::Acquire) {
+            let (inner, id) = (Arc::clone(self), mirror.id.clone());
+            mirror.settle_here(TaskStatus::Killed, "the executor shut down as it started");
+            tokio::spawn(async move {
+                let _ = inner
+                    .link
+                    .call(
+                        "bash_kill",
+                        json!({ "task_id": id }),
+                        &ExecExtras::default(),
+                        inner.config.patience,
+                    )
+                    .await;
+            });
+            return Err(BashError::ShutDown);
+        }
+        if !mirror.is_settled() {
+            mirror::spawn_poller(Arc::clone(self), Arc::clone(mirror));
+        }
+        Ok(())
+    }
+
     async fn kill(&self, id: &BashTaskId) -> Result<bool, BashError> {
         let mirror = self
             .mirror(id)
             .ok_or_else(|| BashError::UnknownTask { id: id.clone() })?;
-        if mirror.is_settled() || mirror.killing.swap(true, Ordering::AcqRel) {
+        if mirror.is_settled() {
             return Ok(false);
         }
+        if mirror.killing.swap(true, Ordering::AcqRel) {
+            // Another kill is under way: wait for the task to settle, as a
+            // kill does.
+            let _ = tokio::time::timeout(
+                self.config.patience.saturating_mul(2),
+                mirror.snapshot().settled(),
+            )
+            .await;
+            return Ok(false);
+        }
+        // A kill dropped before its answer lets the next one try again.
+        let mut killing = KillingFlag(Some(&mirror));
         let reply = self
             .link
             .call(
@@ -381,38 +478,37 @@ impl Inner {
                 &ExecExtras::default(),
                 self.config.patience,
             )
-            .await;
-        let killed = match reply {
-            Ok(Reply::Killed { killed, .. }) => killed,
-            Ok(Reply::Failed(facts)) => {
-                mirror.killing.store(false, Ordering::Release);
-                return Err(facts.into_error());
-            }
-            Ok(other) => {
-                mirror.killing.store(false, Ordering::Release);
-                return Err(unexpected(&other));
-            }
-            Err(err) => {
-                mirror.killing.store(false, Ordering::Release);
-                return Err(err);
-            }
+            .await?;
+        let (killed, task) = match reply {
+            Reply::Killed { killed, task } => (killed, task),
+            Reply::Failed(facts) => return Err(facts.into_error()),
+            other => return Err(unexpected(&other)),
         };
+        killing.0 = None;
         // The server has settled it: fetch the rest of its output and its
-        // final state before saying so.
+        // final state before saying so; should that fail, its state as the
+        // kill reported it.
         for _ in 0..3 {
-            if mirror.is_settled() {
+            if mirror.is_settled() || mirror::pull(self, &mirror).await.is_err() {
                 break;
             }
-            mirror::pull(self, &mirror).await?;
+        }
+        if mirror.settle(task.state) {
+            self.announce(&mirror.snapshot());
         }
         Ok(killed)
     }
 
-    async fn shutdown(&self) {
+    async fn shutdown(self: &Arc<Self>) {
         if self.shut.swap(true, Ordering::AcqRel) {
+            self.shut_down.cancelled().await;
             return;
         }
         self.stopping.cancel();
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         let running: Vec<Arc<Mirror>> = self
             .tasks
             .lock()
@@ -421,25 +517,49 @@ impl Inner {
             .filter(|m| !m.is_settled())
             .cloned()
             .collect();
+        // Every kill at once, under one deadline.
+        let mut kills = tokio::task::JoinSet::new();
         for mirror in running {
-            let answer = self
-                .link
-                .call(
-                    "bash_kill",
-                    json!({ "task_id": mirror.id }),
-                    &ExecExtras::default(),
-                    self.config.patience,
-                )
-                .await;
-            let note = match answer {
-                Ok(_) => "killed by the executor's shutdown".to_owned(),
-                Err(err) => format!(
-                    "the executor shut down; the server could not be told to kill it: {err}"
-                ),
-            };
-            mirror.settle_here(dsh_bash::TaskStatus::Killed, &note);
+            let inner = Arc::clone(self);
+            kills.spawn(async move {
+                let answer = inner
+                    .link
+                    .call(
+                        "bash_kill",
+                        json!({ "task_id": mirror.id }),
+                        &ExecExtras::default(),
+                        inner.config.patience,
+                    )
+                    .await;
+                let note = match answer {
+                    Ok(Reply::Killed { .. }) => "killed by the executor's shutdown".to_owned(),
+                    Ok(Reply::Failed(facts)) => format!(
+                        "the executor shut down; the server refused to kill it: {}",
+                        facts.message
+                    ),
+                    Ok(other) => format!("the executor shut down; the server answered {other:?}"),
+                    Err(err) => format!(
+                        "the executor shut down; the server could not be told to kill it: {err}"
+                    ),
+                };
+                mirror.settle_here(TaskStatus::Killed, &note);
+            });
         }
+        while kills.join_next().await.is_some() {}
         self.link.close().await;
+        self.shut_down.cancel();
+    }
+}
+
+/// Clears a mirror's `killing` flag when dropped armed (a kill that did not
+/// get its answer).
+struct KillingFlag<'a>(Option<&'a Mirror>);
+
+impl Drop for KillingFlag<'_> {
+    fn drop(&mut self) {
+        if let Some(mirror) = self.0 {
+            mirror.killing.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -492,6 +612,15 @@ impl BashExecutor for RemoteBashExecutor {
             (None, Some(cwd)) => cwd.clone(),
             (None, None) => std::path::PathBuf::from("/"),
         };
+        if workdir.to_str().is_none() {
+            return Err(BashError::WorkdirInaccessible {
+                cause: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the path is not UTF-8, and a remote executor sends paths as text",
+                ),
+                path: workdir,
+            });
+        }
         let sandbox_mode = request.sandbox_mode.or(facts.sandbox_mode);
         let network = request
             .network
@@ -572,8 +701,10 @@ impl BashExecutor for RemoteBashExecutor {
 }
 
 impl Drop for RemoteBashExecutor {
-    /// Pollers stop; a command child (and so its server) is killed with
-    /// the connection.
+    /// Pollers stop. The connection closes (and a command child is killed,
+    /// taking its server and that server's tasks with it) once the calls
+    /// in flight have returned, within the patience; over HTTP the server
+    /// keeps the tasks (see [`RemoteBashExecutor::adopt`]).
     fn drop(&mut self) {
         self.inner.stopping.cancel();
     }

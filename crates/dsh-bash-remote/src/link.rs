@@ -119,35 +119,49 @@ fn lifecycle() -> ClientLifecycleMode {
 }
 
 impl Link {
-    /// Connects over Streamable HTTP.
-    pub(crate) async fn http(url: &str, token: &str) -> Result<Link, ConnectError> {
+    /// Connects over Streamable HTTP; the handshake waits `patience` at
+    /// most.
+    pub(crate) async fn http(
+        url: &str,
+        token: &str,
+        patience: Duration,
+    ) -> Result<Link, ConnectError> {
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
         use rmcp::transport::StreamableHttpClientTransport;
         let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
         let transport = StreamableHttpClientTransport::from_config(config);
-        let service =
-            rmcp::service::serve_client_with_lifecycle(client_info(), transport, lifecycle())
-                .await
-                .map_err(|err| {
-                    if err.is_authorization_required() {
-                        ConnectError::Unauthorized {
-                            target: url.to_owned(),
-                        }
-                    } else {
-                        ConnectError::Handshake {
-                            target: url.to_owned(),
-                            message: err.to_string(),
-                            stderr: String::new(),
-                        }
+        let handshake =
+            rmcp::service::serve_client_with_lifecycle(client_info(), transport, lifecycle());
+        let service = tokio::time::timeout(patience, handshake)
+            .await
+            .map_err(|_| ConnectError::Handshake {
+                target: url.to_owned(),
+                message: format!("no answer within {patience:?}"),
+                stderr: String::new(),
+            })?
+            .map_err(|err| {
+                if err.is_authorization_required() {
+                    ConnectError::Unauthorized {
+                        target: url.to_owned(),
                     }
-                })?;
+                } else {
+                    ConnectError::Handshake {
+                        target: url.to_owned(),
+                        message: err.to_string(),
+                        stderr: String::new(),
+                    }
+                }
+            })?;
         Link::established(service, None, StderrTail::default(), url.to_owned())
     }
 
     /// Connects over the stdio of `command`, which must run `dsh-bash mcp`
-    /// (possibly on another machine: `ssh host dsh-bash mcp`).
+    /// (possibly on another machine: `ssh host dsh-bash mcp`); the
+    /// handshake waits `patience` at most (an ssh asking for a password on
+    /// a terminal never answers: give it `-o BatchMode=yes`).
     pub(crate) async fn command(
         mut command: tokio::process::Command,
+        patience: Duration,
     ) -> Result<Link, ConnectError> {
         let program = command
             .as_std()
@@ -182,15 +196,19 @@ impl Link {
                 stderr: String::new(),
             });
         };
-        let service = match rmcp::service::serve_client_with_lifecycle(
-            client_info(),
-            (stdout, stdin),
-            lifecycle(),
-        )
-        .await
-        {
-            Ok(service) => service,
-            Err(err) => {
+        let handshake =
+            rmcp::service::serve_client_with_lifecycle(client_info(), (stdout, stdin), lifecycle());
+        let service = match tokio::time::timeout(patience, handshake).await {
+            Ok(Ok(service)) => service,
+            Err(_) => {
+                let _ = child.kill().await;
+                return Err(ConnectError::Handshake {
+                    target,
+                    message: format!("no answer within {patience:?}"),
+                    stderr: stderr.text(),
+                });
+            }
+            Ok(Err(err)) => {
                 // Let the child finish saying why (ssh's "Permission denied").
                 let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
                 return Err(ConnectError::Handshake {
@@ -213,10 +231,21 @@ impl Link {
         let facts = peer
             .peer_info()
             .and_then(|info| info.capabilities.extensions.clone())
-            .and_then(|extensions| extensions.get(META_KEY).cloned())
-            .and_then(|facts| serde_json::from_value::<ServerFacts>(Value::Object(facts)).ok());
+            .and_then(|extensions| extensions.get(META_KEY).cloned());
         let Some(facts) = facts else {
             return Err(ConnectError::NotDshBash { target });
+        };
+        let facts = match serde_json::from_value::<ServerFacts>(Value::Object(facts)) {
+            Ok(facts) => facts,
+            Err(err) => {
+                return Err(ConnectError::Handshake {
+                    target,
+                    message: format!(
+                    "its {META_KEY} facts cannot be read ({err}): a dsh-bash of another version?"
+                ),
+                    stderr: String::new(),
+                })
+            }
         };
         Ok(Link {
             peer,
@@ -274,26 +303,38 @@ impl Link {
                     "no answer within {patience:?}; the connection may be down"
                 )))
             }
+            // The server answered, with a JSON-RPC error: it is there.
+            Ok(Err(rmcp::service::ServiceError::McpError(err))) => {
+                return Err(BashError::Remote {
+                    code: "REMOTE".into(),
+                    message: format!("the server refused the call: {}", err.message),
+                })
+            }
             Ok(Err(err)) => return Err(self.unreachable(err)),
             Ok(Ok(result)) => result,
         };
-        let reply = result
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.0.get(META_KEY))
-            .and_then(|reply| serde_json::from_value::<Reply>(reply.clone()).ok());
-        reply.ok_or_else(|| {
-            let text = result
-                .content
-                .iter()
-                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-                .collect::<Vec<_>>()
-                .join("\n");
-            BashError::Remote {
+        let reply = result.meta.as_ref().and_then(|meta| meta.0.get(META_KEY));
+        match reply.map(|reply| serde_json::from_value::<Reply>(reply.clone())) {
+            Some(Ok(reply)) => Ok(reply),
+            Some(Err(err)) => Err(BashError::Remote {
                 code: "REMOTE".into(),
-                message: format!("the server did not answer as a dsh-bash executor: {text}"),
+                message: format!(
+                    "the server's reply cannot be read ({err}): a dsh-bash of another version?"
+                ),
+            }),
+            None => {
+                let text = result
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Err(BashError::Remote {
+                    code: "REMOTE".into(),
+                    message: format!("the server did not answer as a dsh-bash executor: {text}"),
+                })
             }
-        })
+        }
     }
 
     /// Closes the connection; a command child gets a moment to exit on its

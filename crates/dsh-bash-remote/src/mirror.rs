@@ -2,7 +2,7 @@
 //! pulled from the server and not read yet, and the poller that pulls it.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -49,6 +49,8 @@ pub(crate) struct Mirror {
     pulling: tokio::sync::Mutex<()>,
     /// A kill is under way.
     pub(crate) killing: AtomicBool,
+    /// Set by the one settle that publishes.
+    settled: AtomicBool,
 }
 
 impl Mirror {
@@ -66,12 +68,13 @@ impl Mirror {
             cap: config.max_buffered_bytes,
             pulling: tokio::sync::Mutex::new(()),
             killing: AtomicBool::new(false),
+            settled: AtomicBool::new(false),
         };
         (mirror, task)
     }
 
     pub(crate) fn is_settled(&self) -> bool {
-        self.publisher.state().is_settled()
+        self.settled.load(Ordering::Acquire)
     }
 
     pub(crate) fn snapshot(&self) -> BashTask {
@@ -118,19 +121,29 @@ impl Mirror {
         !(facts.stdout.is_empty() && facts.stderr.is_empty())
     }
 
-    /// Publishes a settled state once; true if this call did.
-    fn settle(&self, state: TaskState) -> bool {
-        if self.is_settled() || !state.is_settled() {
+    /// Publishes a settled state once, whoever else tries; true if this
+    /// call did.
+    pub(crate) fn settle(&self, state: TaskState) -> bool {
+        if !state.is_settled() || self.settled.swap(true, Ordering::AcqRel) {
             return false;
         }
         self.publisher.publish(state);
         true
     }
 
+    /// Some output may be gone: a pull's answer never arrived, and the
+    /// server hands out each byte once.
+    fn mark_lossy(&self) {
+        self.unread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .lossy = true;
+    }
+
     /// Settles the task on this side alone (shutdown, a lost connection),
-    /// with why on its stderr.
+    /// with why on its stderr; true if this call settled it.
     pub(crate) fn settle_here(&self, status: TaskStatus, note: &str) -> bool {
-        if self.is_settled() {
+        if self.settled.swap(true, Ordering::AcqRel) {
             return false;
         }
         {
@@ -142,12 +155,13 @@ impl Mirror {
                 .stderr
                 .push_str(&format!("[dsh-bash-remote: {note}]\n"));
         }
-        self.settle(TaskState {
+        self.publisher.publish(TaskState {
             status,
             exit_code: None,
             signal: None,
             sandbox: None,
-        })
+        });
+        true
     }
 }
 
@@ -166,7 +180,14 @@ pub(crate) async fn pull(inner: &Inner, mirror: &Mirror) -> Result<bool, BashErr
             &ExecExtras::default(),
             inner.config.patience,
         )
-        .await?;
+        .await
+        .inspect_err(|err| {
+            // The request may have been answered, and its output handed
+            // out, without the answer reaching us.
+            if matches!(err, BashError::Unreachable { .. }) {
+                mirror.mark_lossy();
+            }
+        })?;
     let facts = match reply {
         Reply::Read(facts) => facts,
         Reply::Failed(facts) => return Err(facts.into_error()),
@@ -185,6 +206,10 @@ pub(crate) fn spawn_poller(inner: Arc<Inner>, mirror: Arc<Mirror>) {
     tokio::spawn(async move {
         let (min, max) = (inner.config.poll_min, inner.config.poll_max);
         let mut wait = min;
+        // Over HTTP a dead server never closes the transport: after this
+        // long without an answer the task settles here.
+        let give_up = inner.config.patience.saturating_mul(2);
+        let mut failing_since: Option<std::time::Instant> = None;
         loop {
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
@@ -193,10 +218,17 @@ pub(crate) fn spawn_poller(inner: Arc<Inner>, mirror: Arc<Mirror>) {
             if mirror.is_settled() {
                 return;
             }
-            match pull(&inner, &mirror).await {
+            let pulled = pull(&inner, &mirror).await;
+            if pulled.is_ok() {
+                failing_since = None;
+            }
+            match pulled {
                 Ok(true) => wait = min,
                 Ok(false) => wait = (wait * 2).min(max),
-                Err(BashError::Unreachable { message }) if inner.link.is_closed() => {
+                Err(BashError::Unreachable { message })
+                    if inner.link.is_closed()
+                        || failing_since.is_some_and(|since| since.elapsed() > give_up) =>
+                {
                     let note = format!("the connection to the server was lost ({message}); what became of the task there is unknown");
                     if mirror.settle_here(TaskStatus::Killed, &note) {
                         inner.announce(&mirror.snapshot());
@@ -206,6 +238,7 @@ pub(crate) fn spawn_poller(inner: Arc<Inner>, mirror: Arc<Mirror>) {
                 // Over HTTP a failed request may be a blip: try again.
                 Err(BashError::Unreachable { message }) => {
                     tracing::debug!(task = %mirror.id, %message, "pull failed; retrying");
+                    failing_since.get_or_insert_with(std::time::Instant::now);
                     wait = max.max(Duration::from_millis(500));
                 }
                 Err(err) => {

@@ -141,6 +141,27 @@ fn first_line(stderr: &str) -> Option<String> {
 /// that is not a signal death) and its stderr reads as a sandbox denial. A
 /// wrapping runner (bwrap, the one with a status report) reports its
 /// child's death by signal n as exit 128+n, so those count as signals too.
+/// Variables a wrapping runner's dynamic loader or C library acts on as it
+/// starts (glibc's list for secure execution, plus `GLIBC_TUNABLES`).
+fn acts_before_the_sandbox(name: &str) -> bool {
+    name.starts_with("LD_")
+        || name.starts_with("MALLOC_")
+        || [
+            "GCONV_PATH",
+            "GETCONF_DIR",
+            "GLIBC_TUNABLES",
+            "HOSTALIASES",
+            "LOCALDOMAIN",
+            "LOCPATH",
+            "NIS_PATH",
+            "NLSPATH",
+            "RESOLV_HOST_CONF",
+            "RES_OPTIONS",
+            "TZDIR",
+        ]
+        .contains(&name)
+}
+
 fn denied(confinement: &Confinement, exit_code: Option<i32>, stderr: &str) -> bool {
     let wrapped = confinement.runner_report.is_some();
     let failed = match exit_code {
@@ -255,6 +276,30 @@ impl SandboxBashExecutor {
                 return Err(refused.into());
             }
         };
+        // A wrapping runner (bubblewrap) is an ordinary dynamically linked
+        // program started with the command's environment: what its loader
+        // or C library acts on would run before any sandbox exists.
+        if confinement.runner_report.is_some() {
+            if let Some(name) = spec
+                .env
+                .iter()
+                .flat_map(|env| env.keys())
+                .find(|name| acts_before_the_sandbox(name))
+            {
+                let backend = confinement.backend;
+                discard(
+                    &self.cleanups,
+                    Leftovers {
+                        private_tmp,
+                        held: std::mem::take(&mut confinement.held),
+                    },
+                );
+                return Err(BashError::EnvRefused {
+                    name: name.clone(),
+                    why: format!("{backend} would act on it before the sandbox exists; set it inside the command instead (`{name}=… program`)"),
+                });
+            }
+        }
         let held = std::mem::take(&mut confinement.held);
         Ok(Confined {
             // The confinement's invocation, keeping what the plain one

@@ -66,6 +66,17 @@ pub enum BashError {
     /// The executor was shut down; it accepts no new commands.
     #[error("the bash executor has been shut down and accepts no new commands")]
     ShutDown,
+    /// An environment entry the request names cannot be given to this
+    /// command (for a command confined by a wrapping runner such as
+    /// bubblewrap: a variable the runner's dynamic loader or C library would
+    /// act on before the sandbox exists).
+    #[error("the environment variable {name} cannot be set for this command: {why}")]
+    EnvRefused {
+        /// The variable.
+        name: String,
+        /// Why, and what to do instead.
+        why: String,
+    },
     /// A remote executor's server refused the call; the text is the
     /// server's (the variant itself where one fits, see
     /// [`crate::wire::ErrorFacts::into_error`]).
@@ -106,6 +117,7 @@ impl BashError {
             BashError::ShutDown => "SHUT_DOWN",
             BashError::SandboxUnavailable(refused) => refused.code(),
             BashError::Unreachable { .. } => "UNREACHABLE",
+            BashError::EnvRefused { .. } => "INVALID_ENV",
             BashError::Remote { code, .. } => match code.as_str() {
                 "COMMAND_TOO_LONG" => "COMMAND_TOO_LONG",
                 "INVALID_COMMAND" => "INVALID_COMMAND",
@@ -114,6 +126,8 @@ impl BashError {
                 "NOT_OWNER" => "NOT_OWNER",
                 "ESCALATION" => "ESCALATION",
                 "INVALID_ARGUMENTS" => "INVALID_ARGUMENTS",
+                "INVALID_ENV" => "INVALID_ENV",
+                "SHUT_DOWN" => "SHUT_DOWN",
                 "TOO_MANY_COMMANDS" => "TOO_MANY_COMMANDS",
                 "SANDBOX_UNAVAILABLE" => "SANDBOX_UNAVAILABLE",
                 _ => "REMOTE",

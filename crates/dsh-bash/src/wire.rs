@@ -35,8 +35,11 @@ use crate::{
 /// the server's extension capability.
 pub const META_KEY: &str = "io.dsh-bash/executor";
 
-/// What an executor call adds to the tool's arguments.
+/// What an executor call adds to the tool's arguments. A server refuses an
+/// entry it cannot read whole (an unknown field included): a narrowing it
+/// did not understand must not run wider.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExecExtras {
     /// Bytes for the command's stdin (absent: `/dev/null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,12 +152,13 @@ impl From<&BashError> for ErrorFacts {
 
 impl ErrorFacts {
     /// The error on this side: the variant itself where it carries nothing
-    /// the text does not, else [`BashError::Remote`] with the code and text.
+    /// the text does not, else [`BashError::Remote`] with the code and text
+    /// (the server's `SHUT_DOWN` among them: it is the server that stopped,
+    /// not the caller's executor).
     pub fn into_error(self) -> BashError {
         match (self.code.as_str(), self.task) {
             ("INVALID_TIMEOUT", _) => BashError::InvalidTimeout,
             ("UNKNOWN_TASK", Some(id)) => BashError::UnknownTask { id },
-            ("SHUT_DOWN", _) => BashError::ShutDown,
             ("ABORTED", _) => BashError::AbortedBeforeSpawn,
             _ => BashError::Remote {
                 code: self.code,

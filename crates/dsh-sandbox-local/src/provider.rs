@@ -54,8 +54,13 @@ pub struct LocalSandboxProvider {
 
 impl LocalSandboxProvider {
     /// Builds a provider; nothing is probed until the first confinement.
-    pub fn new(config: LocalSandboxConfig) -> Result<Self, ConfigError> {
+    pub fn new(mut config: LocalSandboxConfig) -> Result<Self, ConfigError> {
         config.validate()?;
+        // bubblewrap is found once, on this process's PATH: a command's own
+        // PATH (its environment is bwrap's) must not choose the runner.
+        if let Some(found) = on_path(&config.bwrap) {
+            config.bwrap = found;
+        }
         Ok(LocalSandboxProvider {
             config,
             verdict: OnceCell::new(),
@@ -253,5 +258,38 @@ impl SandboxProvider for LocalSandboxProvider {
             }
             self.confine_now(argv, policy).await
         })
+    }
+}
+
+/// `program` as an absolute path found on this process's `PATH`, when it
+/// is a bare name (one with a `/` is taken as given).
+fn on_path(program: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if program.as_os_str().is_empty() || program.components().count() != 1 || program.is_absolute()
+    {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_path;
+    use std::path::Path;
+
+    #[test]
+    fn a_bare_runner_is_found_on_this_process_path() {
+        let found = on_path(Path::new("sh")).expect("sh on PATH");
+        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
+        assert_eq!(on_path(Path::new("/opt/bwrap")), None);
+        assert_eq!(on_path(Path::new("bin/bwrap")), None);
+        assert_eq!(on_path(Path::new("no-such-program-here")), None);
     }
 }

@@ -147,7 +147,8 @@ fn write_new_token(path: &Path, token: &str) -> anyhow::Result<()> {
 /// The configured tokens.
 fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
     if let Some(path) = &args.token_file {
-        return match std::fs::metadata(path) {
+        // Opened once: the mode checked is the mode of the file read.
+        return match std::fs::File::open(path) {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 let token = generate_token();
                 write_new_token(path, &token)?;
@@ -158,8 +159,12 @@ fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
                 Ok((vec![Token(token.into_bytes())], TokenSource::File))
             }
             Err(err) => Err(err).with_context(|| format!("cannot read {}", path.display())),
-            Ok(meta) => {
+            Ok(mut file) => {
+                use std::io::Read as _;
                 use std::os::unix::fs::PermissionsExt as _;
+                let meta = file
+                    .metadata()
+                    .with_context(|| format!("cannot read {}", path.display()))?;
                 let mode = meta.permissions().mode() & 0o777;
                 if mode & 0o077 != 0 {
                     anyhow::bail!(
@@ -168,7 +173,8 @@ fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
                         path.display()
                     );
                 }
-                let text = std::fs::read_to_string(path)
+                let mut text = String::new();
+                file.read_to_string(&mut text)
                     .with_context(|| format!("cannot read {}", path.display()))?;
                 let mut tokens = Vec::new();
                 for (n, line) in text.lines().enumerate() {
@@ -288,6 +294,8 @@ struct Gate {
     hub: Arc<Hub>,
     allowed_origins: Vec<String>,
     max_sessions: usize,
+    /// Held while a session is opened, so the cap is exact.
+    opening: tokio::sync::Mutex<()>,
 }
 
 fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
@@ -339,9 +347,11 @@ impl Gate {
             .headers()
             .get(hyper::header::AUTHORIZATION)?
             .as_bytes();
-        let presented = presented
-            .strip_prefix(b"Bearer ")
-            .or_else(|| presented.strip_prefix(b"bearer "))?;
+        // The scheme is case-insensitive (RFC 7235).
+        let (scheme, presented) = presented.split_at_checked(7)?;
+        if !scheme.eq_ignore_ascii_case(b"bearer ") {
+            return None;
+        }
         let mut found = None;
         for door in &self.doors {
             if door.token.matches(presented) {
@@ -400,17 +410,19 @@ impl Gate {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v >= "2026-07-28");
         if !has_session && modern {
-            if self.share(door).is_none() {
+            if self.share(door).await.is_none() {
                 return self.too_many_sessions();
             }
             return door.stateless.handle(request).await;
         }
-        // A POST without a session id opens one.
-        if !has_session
-            && request.method() == hyper::Method::POST
-            && self.hub.live() >= self.max_sessions
-        {
-            return self.too_many_sessions();
+        // A POST without a session id opens one: checked and opened under
+        // one lock.
+        if !has_session && request.method() == hyper::Method::POST {
+            let _opening = self.opening.lock().await;
+            if self.hub.live() >= self.max_sessions {
+                return self.too_many_sessions();
+            }
+            return door.sessions.handle(request).await;
         }
         let closing = request.method() == hyper::Method::DELETE;
         let mut response = door.sessions.handle(request).await;
@@ -424,7 +436,15 @@ impl Gate {
 
     /// The token's shared session, opened if there is none; `None` at the
     /// cap.
-    fn share(&self, door: &Door) -> Option<Arc<SessionState>> {
+    async fn share(&self, door: &Door) -> Option<Arc<SessionState>> {
+        {
+            let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(current) = shared.as_mut() {
+                current.used = Instant::now();
+                return Some(Arc::clone(&current.state));
+            }
+        }
+        let _opening = self.opening.lock().await;
         let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(current) = shared.as_mut() {
             current.used = Instant::now();
@@ -531,6 +551,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         hub: Arc::clone(&hub),
         allowed_origins: listening.allowed_origins,
         max_sessions: listening.max_sessions,
+        opening: tokio::sync::Mutex::new(()),
     });
     eprintln!("dsh-bash: listening on http://{bound}{ENDPOINT}");
     let reaper = tokio::spawn({

@@ -316,17 +316,24 @@ impl Notices {
         });
     }
 
+    /// Keeps a notice for the next result; past [`MAX_KEPT_NOTICES`] the
+    /// oldest goes (a session that never reads results, such as a remote
+    /// executor's, must not grow without bound).
     fn keep(&self, text: &str) {
-        self.kept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(text.to_owned());
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= MAX_KEPT_NOTICES {
+            kept.remove(0);
+        }
+        kept.push(text.to_owned());
     }
 
     fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
+
+/// Notices kept for the next result, at most.
+const MAX_KEPT_NOTICES: usize = 256;
 
 /// The property results carry their kept notices in.
 fn notices_property() -> Value {
@@ -472,16 +479,19 @@ impl BashServer {
 }
 
 /// The extras of an executor call (`_meta["io.dsh-bash/executor"]`), if
-/// the call is one; an unreadable entry counts as none given.
+/// the call is one; an entry that cannot be read whole is an error (a
+/// narrowing the server did not understand must not run wider).
 fn executor_call(
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
-) -> Option<dsh_bash::wire::ExecExtras> {
+) -> Option<Result<dsh_bash::wire::ExecExtras, String>> {
     let entry = context
         .meta
         .get(dsh_bash::wire::META_KEY)
         .or_else(|| request.meta.as_ref()?.get(dsh_bash::wire::META_KEY))?;
-    Some(serde_json::from_value(entry.clone()).unwrap_or_default())
+    Some(serde_json::from_value(entry.clone()).map_err(|err| {
+        format!("the {} entry of _meta cannot be read: {err}; expected {{stdin?, env?, sandbox_mode?, network?}}", dsh_bash::wire::META_KEY)
+    }))
 }
 
 impl BashServer {
@@ -491,10 +501,20 @@ impl BashServer {
         &self,
         tool: &str,
         args: Value,
-        extras: dsh_bash::wire::ExecExtras,
+        extras: Result<dsh_bash::wire::ExecExtras, String>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         use dsh_bash::wire::{ErrorFacts, Reply};
+        let extras = match extras {
+            Ok(extras) => extras,
+            Err(message) => {
+                return Self::reply(Reply::Failed(ErrorFacts {
+                    code: "INVALID_ARGUMENTS".into(),
+                    message,
+                    task: None,
+                }))
+            }
+        };
         let reply = match self.admit(tool) {
             Err(message) => Reply::Failed(ErrorFacts {
                 code: "TOO_MANY_COMMANDS".into(),
@@ -523,7 +543,13 @@ impl BashServer {
                 .await
             }
         };
-        let failed = matches!(reply, Reply::Failed(_));
+        Self::reply(reply)
+    }
+
+    /// An executor call's reply as a tool result: in `_meta`, and as JSON
+    /// text.
+    fn reply(reply: dsh_bash::wire::Reply) -> CallToolResponse {
+        let failed = matches!(reply, dsh_bash::wire::Reply::Failed(_));
         let json = serde_json::to_value(&reply).unwrap_or(Value::Null);
         let content = vec![ContentBlock::text(json.to_string())];
         let mut result = if failed {
