@@ -466,7 +466,11 @@ fn an_executor_call_the_server_cannot_read_runs_nothing() {
         serde_json::json!("read-only"),
     ] {
         let answer = call(extras.clone());
-        assert!(answer.body.contains("INVALID_ARGUMENTS"), "{extras}: {}", answer.body);
+        assert!(
+            answer.body.contains("INVALID_ARGUMENTS"),
+            "{extras}: {}",
+            answer.body
+        );
         assert!(answer.body.contains("\"isError\":true"), "{}", answer.body);
         assert!(!marker.exists(), "{extras} ran the command");
     }

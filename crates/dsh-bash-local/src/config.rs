@@ -140,6 +140,13 @@ pub enum ConfigError {
         /// The cap.
         max: Duration,
     },
+    /// This platform cannot run local commands the way this executor
+    /// promises (it needs Linux: pidfds, cgroups, `clone`).
+    #[error("LocalBashExecutor runs commands on Linux only (pidfds, cgroups, clone), and this is {os}; run them on a Linux machine through dsh-bash-remote (ssh host dsh-bash mcp)")]
+    Unsupported {
+        /// `std::env::consts::OS`.
+        os: &'static str,
+    },
 }
 
 impl LocalConfig {

@@ -139,7 +139,13 @@
 //! # Platform support
 //!
 //! Linux 5.4 or newer (pidfds, `waitid(P_PIDFD)`), with `bash` on PATH (or
-//! configured). Needs a Tokio runtime with IO and time enabled.
+//! configured). Needs a Tokio runtime with IO and time enabled. On other
+//! platforms the crate builds with the same API and
+//! [`LocalBashExecutor::new`] returns [`ConfigError::Unsupported`] (run the
+//! commands on a Linux machine through `dsh-bash-remote` instead); the
+//! Linux modules are behind `cfg(target_os = "linux")`. Only Linux targets
+//! are built here: `RUSTFLAGS="--cfg dsh_unsupported" cargo check
+//! --workspace` builds the other platforms' side on Linux to check it.
 //!
 //! # Caveats
 //!
@@ -164,30 +170,62 @@
 //!   makes its own.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// The executor proper is Linux's (pidfds, cgroups, `clone`, Landlock);
+// elsewhere the same API exists and building an executor is a typed
+// error (`ConfigError::Unsupported`). `--cfg dsh_unsupported` builds the
+// other platforms' side on Linux, to check it compiles.
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod adopt;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod cgroup;
 mod config;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod drain;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod env;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod executor;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod output;
+mod settle;
 mod signal;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod spawn;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod spill;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod supervise;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod sys;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod tasks;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod tree;
+#[cfg(any(not(target_os = "linux"), dsh_unsupported))]
+mod unsupported;
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
 mod watchdog;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
+pub use dsh_sandbox::Invocation;
+pub use settle::{SettleStamp, Settled};
 pub use signal::{signal_name, signal_number};
+
+#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
+pub use executor::LocalBashExecutor;
+#[cfg(any(not(target_os = "linux"), dsh_unsupported))]
+pub use unsupported::LocalBashExecutor;
 
 /// Raises this process's soft open-file limit to its hard limit and returns
 /// the limit now in force. Every running command holds a pidfd and two
 /// pipes (three descriptors), and 1024 is a common soft default: a front
 /// end that runs many commands at once calls this once at start.
 pub fn raise_open_file_limit() -> std::io::Result<u64> {
-    sys::raise_open_file_limit()
+    #[cfg(all(target_os = "linux", not(dsh_unsupported)))]
+    return sys::raise_open_file_limit();
+    #[cfg(any(not(target_os = "linux"), dsh_unsupported))]
+    return Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "the open-file limit is raised on Linux only",
+    ));
 }
-pub use executor::{Invocation, LocalBashExecutor, SettleStamp, Settled};

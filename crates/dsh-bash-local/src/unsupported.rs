@@ -1,0 +1,127 @@
+//! Platforms other than Linux: `LocalBashExecutor` exists with the same
+//! API, so the seams, the tools and front ends compile, and building one is
+//! [`ConfigError::Unsupported`]. No value of it can exist (it holds an
+//! uninhabited field), so its methods are never called.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+
+use dsh_bash::{
+    BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask, BashTaskId,
+    BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode, TaskListener,
+};
+
+use crate::{ConfigError, Invocation, LocalConfig, SettleStamp};
+
+/// Runs bash commands locally — on Linux; here [`LocalBashExecutor::new`]
+/// says this platform is unsupported.
+#[derive(Clone, Debug)]
+pub struct LocalBashExecutor {
+    never: Infallible,
+}
+
+impl LocalBashExecutor {
+    /// Checks `config`, then refuses: this platform is not Linux.
+    pub fn new(config: LocalConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Err(ConfigError::Unsupported {
+            os: std::env::consts::OS,
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &LocalConfig {
+        match self.never {}
+    }
+
+    /// Where full-output files go.
+    pub fn spill_directory(&self) -> Option<PathBuf> {
+        match self.never {}
+    }
+
+    /// How `spec` runs as a plain shell.
+    pub fn invocation(&self, _spec: &BashExecSpec) -> Result<Invocation, BashError> {
+        match self.never {}
+    }
+
+    /// Runs `spec` in the foreground through `invocation`.
+    pub async fn run_invocation(
+        &self,
+        _spec: BashExecSpec,
+        _invocation: Invocation,
+    ) -> Result<BashRunResult, BashError> {
+        match self.never {}
+    }
+
+    /// Starts `spec` in the background through `invocation`.
+    pub fn start_invocation(
+        &self,
+        _spec: BashExecSpec,
+        _invocation: Invocation,
+        _stamp: Option<SettleStamp>,
+    ) -> Result<BashTask, BashError> {
+        match self.never {}
+    }
+}
+
+impl BashExecutor for LocalBashExecutor {
+    fn sandbox_mode(&self) -> Option<SandboxMode> {
+        match self.never {}
+    }
+
+    fn resolve(&self, _request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+        match self.never {}
+    }
+
+    fn run(&self, _spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
+        match self.never {}
+    }
+
+    fn start(&self, _spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
+        match self.never {}
+    }
+
+    fn get(&self, _id: &BashTaskId) -> Option<BashTask> {
+        match self.never {}
+    }
+
+    fn owner_of(&self, _id: &BashTaskId) -> Option<OwnerToken> {
+        match self.never {}
+    }
+
+    fn list(&self) -> Vec<BashTask> {
+        match self.never {}
+    }
+
+    fn read_output(&self, _id: &BashTaskId) -> Result<BashTaskRead, BashError> {
+        match self.never {}
+    }
+
+    fn kill<'a>(&'a self, _id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
+        match self.never {}
+    }
+
+    fn on_task_done(&self, _listener: TaskListener) -> ListenerHandle {
+        match self.never {}
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        match self.never {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn building_one_says_which_platform_and_what_to_do() {
+        let err = LocalBashExecutor::new(LocalConfig::default()).unwrap_err();
+        assert!(matches!(err, ConfigError::Unsupported { .. }));
+        let text = err.to_string();
+        assert!(
+            text.contains(std::env::consts::OS) && text.contains("dsh-bash-remote"),
+            "{text}"
+        );
+    }
+}
