@@ -416,6 +416,29 @@ fn tokens_are_checked_before_listening() {
             "DSH_BASH_TOKEN is 4 characters",
         ),
     ];
+    // A token file someone else owns (they could change the token).
+    let foreign = dir.path().join("foreign");
+    std::fs::write(&foreign, "a-token-that-is-long-enough\n").unwrap();
+    std::fs::set_permissions(
+        &foreign,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let am_root =
+        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    if am_root {
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+            .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
+            .arg(&foreign)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+    } else {
+        eprintln!("SKIP the foreign-owner case: it needs root to chown");
+    }
     for (args, env, expected) in cases {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
         command.arg("mcp").args(args).env_remove("DSH_BASH_TOKEN");
@@ -478,4 +501,122 @@ fn an_executor_call_the_server_cannot_read_runs_nothing() {
     let answer = call(serde_json::json!({}));
     assert!(answer.body.contains("\"ran\""), "{}", answer.body);
     assert!(marker.exists());
+}
+
+/// A 2026-07-28 `tools/call` of `bash`, with the headers and `_meta` that
+/// version requires, carrying `session` as a (meaningless) session id.
+fn call_2026(server: &Listening, session: &str, arguments: serde_json::Value) -> Answer {
+    let auth = bearer(&server.token);
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {
+            "name": "bash",
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    })
+    .to_string();
+    send(
+        server,
+        "POST",
+        &[
+            JSON,
+            ACCEPT,
+            ("Authorization", auth.as_str()),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "bash"),
+            ("Mcp-Session-Id", session),
+        ],
+        &body,
+    )
+}
+
+#[test]
+fn a_2026_request_cannot_open_sessions_of_its_own_with_an_id() {
+    let server = Listening::start(&["--max-commands", "1", "--max-sessions", "2"]);
+    let hold = serde_json::json!({"command": "sleep 60", "description": "hold", "run_in_background": true});
+    let first = call_2026(&server, "bogus-1", hold.clone());
+    assert!(
+        first.body.contains("started background task"),
+        "{}",
+        first.body
+    );
+    // Another made-up id is the same token's one 2026 session: its cap holds.
+    let second = call_2026(&server, "bogus-2", hold);
+    assert!(second.body.contains("--max-commands"), "{}", second.body);
+}
+
+#[test]
+fn closing_and_addressing_what_is_not_there() {
+    let server = Listening::start(&[]);
+    let auth = bearer(&server.token);
+    let answer = send(
+        &server,
+        "DELETE",
+        &[
+            ("Authorization", &auth),
+            ("Mcp-Session-Id", "no-such-session"),
+        ],
+        "",
+    );
+    assert_eq!(answer.status, 404, "{}", answer.body);
+    let session = open_session(&server, &server.token);
+    let answer = send(
+        &server,
+        "DELETE",
+        &[("Authorization", &auth), ("Mcp-Session-Id", &session)],
+        "",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    // Two Host headers: which one would be checked is a guess; refused.
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let answer = send(
+        &server,
+        "POST",
+        &[
+            JSON,
+            ACCEPT,
+            ("Authorization", &auth),
+            ("Host", &address),
+            ("Host", "attacker.example"),
+        ],
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    assert_eq!(answer.status, 400, "{}", answer.body);
+}
+
+#[test]
+fn idle_connections_past_the_cap_wait_and_hold_no_descriptor() {
+    let server = Listening::start(&["--max-connections", "2"]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let idle: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(&address).unwrap())
+        .collect();
+    // Two connections hold both slots (whatever they send): the third is
+    // not served...
+    let mut third = TcpStream::connect(&address).unwrap();
+    write!(
+        third,
+        "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = third.read(&mut byte);
+    assert!(early.is_err(), "answered past the cap: {early:?}");
+    // ...until one of them goes.
+    drop(idle);
+    third
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut text = String::new();
+    third.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
 }

@@ -85,6 +85,21 @@ pub async fn workdir_stdin_and_environment(executor: Arc<dyn BashExecutor>) {
         format!("{workdir}\nfrom stdin\nfrom env\n"),
         "{result:?}"
     );
+    // A name holding `=` would set another variable than the one named.
+    let mut request = BashExecRequest::new("echo ran");
+    request.env = Some(
+        [("GLIBC_TUNABLES=x".to_owned(), "1".to_owned())]
+            .into_iter()
+            .collect(),
+    );
+    let refused = match executor.resolve(request) {
+        Err(err) => err,
+        Ok(spec) => match executor.run(spec).await {
+            Err(err) => err,
+            Ok(result) => panic!("ran with a name holding '=': {result:?}"),
+        },
+    };
+    assert_eq!(refused.code(), "INVALID_ENV", "{refused}");
     executor.shutdown().await;
 }
 

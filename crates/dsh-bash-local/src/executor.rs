@@ -471,6 +471,18 @@ impl BashExecutor for LocalBashExecutor {
         if request.command.contains('\0') {
             return Err(BashError::CommandHasNul);
         }
+        // `A=B` as a name would set `A` to `B=…`, past any check of `A`.
+        if let Some(name) = request
+            .env
+            .iter()
+            .flat_map(|env| env.keys())
+            .find(|name| name.is_empty() || name.contains(['=', '\0']))
+        {
+            return Err(BashError::EnvRefused {
+                name: name.clone(),
+                why: "a variable's name cannot be empty or hold '=' or NUL".into(),
+            });
+        }
         Ok(BashExecSpec {
             command: request.command,
             workdir,

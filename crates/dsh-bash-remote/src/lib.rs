@@ -606,6 +606,17 @@ impl BashExecutor for RemoteBashExecutor {
         if request.command.contains('\0') {
             return Err(BashError::CommandHasNul);
         }
+        if let Some(name) = request
+            .env
+            .iter()
+            .flat_map(|env| env.keys())
+            .find(|name| name.is_empty() || name.contains(['=', '\0']))
+        {
+            return Err(BashError::EnvRefused {
+                name: name.clone(),
+                why: "a variable's name cannot be empty or hold '=' or NUL".into(),
+            });
+        }
         let workdir = match (request.workdir, &facts.cwd) {
             (Some(dir), Some(cwd)) if dir.is_relative() => cwd.join(dir),
             (Some(dir), _) => dir,

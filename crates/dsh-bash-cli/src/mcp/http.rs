@@ -74,6 +74,10 @@ pub struct HttpArgs {
     /// refused with 503.
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_sessions: usize,
+    /// Connections open at once; past it new ones wait to be accepted (so
+    /// idle connections cannot exhaust the server's descriptors).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    max_connections: usize,
     /// Seconds without a request after which a session expires and its
     /// commands are stopped (raised to the longest timeout plus 10 s, so a
     /// foreground call in flight never outlives its session).
@@ -165,6 +169,19 @@ fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
                 let meta = file
                     .metadata()
                     .with_context(|| format!("cannot read {}", path.display()))?;
+                use std::os::unix::fs::MetadataExt as _;
+                // Ours, like ssh wants its keys (the owner of /proc/self is
+                // this process's user).
+                if let Ok(me) = std::fs::metadata("/proc/self") {
+                    if meta.uid() != me.uid() {
+                        anyhow::bail!(
+                            "the token file {} belongs to uid {}, not to this server's user (uid {}); whoever owns it can change the token",
+                            path.display(),
+                            meta.uid(),
+                            me.uid()
+                        );
+                    }
+                }
                 let mode = meta.permissions().mode() & 0o777;
                 if mode & 0o077 != 0 {
                     anyhow::bail!(
@@ -219,6 +236,7 @@ pub(crate) struct Listening {
     allowed_origins: Vec<String>,
     allowed_hosts: Vec<String>,
     max_sessions: usize,
+    max_connections: usize,
     idle: Duration,
 }
 
@@ -234,6 +252,9 @@ impl Listening {
         }
         if args.idle_timeout == 0 {
             anyhow::bail!("--idle-timeout must be at least 1 second");
+        }
+        if args.max_connections == 0 {
+            anyhow::bail!("--max-connections must be at least 1");
         }
         for origin in &args.allow_origin {
             if !(origin.starts_with("http://") || origin.starts_with("https://"))
@@ -264,6 +285,7 @@ impl Listening {
             allowed_origins: args.allow_origin.clone(),
             allowed_hosts,
             max_sessions: args.max_sessions,
+            max_connections: args.max_connections,
             idle,
         })
     }
@@ -283,6 +305,8 @@ struct Door {
     token: Token,
     /// Sessions of protocol versions up to 2025-11-25.
     sessions: Endpoint,
+    /// Their manager, which knows this token's session ids.
+    manager: Arc<LocalSessionManager>,
     /// 2026-07-28 requests, which have no session.
     stateless: Endpoint,
     shared: Arc<Mutex<Option<Shared>>>,
@@ -294,8 +318,6 @@ struct Gate {
     hub: Arc<Hub>,
     allowed_origins: Vec<String>,
     max_sessions: usize,
-    /// Held while a session is opened, so the cap is exact.
-    opening: tokio::sync::Mutex<()>,
 }
 
 fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
@@ -375,6 +397,19 @@ impl Gate {
         if request.uri().path() == "/healthz" {
             return plain(StatusCode::OK, "ok\n");
         }
+        // Two `Host`s: which one is checked would be a guess.
+        if request
+            .headers()
+            .get_all(hyper::header::HOST)
+            .iter()
+            .count()
+            > 1
+        {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: more than one Host header",
+            );
+        }
         if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("");
             if !self.origin_allowed(origin) {
@@ -404,27 +439,43 @@ impl Gate {
             );
         }
         let headers = request.headers();
-        let has_session = headers.contains_key("mcp-session-id");
+        // 2026-07-28 has no sessions, whatever id a request carries: its
+        // requests share the token's session (and its caps).
         let modern = headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v >= "2026-07-28");
-        if !has_session && modern {
-            if self.share(door).await.is_none() {
+        if modern {
+            if self.share(door).is_none() {
                 return self.too_many_sessions();
             }
             return door.stateless.handle(request).await;
         }
-        // A POST without a session id opens one: checked and opened under
-        // one lock.
-        if !has_session && request.method() == hyper::Method::POST {
-            let _opening = self.opening.lock().await;
-            if self.hub.live() >= self.max_sessions {
+        let session = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let Some(session) = session else {
+            // A POST without a session id opens one; the session endpoint
+            // counts it against the cap (see `serve`), this is the early
+            // answer.
+            if request.method() == hyper::Method::POST && self.hub.live() >= self.max_sessions {
                 return self.too_many_sessions();
             }
             return door.sessions.handle(request).await;
-        }
+        };
+        // Closing a session this token does not have: nothing to close.
         let closing = request.method() == hyper::Method::DELETE;
+        if closing
+            && !door
+                .manager
+                .sessions
+                .read()
+                .await
+                .contains_key(session.as_str())
+        {
+            return plain(StatusCode::NOT_FOUND, "Not Found: no such session");
+        }
         let mut response = door.sessions.handle(request).await;
         // A session closed by DELETE: 200, which every client takes as
         // done (the Python SDK warns about rmcp's 202).
@@ -436,24 +487,13 @@ impl Gate {
 
     /// The token's shared session, opened if there is none; `None` at the
     /// cap.
-    async fn share(&self, door: &Door) -> Option<Arc<SessionState>> {
-        {
-            let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(current) = shared.as_mut() {
-                current.used = Instant::now();
-                return Some(Arc::clone(&current.state));
-            }
-        }
-        let _opening = self.opening.lock().await;
+    fn share(&self, door: &Door) -> Option<Arc<SessionState>> {
         let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(current) = shared.as_mut() {
             current.used = Instant::now();
             return Some(Arc::clone(&current.state));
         }
-        if self.hub.live() >= self.max_sessions {
-            return None;
-        }
-        let state = self.hub.open();
+        let state = self.hub.try_open(self.max_sessions)?;
         *shared = Some(Shared {
             state: Arc::clone(&state),
             used: Instant::now(),
@@ -504,12 +544,24 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             let shared: Arc<Mutex<Option<Shared>>> = Arc::default();
             let mut manager = LocalSessionManager::default();
             manager.session_config.keep_alive = Some(listening.idle);
+            let manager = Arc::new(manager);
+            // The cap is exact here (checked and counted in one step); the
+            // gate's check before it only answers early with a 503.
+            let max_sessions = listening.max_sessions;
             let sessions = StreamableHttpService::new(
                 {
                     let hub = Arc::clone(&hub);
-                    move || Ok(hub.server(hub.open()))
+                    move || {
+                        hub.try_open(max_sessions)
+                            .map(|state| hub.server(state))
+                            .ok_or_else(|| {
+                                std::io::Error::other(format!(
+                                    "{max_sessions} sessions are open, the most this server allows (--max-sessions)"
+                                ))
+                            })
+                    }
                 },
-                Arc::new(manager),
+                Arc::clone(&manager),
                 config.clone(),
             );
             let stateless = StreamableHttpService::new(
@@ -541,6 +593,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             Door {
                 token,
                 sessions,
+                manager,
                 stateless,
                 shared,
             }
@@ -551,7 +604,6 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         hub: Arc::clone(&hub),
         allowed_origins: listening.allowed_origins,
         max_sessions: listening.max_sessions,
-        opening: tokio::sync::Mutex::new(()),
     });
     eprintln!("dsh-bash: listening on http://{bound}{ENDPOINT}");
     let reaper = tokio::spawn({
@@ -565,7 +617,15 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         }
     });
     let mut connections = tokio::task::JoinSet::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(listening.max_connections));
     loop {
+        // A slot first: past --max-connections, new connections wait in
+        // the kernel's backlog instead of taking descriptors.
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+            () = stop.cancelled() => break,
+        };
+        let Ok(slot) = slot else { break };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = stop.cancelled() => break,
@@ -581,13 +641,14 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         };
         let gate = Arc::clone(&gate);
         connections.spawn(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(move |request| {
                 let gate = Arc::clone(&gate);
                 async move { Ok::<_, Infallible>(gate.handle(request).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
+                .header_read_timeout(Duration::from_secs(10))
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             if let Err(err) = connection.await {
                 tracing::debug!(%err, "an HTTP connection ended with an error");

@@ -133,9 +133,26 @@ impl Hub {
         self.live.load(Ordering::Acquire)
     }
 
+    /// A new session unless `max` are alive already (checked and counted
+    /// in one step).
+    pub(crate) fn try_open(&self, max: usize) -> Option<Arc<SessionState>> {
+        self.live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
+                (live < max).then_some(live + 1)
+            })
+            .ok()?;
+        Some(self.opened())
+    }
+
     /// A new session: its own owner token, cwd, notices, approvals and
     /// tasks. Its running commands stop when the last handle is dropped.
     pub(crate) fn open(&self) -> Arc<SessionState> {
+        self.live.fetch_add(1, Ordering::AcqRel);
+        self.opened()
+    }
+
+    /// A session already counted in `live`.
+    fn opened(&self) -> Arc<SessionState> {
         let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
         let notices = Arc::new(Notices {
             peer: Arc::clone(&peer),
@@ -149,7 +166,6 @@ impl Hub {
             Session::new(id, self.cwd.clone())
                 .with_notices(Arc::new(move |text: &str| sink.deliver(text))),
         );
-        self.live.fetch_add(1, Ordering::AcqRel);
         Arc::new(SessionState {
             session,
             peer,
