@@ -25,8 +25,7 @@ pub enum ConnectError {
     Spawn {
         /// The program.
         program: String,
-        /// What the OS said.
-        #[source]
+        /// What the OS said (in the message, so not chained again).
         cause: std::io::Error,
     },
     /// The MCP handshake failed: the server is unreachable, refused the
