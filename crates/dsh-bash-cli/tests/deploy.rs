@@ -179,6 +179,16 @@ fn the_containerfile_builds_in_one_stage_and_runs_unprivileged_in_another() {
         .map(|(_, a)| a.as_str());
     assert_eq!(exposed, Some(port), "EXPOSE and --listen disagree");
     starts_with(&args);
+    // `COPY . .` must not send the build output or the history along.
+    for ignore in [".containerignore", ".dockerignore"] {
+        let text = std::fs::read_to_string(deploy("..").join(ignore)).unwrap();
+        for excluded in ["target/", ".git/"] {
+            assert!(
+                text.lines().any(|l| l.trim() == excluded),
+                "{ignore} does not exclude {excluded}"
+            );
+        }
+    }
 }
 
 /// The YAML documents as JSON, through PyYAML.

@@ -506,6 +506,16 @@ fn an_executor_call_the_server_cannot_read_runs_nothing() {
 /// A 2026-07-28 `tools/call` of `bash`, with the headers and `_meta` that
 /// version requires, carrying `session` as a (meaningless) session id.
 fn call_2026(server: &Listening, session: &str, arguments: serde_json::Value) -> Answer {
+    call_2026_with(server, session, arguments, serde_json::json!({}))
+}
+
+/// [`call_2026`] from a client with these capabilities.
+fn call_2026_with(
+    server: &Listening,
+    session: &str,
+    arguments: serde_json::Value,
+    capabilities: serde_json::Value,
+) -> Answer {
     let auth = bearer(&server.token);
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 11, "method": "tools/call",
@@ -515,7 +525,7 @@ fn call_2026(server: &Listening, session: &str, arguments: serde_json::Value) ->
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-                "io.modelcontextprotocol/clientCapabilities": {}
+                "io.modelcontextprotocol/clientCapabilities": capabilities
             }
         }
     })
@@ -619,4 +629,42 @@ fn idle_connections_past_the_cap_wait_and_hold_no_descriptor() {
     let mut text = String::new();
     third.read_to_string(&mut text).unwrap();
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+}
+
+#[test]
+fn over_http_the_servers_sandbox_is_a_ceiling_unless_escalation_is_allowed() {
+    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        .args(["run", "--sandbox", "read-only", "--", "true"])
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        common::confined::skip("escalation over HTTP: no sandbox backend here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("escaped");
+    let escalate = serde_json::json!({
+        "command": format!("touch {}", marker.display()),
+        "description": "write outside",
+        "sandbox_permissions": "danger-full-access",
+        "justification": "the test asks"
+    });
+    let elicits = serde_json::json!({"elicitation": {}});
+    // A client that can answer questions is not asked: the token holder
+    // would approve itself.
+    let server = Listening::start(&["--sandbox", "read-only"]);
+    let answer = call_2026_with(&server, "any", escalate.clone(), elicits.clone());
+    assert!(
+        answer.body.contains("no approval channel"),
+        "{}",
+        answer.body
+    );
+    assert!(!answer.body.contains("requestState"), "{}", answer.body);
+    assert!(!marker.exists());
+    drop(server);
+    // With --allow-escalation the operator lets clients approve: asked.
+    let server = Listening::start(&["--sandbox", "read-only", "--allow-escalation"]);
+    let answer = call_2026_with(&server, "any", escalate, elicits);
+    assert!(answer.body.contains("requestState"), "{}", answer.body);
+    assert!(!marker.exists(), "ran before anybody answered");
 }

@@ -32,6 +32,7 @@ fn the_python_client_over_streamable_http() {
             "a legacy session is told of a finished background task",
             "two legacy sessions are isolated",
             "2026-07-28 over HTTP runs a command",
+            "2026-07-28 over HTTP announces a finished task on a later result",
             "2026-07-28 reaches a task again from a new connection",
             "a wrong token is refused",
         ],

@@ -423,18 +423,40 @@ async fn a_client_cannot_choose_the_sandbox_runner_or_its_loader() {
         ));
         return;
     }
+    // The server with its usual environment, and with none at all (no
+    // PATH: the runner must still be found on the server's side).
+    for empty in [false, true] {
+        a_client_cannot_choose_the_runner(empty).await;
+    }
+}
+
+async fn a_client_cannot_choose_the_runner(empty_environment: bool) {
     let workspace = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let ws = workspace.path().to_str().unwrap().to_owned();
-    let served = Served::http(&[
+    let args = [
         "--sandbox",
         "workspace-write",
         "--sandbox-backend",
         "bwrap",
         "--workdir",
-        &ws,
-    ])
-    .await;
+        ws.as_str(),
+    ]
+    .map(String::from);
+    let server = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if empty_environment {
+            Listening::start_in_empty_environment(&args)
+        } else {
+            Listening::start(&args)
+        }
+    })
+    .await
+    .unwrap();
+    let executor = RemoteBashExecutor::over_http(&server.url, &server.token)
+        .await
+        .unwrap();
+    let served = Served { executor, server };
     // A confined command plants a `bwrap` of its own in the workspace...
     let planted = outside.path().join("pwned");
     let plant = format!(

@@ -240,9 +240,16 @@ impl RemoteBashExecutor {
         let mirror = {
             let mut by_id = inner.by_id.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(mirror) = by_id.get(id) {
+                if mirror.adopting.load(Ordering::Acquire) {
+                    return Err(BashError::Remote {
+                        code: "ADOPTING".into(),
+                        message: format!("task {id} is being taken over by another call; try again once it returns"),
+                    });
+                }
                 return Ok(mirror.snapshot());
             }
             let (mirror, _) = Mirror::new(id.clone(), owner, &inner.config);
+            mirror.adopting.store(true, Ordering::Release);
             let mirror = Arc::new(mirror);
             by_id.insert(id.clone(), Arc::clone(&mirror));
             mirror
@@ -255,6 +262,7 @@ impl RemoteBashExecutor {
                 .remove(id);
             return Err(err);
         }
+        mirror.adopting.store(false, Ordering::Release);
         inner.register(&mirror)?;
         Ok(mirror.snapshot())
     }
@@ -504,6 +512,9 @@ impl Inner {
             self.shut_down.cancelled().await;
             return;
         }
+        // Done when this returns or is dropped half-way: a later shutdown
+        // never waits on one that will not finish.
+        let _done = self.shut_down.clone().drop_guard();
         self.stopping.cancel();
         self.listeners
             .lock()
@@ -547,7 +558,6 @@ impl Inner {
         }
         while kills.join_next().await.is_some() {}
         self.link.close().await;
-        self.shut_down.cancel();
     }
 }
 

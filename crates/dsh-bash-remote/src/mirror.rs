@@ -49,6 +49,8 @@ pub(crate) struct Mirror {
     pulling: tokio::sync::Mutex<()>,
     /// A kill is under way.
     pub(crate) killing: AtomicBool,
+    /// Reserved by an adopt whose first pull has not answered yet.
+    pub(crate) adopting: AtomicBool,
     /// Set by the one settle that publishes.
     settled: AtomicBool,
 }
@@ -68,6 +70,7 @@ impl Mirror {
             cap: config.max_buffered_bytes,
             pulling: tokio::sync::Mutex::new(()),
             killing: AtomicBool::new(false),
+            adopting: AtomicBool::new(false),
             settled: AtomicBool::new(false),
         };
         (mirror, task)

@@ -137,10 +137,6 @@ fn first_line(stderr: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// True if and only if the command failed on its own terms (a non-zero exit
-/// that is not a signal death) and its stderr reads as a sandbox denial. A
-/// wrapping runner (bwrap, the one with a status report) reports its
-/// child's death by signal n as exit 128+n, so those count as signals too.
 /// Variables a wrapping runner's dynamic loader or C library acts on as it
 /// starts (glibc's list for secure execution, plus `GLIBC_TUNABLES`).
 fn acts_before_the_sandbox(name: &str) -> bool {
@@ -162,6 +158,10 @@ fn acts_before_the_sandbox(name: &str) -> bool {
         .contains(&name)
 }
 
+/// True if and only if the command failed on its own terms (a non-zero exit
+/// that is not a signal death) and its stderr reads as a sandbox denial. A
+/// wrapping runner (bwrap, the one with a status report) reports its
+/// child's death by signal n as exit 128+n, so those count as signals too.
 fn denied(confinement: &Confinement, exit_code: Option<i32>, stderr: &str) -> bool {
     let wrapped = confinement.runner_report.is_some();
     let failed = match exit_code {

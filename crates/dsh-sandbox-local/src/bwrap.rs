@@ -101,6 +101,27 @@ fn beneath<'p>(root: &Path, path: &'p Path) -> Option<&'p Path> {
 }
 
 impl Protection {
+    /// [`Protection::of`], resolved again when a path it found vanished
+    /// before it was opened or a stand-in was made beneath it: another
+    /// command's stand-in removed by its last holder in between (then it
+    /// is missing, and gets a stand-in of this command's).
+    pub(crate) fn settled(
+        policy: &SandboxPolicy,
+        handle: &Arc<OwnedFd>,
+    ) -> Result<Protection, SandboxError> {
+        let mut tries = 0;
+        loop {
+            match Protection::of(policy, handle) {
+                Err(SandboxError::Protect { cause, .. } | SandboxError::StandIn { cause, .. })
+                    if cause.kind() == std::io::ErrorKind::NotFound && tries < 8 =>
+                {
+                    tries += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
     /// Resolves what to bind, creating stand-ins for missing paths; every
     /// path is opened beneath the workspace handle, none through a
     /// symlink.
@@ -377,7 +398,7 @@ pub(crate) fn confine(
                 cause,
             })?,
     );
-    let protection = Protection::of(policy, &workspace)?;
+    let protection = Protection::settled(policy, &workspace)?;
     let mut wrapped = runner.to_vec();
     wrapped.extend(profile(
         policy,

@@ -60,6 +60,13 @@ pub enum ConfigError {
     /// The runner command is empty.
     #[error("invalid runner: the command is empty; give the program (and its leading arguments)")]
     EmptyRunner,
+    /// The runner's program is neither an absolute path nor found on this
+    /// process's PATH (a command's own PATH never chooses it).
+    #[error("invalid runner: {program} is not an absolute path and not on this process's PATH; give its absolute path")]
+    RunnerNotFound {
+        /// The program as configured.
+        program: String,
+    },
 }
 
 impl LocalSandboxConfig {

@@ -56,10 +56,23 @@ impl LocalSandboxProvider {
     /// Builds a provider; nothing is probed until the first confinement.
     pub fn new(mut config: LocalSandboxConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        // bubblewrap is found once, on this process's PATH: a command's own
-        // PATH (its environment is bwrap's) must not choose the runner.
-        if let Some(found) = on_path(&config.bwrap) {
+        // A wrapping runner is found once, on this process's PATH: a
+        // command's own PATH (its environment is the runner's) must never
+        // choose it. Not found, bubblewrap is unavailable (the probe says
+        // so), and an operator runner is a configuration error.
+        if let Some(found) = absolute(&config.bwrap) {
             config.bwrap = found;
+        }
+        if let Some(runner) = config.runner.as_mut() {
+            let program = std::path::PathBuf::from(&runner.command[0]);
+            match absolute(&program) {
+                Some(found) => runner.command[0] = found.into_os_string(),
+                None => {
+                    return Err(ConfigError::RunnerNotFound {
+                        program: program.display().to_string(),
+                    })
+                }
+            }
         }
         Ok(LocalSandboxProvider {
             config,
@@ -137,7 +150,14 @@ impl LocalSandboxProvider {
     async fn select(&self) -> Verdict {
         let timeout = self.config.probe_timeout;
         let mut reasons = Vec::new();
-        if matches!(self.config.backend, Backend::Auto | Backend::Bwrap) {
+        if matches!(self.config.backend, Backend::Auto | Backend::Bwrap)
+            && !self.config.bwrap.is_absolute()
+        {
+            reasons.push(format!(
+                "bwrap: {} is not on this process's PATH (a command's PATH never chooses the runner)",
+                self.config.bwrap.display()
+            ));
+        } else if matches!(self.config.backend, Backend::Auto | Backend::Bwrap) {
             let probed = crate::probe::check(
                 crate::bwrap::NAME,
                 |argv, policy| self.wrap_bwrap(argv, policy),
@@ -261,15 +281,19 @@ impl SandboxProvider for LocalSandboxProvider {
     }
 }
 
-/// `program` as an absolute path found on this process's `PATH`, when it
-/// is a bare name (one with a `/` is taken as given).
-fn on_path(program: &std::path::Path) -> Option<std::path::PathBuf> {
+/// `program` as an absolute path: itself if absolute; a bare name found on
+/// this process's `PATH` (the launcher's default when it has none; relative
+/// entries skipped); else `None` (a relative path with a `/` included).
+fn absolute(program: &std::path::Path) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
-    if program.as_os_str().is_empty() || program.components().count() != 1 || program.is_absolute()
-    {
+    if program.is_absolute() {
+        return Some(program.to_owned());
+    }
+    if program.as_os_str().is_empty() || program.components().count() != 1 {
         return None;
     }
-    let path = std::env::var_os("PATH")?;
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| std::ffi::OsString::from("/usr/local/bin:/usr/bin:/bin"));
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
         .map(|dir| dir.join(program))
@@ -281,15 +305,18 @@ fn on_path(program: &std::path::Path) -> Option<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::on_path;
+    use super::absolute;
     use std::path::Path;
 
     #[test]
-    fn a_bare_runner_is_found_on_this_process_path() {
-        let found = on_path(Path::new("sh")).expect("sh on PATH");
+    fn a_runner_is_absolute_or_not_at_all() {
+        let found = absolute(Path::new("sh")).expect("sh on PATH");
         assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
-        assert_eq!(on_path(Path::new("/opt/bwrap")), None);
-        assert_eq!(on_path(Path::new("bin/bwrap")), None);
-        assert_eq!(on_path(Path::new("no-such-program-here")), None);
+        assert_eq!(
+            absolute(Path::new("/opt/bwrap")),
+            Some(Path::new("/opt/bwrap").to_owned())
+        );
+        assert_eq!(absolute(Path::new("bin/bwrap")), None);
+        assert_eq!(absolute(Path::new("no-such-program-here")), None);
     }
 }

@@ -74,6 +74,16 @@ pub struct HttpArgs {
     /// refused with 503.
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_sessions: usize,
+    /// Sessions one token may have alive at once (so one client cannot
+    /// take every session); past it 503.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    max_sessions_per_token: usize,
+    /// Let a client approve a call's wider sandbox mode or network (the
+    /// `bash` tool's `sandbox_permissions` and `network`). Off by default:
+    /// over HTTP the client answering the question is whoever holds a
+    /// token, so the server's --sandbox is a ceiling unless this is given.
+    #[arg(long)]
+    allow_escalation: bool,
     /// Connections open at once; past it new ones wait to be accepted (so
     /// idle connections cannot exhaust the server's descriptors).
     #[arg(long, value_name = "N", default_value_t = 512)]
@@ -111,6 +121,13 @@ fn generate_token() -> String {
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     )
+}
+
+impl HttpArgs {
+    /// Whether clients may approve escalations (`--allow-escalation`).
+    pub(crate) fn allows_escalation(&self) -> bool {
+        self.allow_escalation
+    }
 }
 
 /// Where the tokens came from (what a non-loopback address requires).
@@ -236,6 +253,7 @@ pub(crate) struct Listening {
     allowed_origins: Vec<String>,
     allowed_hosts: Vec<String>,
     max_sessions: usize,
+    max_sessions_per_token: usize,
     max_connections: usize,
     idle: Duration,
 }
@@ -252,6 +270,9 @@ impl Listening {
         }
         if args.idle_timeout == 0 {
             anyhow::bail!("--idle-timeout must be at least 1 second");
+        }
+        if args.max_sessions_per_token == 0 {
+            anyhow::bail!("--max-sessions-per-token must be at least 1");
         }
         if args.max_connections == 0 {
             anyhow::bail!("--max-connections must be at least 1");
@@ -285,6 +306,7 @@ impl Listening {
             allowed_origins: args.allow_origin.clone(),
             allowed_hosts,
             max_sessions: args.max_sessions,
+            max_sessions_per_token: args.max_sessions_per_token.min(args.max_sessions),
             max_connections: args.max_connections,
             idle,
         })
@@ -318,6 +340,7 @@ struct Gate {
     hub: Arc<Hub>,
     allowed_origins: Vec<String>,
     max_sessions: usize,
+    max_sessions_per_token: usize,
 }
 
 fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
@@ -459,8 +482,17 @@ impl Gate {
             // A POST without a session id opens one; the session endpoint
             // counts it against the cap (see `serve`), this is the early
             // answer.
-            if request.method() == hyper::Method::POST && self.hub.live() >= self.max_sessions {
-                return self.too_many_sessions();
+            if request.method() == hyper::Method::POST {
+                if self.hub.live() >= self.max_sessions {
+                    return self.too_many_sessions();
+                }
+                let mine = door.manager.sessions.read().await.len();
+                if mine >= self.max_sessions_per_token {
+                    return plain(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("Service Unavailable: this token has {mine} sessions open, the most one token may (--max-sessions-per-token); close one (HTTP DELETE with its Mcp-Session-Id) or wait for an idle one to expire"),
+                    );
+                }
             }
             return door.sessions.handle(request).await;
         };
@@ -493,7 +525,7 @@ impl Gate {
             current.used = Instant::now();
             return Some(Arc::clone(&current.state));
         }
-        let state = self.hub.try_open(self.max_sessions)?;
+        let state = self.hub.try_open(self.max_sessions, true)?;
         *shared = Some(Shared {
             state: Arc::clone(&state),
             used: Instant::now(),
@@ -547,12 +579,22 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             let manager = Arc::new(manager);
             // The cap is exact here (checked and counted in one step); the
             // gate's check before it only answers early with a 503.
-            let max_sessions = listening.max_sessions;
+            let (max_sessions, per_token) =
+                (listening.max_sessions, listening.max_sessions_per_token);
             let sessions = StreamableHttpService::new(
                 {
-                    let hub = Arc::clone(&hub);
+                    let (hub, manager) = (Arc::clone(&hub), Arc::clone(&manager));
                     move || {
-                        hub.try_open(max_sessions)
+                        // This token's sessions (the manager's count is
+                        // exact but behind an async lock; a try is enough:
+                        // when it is busy, the global cap still holds).
+                        let mine = manager.sessions.try_read().map_or(0, |s| s.len());
+                        if mine >= per_token {
+                            return Err(std::io::Error::other(format!(
+                                "this token has {mine} sessions open, the most one token may (--max-sessions-per-token)"
+                            )));
+                        }
+                        hub.try_open(max_sessions, false)
                             .map(|state| hub.server(state))
                             .ok_or_else(|| {
                                 std::io::Error::other(format!(
@@ -574,9 +616,14 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
                                 current.used = Instant::now();
                                 Arc::clone(&current.state)
                             }
-                            // Expired between the gate and here: a new one.
+                            // Expired between the gate and here: a new one,
+                            // within the cap.
                             None => {
-                                let state = hub.open();
+                                let state = hub.try_open(max_sessions, true).ok_or_else(|| {
+                                    std::io::Error::other(format!(
+                                        "{max_sessions} sessions are open, the most this server allows (--max-sessions)"
+                                    ))
+                                })?;
                                 *slot = Some(Shared {
                                     state: Arc::clone(&state),
                                     used: Instant::now(),
@@ -604,6 +651,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         hub: Arc::clone(&hub),
         allowed_origins: listening.allowed_origins,
         max_sessions: listening.max_sessions,
+        max_sessions_per_token: listening.max_sessions_per_token,
     });
     eprintln!("dsh-bash: listening on http://{bound}{ENDPOINT}");
     let reaper = tokio::spawn({

@@ -99,6 +99,10 @@ pub(crate) struct Hub {
     /// What remote executors are told (the `io.dsh-bash/executor`
     /// extension capability).
     facts: serde_json::Map<String, Value>,
+    /// Whether a client may be asked to approve a wider sandbox. Over
+    /// HTTP the client answering is whoever holds a token, not the person
+    /// who chose the server's mode: off unless `--allow-escalation`.
+    escalation: bool,
 }
 
 impl Hub {
@@ -121,7 +125,14 @@ impl Hub {
             max_timeout,
             max_commands,
             live: Arc::default(),
+            escalation: true,
         }
+    }
+
+    /// The same hub, with escalation approvals allowed or not.
+    pub(crate) fn with_escalation(mut self, allowed: bool) -> Self {
+        self.escalation = allowed;
+        self
     }
 
     pub(crate) fn executor(&self) -> &Arc<dyn BashExecutor> {
@@ -135,24 +146,26 @@ impl Hub {
 
     /// A new session unless `max` are alive already (checked and counted
     /// in one step).
-    pub(crate) fn try_open(&self, max: usize) -> Option<Arc<SessionState>> {
+    pub(crate) fn try_open(&self, max: usize, shared: bool) -> Option<Arc<SessionState>> {
         self.live
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
                 (live < max).then_some(live + 1)
             })
             .ok()?;
-        Some(self.opened())
+        Some(self.opened(shared))
     }
 
     /// A new session: its own owner token, cwd, notices, approvals and
     /// tasks. Its running commands stop when the last handle is dropped.
     pub(crate) fn open(&self) -> Arc<SessionState> {
         self.live.fetch_add(1, Ordering::AcqRel);
-        self.opened()
+        self.opened(false)
     }
 
-    /// A session already counted in `live`.
-    fn opened(&self) -> Arc<SessionState> {
+    /// A session already counted in `live`; `shared` when it is a token's
+    /// 2026-07-28 session, which many requests (each with a peer that ends
+    /// with it) share.
+    fn opened(&self, shared: bool) -> Arc<SessionState> {
         let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
         let notices = Arc::new(Notices {
             peer: Arc::clone(&peer),
@@ -175,6 +188,7 @@ impl Hub {
             foreground: Arc::default(),
             executor: Arc::clone(self.tools.executor()),
             live: Arc::clone(&self.live),
+            shared,
         })
     }
 
@@ -184,6 +198,7 @@ impl Hub {
             tools: Arc::clone(&self.tools),
             max_commands: self.max_commands,
             facts: self.facts.clone(),
+            escalation: self.escalation,
             state,
         }
     }
@@ -204,6 +219,9 @@ pub(crate) struct SessionState {
     foreground: Arc<AtomicUsize>,
     executor: Arc<dyn BashExecutor>,
     live: Arc<AtomicUsize>,
+    /// A token's 2026-07-28 session over HTTP: notices always ride on
+    /// results (no request's peer outlives its request).
+    shared: bool,
 }
 
 impl SessionState {
@@ -267,6 +285,7 @@ pub(crate) struct BashServer {
     tools: Arc<BashTools>,
     max_commands: usize,
     facts: serde_json::Map<String, Value>,
+    escalation: bool,
     state: Arc<SessionState>,
 }
 
@@ -468,7 +487,7 @@ impl BashServer {
         let elicits = context
             .client_capabilities()
             .is_some_and(|caps| caps.elicitation.is_some());
-        if !elicits {
+        if !elicits || !self.escalation {
             return Ok(Asker::new(approval::NoChannel));
         }
         if !stateless(context) {
@@ -669,7 +688,7 @@ impl ServerHandler for BashServer {
         // Notices follow how the session began: without `initialize` there
         // is no standing channel for unsolicited messages, whatever a later
         // call's own metadata says.
-        let initialized = context.peer.peer_info().is_some();
+        let initialized = !self.state.shared && context.peer.peer_info().is_some();
         self.state
             .notices
             .stateless
@@ -800,13 +819,19 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     };
     let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
     let executor = compose::executor(&args.executor, local)?;
-    let hub = Arc::new(Hub::new(
-        Arc::clone(&executor),
-        cwd,
-        local_default_timeout,
-        max_timeout,
-        args.max_commands,
-    ));
+    // On stdio the client is the person's own; over HTTP any token holder
+    // would answer its own approval questions.
+    let escalation = listening.is_none() || args.http.allows_escalation();
+    let hub = Arc::new(
+        Hub::new(
+            Arc::clone(&executor),
+            cwd,
+            local_default_timeout,
+            max_timeout,
+            args.max_commands,
+        )
+        .with_escalation(escalation),
+    );
     match listening {
         Some(listening) => http::serve(listening, hub).await,
         None => serve_stdio(hub).await,

@@ -38,6 +38,24 @@ impl Listening {
         token_file: &std::path::Path,
         extra: &[&str],
     ) -> Listening {
+        Listening::launch(dir, token_file, extra, |_| {})
+    }
+
+    /// Like [`Listening::start`] with an empty environment (no `PATH`).
+    pub fn start_in_empty_environment(extra: &[&str]) -> Listening {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        Listening::launch(dir, &token_file, extra, |command| {
+            command.env_clear();
+        })
+    }
+
+    fn launch(
+        dir: tempfile::TempDir,
+        token_file: &std::path::Path,
+        extra: &[&str],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Listening {
         let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
         command
             .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
@@ -47,6 +65,7 @@ impl Listening {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        adjust(&mut command);
         let mut child = command.spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut seen = String::new();

@@ -84,6 +84,20 @@ async def modern(url: str, token: str):
         task_id = started.structured_content["task_id"]
     print("ok 2026-07-28 over HTTP runs a command")
 
+    # A finished background task is announced on a later result (2026 has
+    # no unsolicited messages; over HTTP every request has its own peer).
+    async with Client(transport(url, token)) as client:
+        quick = await client.call_tool("bash", bash("echo quick", run_in_background=True))
+        quick_id = quick.structured_content["task_id"]
+        with anyio.fail_after(30):
+            while True:
+                result = await client.call_tool("bash", bash("true"))
+                notices = result.structured_content.get("notices") or []
+                if any(quick_id in n for n in notices):
+                    break
+                await anyio.sleep(0.1)
+    print("ok 2026-07-28 over HTTP announces a finished task on a later result")
+
     # A new connection with the same token reaches the same task.
     async with Client(transport(url, token)) as client:
         seen = ""
