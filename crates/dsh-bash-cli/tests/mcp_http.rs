@@ -668,3 +668,153 @@ fn over_http_the_servers_sandbox_is_a_ceiling_unless_escalation_is_allowed() {
     assert!(answer.body.contains("requestState"), "{}", answer.body);
     assert!(!marker.exists(), "ran before anybody answered");
 }
+
+#[test]
+fn a_request_that_says_2026_in_its_body_shares_the_tokens_session() {
+    let server = Listening::start(&["--max-commands", "1"]);
+    let auth = bearer(&server.token);
+    // rmcp serves a request with the 2026 `_meta` without a session,
+    // whatever its header says: it must land in the token's one session.
+    let call = |command: &str| {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 12, "method": "tools/call",
+            "params": {
+                "name": "bash",
+                "arguments": {"command": command, "description": "x", "run_in_background": true},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2025-11-25",
+                    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+                    "io.modelcontextprotocol/clientCapabilities": {}
+                }
+            }
+        })
+        .to_string();
+        send(
+            &server,
+            "POST",
+            &[
+                JSON,
+                ACCEPT,
+                ("Authorization", auth.as_str()),
+                ("MCP-Protocol-Version", "2025-11-25"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "bash"),
+            ],
+            &body,
+        )
+    };
+    let first = call("sleep 60");
+    assert!(
+        first.body.contains("started background task"),
+        "{}",
+        first.body
+    );
+    let second = call("sleep 60");
+    assert!(second.body.contains("--max-commands"), "{}", second.body);
+}
+
+#[test]
+fn one_token_cannot_open_more_sessions_than_its_share_even_at_once() {
+    let server = std::sync::Arc::new(Listening::start(&["--max-sessions-per-token", "2"]));
+    let threads: Vec<_> = (0..12)
+        .map(|_| {
+            let server = std::sync::Arc::clone(&server);
+            std::thread::spawn(move || {
+                let auth = bearer(&server.token);
+                send(
+                    &server,
+                    "POST",
+                    &[JSON, ACCEPT, ("Authorization", &auth)],
+                    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+                )
+            })
+        })
+        .collect();
+    let answers: Vec<Answer> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let opened = answers
+        .iter()
+        .filter(|a| a.header("mcp-session-id").is_some())
+        .count();
+    assert_eq!(
+        opened,
+        2,
+        "{:?}",
+        answers.iter().map(|a| a.status).collect::<Vec<_>>()
+    );
+    assert!(
+        answers
+            .iter()
+            .filter(|a| a.header("mcp-session-id").is_none())
+            .all(|a| a.status >= 500 && a.body.contains("per-token")),
+        "{:?}",
+        answers
+            .iter()
+            .map(|a| (a.status, a.body.clone()))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_body_that_never_arrives_is_cut_off() {
+    let server = Listening::start(&[]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{",
+        server.token
+    )
+    .unwrap();
+    let began = Instant::now();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        began.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+#[test]
+fn no_shell_is_ever_found_in_the_working_directory() {
+    // A checkout that ships `bin/bash`, a server started there with a
+    // relative PATH entry: neither the host-death watchdog (which runs
+    // outside any sandbox) nor a command's shell is that file.
+    let checkout = tempfile::tempdir().unwrap();
+    let marker = checkout.path().join("planted-bash-ran");
+    std::fs::create_dir(checkout.path().join("bin")).unwrap();
+    let planted = checkout.path().join("bin/bash");
+    std::fs::write(
+        &planted,
+        format!(
+            "#!/bin/sh\ntouch {}\nexec /bin/bash \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &planted,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    let cwd = checkout.path().to_owned();
+    let server = Listening::launch(dir, &token_file, &[], move |command| {
+        command.current_dir(&cwd).env("PATH", "bin:/usr/bin:/bin");
+    });
+    let session = open_session(&server, &server.token);
+    let answer = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": "true", "description": "x"}),
+    );
+    assert!(answer.body.contains("\"isError\":false"), "{}", answer.body);
+    assert!(!marker.exists(), "the planted bash ran");
+}

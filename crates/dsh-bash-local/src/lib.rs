@@ -138,8 +138,9 @@
 //!
 //! # Platform support
 //!
-//! Linux 5.4 or newer (pidfds, `waitid(P_PIDFD)`), with `bash` on PATH (or
-//! configured). Needs a Tokio runtime with IO and time enabled. On other
+//! Linux 5.4 or newer (pidfds, `waitid(P_PIDFD)`), with `bash` on an
+//! absolute `PATH` entry (relative entries are skipped: they would name
+//! whatever the working directory holds), or configured. Needs a Tokio runtime with IO and time enabled. On other
 //! platforms the crate builds with the same API and
 //! [`LocalBashExecutor::new`] returns [`ConfigError::Unsupported`] (run the
 //! commands on a Linux machine through `dsh-bash-remote` instead); the

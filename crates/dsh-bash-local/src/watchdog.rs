@@ -175,10 +175,33 @@ impl Default for Writer {
     }
 }
 
+/// `bash` on this process's `PATH`, absolute entries only (a relative one
+/// names whatever the working directory holds: a checkout's `bin/bash`),
+/// else the usual places.
+fn shell() -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .chain(["/usr/bin", "/bin", "/usr/local/bin"].map(std::path::PathBuf::from))
+        .map(|dir| dir.join("bash"))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no bash on an absolute PATH entry for the host-death watchdog",
+            )
+        })
+}
+
 fn start() -> std::io::Result<Running> {
     let cgroup = CgroupHost::get().map_or(Path::new(""), CgroupHost::dir);
-    let mut command = Command::new("bash");
+    let mut command = Command::new(shell()?);
     command
+        .current_dir("/")
         .args(["--noprofile", "--norc", "-c", SCRIPT, NAME])
         .arg(cgroup)
         .arg(std::process::id().to_string())

@@ -47,6 +47,22 @@ pub const TOKEN_ENV: &str = "DSH_BASH_TOKEN";
 /// The path the MCP endpoint is served on.
 pub const ENDPOINT: &str = "/mcp";
 
+/// How long a request body may take to arrive.
+const BODY_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The largest request body (rmcp's own limit).
+const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// True if `message` is a request carrying its protocol version in
+/// `_meta` (a 2026-07-28 request, served without a session).
+fn per_request_version(message: &serde_json::Value) -> bool {
+    message
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some()
+}
+
 /// The shortest token accepted from a file or the environment.
 const MIN_TOKEN_LEN: usize = 16;
 
@@ -329,6 +345,8 @@ struct Door {
     sessions: Endpoint,
     /// Their manager, which knows this token's session ids.
     manager: Arc<LocalSessionManager>,
+    /// This token's sessions alive (its 2026 one included).
+    live: Arc<std::sync::atomic::AtomicUsize>,
     /// 2026-07-28 requests, which have no session.
     stateless: Endpoint,
     shared: Arc<Mutex<Option<Shared>>>,
@@ -461,32 +479,76 @@ impl Gate {
                 format!("Not Found: the MCP endpoint is {ENDPOINT}"),
             );
         }
+        // The body is read here, within a deadline and a size cap (a body
+        // trickled forever would hold its connection), and looked at to
+        // route the request.
+        let (parts, body) = request.into_parts();
+        let body = if parts.method == hyper::Method::POST {
+            let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+            match tokio::time::timeout(BODY_DEADLINE, limited.collect()).await {
+                Err(_) => {
+                    return plain(
+                        StatusCode::REQUEST_TIMEOUT,
+                        format!(
+                            "Request Timeout: the body did not arrive within {BODY_DEADLINE:?}"
+                        ),
+                    )
+                }
+                Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
+                    return plain(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!(
+                        "Payload Too Large: a request body may hold at most {MAX_BODY_BYTES} bytes"
+                    ),
+                    )
+                }
+                Ok(Err(err)) => {
+                    return plain(
+                        StatusCode::BAD_REQUEST,
+                        format!("Bad Request: the body could not be read: {err}"),
+                    )
+                }
+                Ok(Ok(collected)) => collected.to_bytes(),
+            }
+        } else {
+            Bytes::new()
+        };
+        let message: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        let request = Request::from_parts(parts, Full::new(body));
         let headers = request.headers();
+        let session = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         // 2026-07-28 has no sessions, whatever id a request carries: its
-        // requests share the token's session (and its caps).
+        // requests (known by their header, or by the per-request protocol
+        // version in `_meta`, which is how rmcp tells them) share the
+        // token's session and its caps; so does any request but
+        // `initialize` that names no session.
         let modern = headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v >= "2026-07-28");
-        if modern {
+            .is_some_and(|v| v >= "2026-07-28")
+            || message.as_ref().is_some_and(per_request_version);
+        let opens = message
+            .as_ref()
+            .is_some_and(|m| m.get("method").and_then(|m| m.as_str()) == Some("initialize"));
+        let sessionless = session.is_none() && request.method() == hyper::Method::POST && !opens;
+        if modern || sessionless {
             if self.share(door).is_none() {
                 return self.too_many_sessions();
             }
             return door.stateless.handle(request).await;
         }
-        let session = headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
         let Some(session) = session else {
-            // A POST without a session id opens one; the session endpoint
-            // counts it against the cap (see `serve`), this is the early
-            // answer.
-            if request.method() == hyper::Method::POST {
+            // An `initialize` opens a session; the session endpoint counts
+            // it against the caps in one step (see `serve`), this is the
+            // early answer.
+            if opens {
                 if self.hub.live() >= self.max_sessions {
                     return self.too_many_sessions();
                 }
-                let mine = door.manager.sessions.read().await.len();
+                let mine = door.live.load(std::sync::atomic::Ordering::Acquire);
                 if mine >= self.max_sessions_per_token {
                     return plain(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -525,7 +587,11 @@ impl Gate {
             current.used = Instant::now();
             return Some(Arc::clone(&current.state));
         }
-        let state = self.hub.try_open(self.max_sessions, true)?;
+        let state = self.hub.try_open(
+            self.max_sessions,
+            true,
+            Some((&door.live, self.max_sessions_per_token)),
+        )?;
         *shared = Some(Shared {
             state: Arc::clone(&state),
             used: Instant::now(),
@@ -581,24 +647,16 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             // gate's check before it only answers early with a 503.
             let (max_sessions, per_token) =
                 (listening.max_sessions, listening.max_sessions_per_token);
+            let live: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
             let sessions = StreamableHttpService::new(
                 {
-                    let (hub, manager) = (Arc::clone(&hub), Arc::clone(&manager));
+                    let (hub, live) = (Arc::clone(&hub), Arc::clone(&live));
                     move || {
-                        // This token's sessions (the manager's count is
-                        // exact but behind an async lock; a try is enough:
-                        // when it is busy, the global cap still holds).
-                        let mine = manager.sessions.try_read().map_or(0, |s| s.len());
-                        if mine >= per_token {
-                            return Err(std::io::Error::other(format!(
-                                "this token has {mine} sessions open, the most one token may (--max-sessions-per-token)"
-                            )));
-                        }
-                        hub.try_open(max_sessions, false)
+                        hub.try_open(max_sessions, false, Some((&live, per_token)))
                             .map(|state| hub.server(state))
                             .ok_or_else(|| {
                                 std::io::Error::other(format!(
-                                    "{max_sessions} sessions are open, the most this server allows (--max-sessions)"
+                                    "the session cap is reached ({max_sessions} in all, --max-sessions; {per_token} per token, --max-sessions-per-token)"
                                 ))
                             })
                     }
@@ -608,7 +666,8 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             );
             let stateless = StreamableHttpService::new(
                 {
-                    let (hub, shared) = (Arc::clone(&hub), Arc::clone(&shared));
+                    let (hub, shared, live) =
+                        (Arc::clone(&hub), Arc::clone(&shared), Arc::clone(&live));
                     move || {
                         let mut slot = shared.lock().unwrap_or_else(PoisonError::into_inner);
                         let state = match slot.as_mut() {
@@ -619,7 +678,9 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
                             // Expired between the gate and here: a new one,
                             // within the cap.
                             None => {
-                                let state = hub.try_open(max_sessions, true).ok_or_else(|| {
+                                let state = hub
+                                    .try_open(max_sessions, true, Some((&live, per_token)))
+                                    .ok_or_else(|| {
                                     std::io::Error::other(format!(
                                         "{max_sessions} sessions are open, the most this server allows (--max-sessions)"
                                     ))
@@ -641,6 +702,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
                 token,
                 sessions,
                 manager,
+                live,
                 stateless,
                 shared,
             }

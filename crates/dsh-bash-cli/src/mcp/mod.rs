@@ -144,28 +144,48 @@ impl Hub {
         self.live.load(Ordering::Acquire)
     }
 
-    /// A new session unless `max` are alive already (checked and counted
-    /// in one step).
-    pub(crate) fn try_open(&self, max: usize, shared: bool) -> Option<Arc<SessionState>> {
-        self.live
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
-                (live < max).then_some(live + 1)
-            })
-            .ok()?;
-        Some(self.opened(shared))
+    /// A new session unless `max` are alive already, or `token`'s count
+    /// is at its cap (each checked and counted in one step; released when
+    /// the session ends).
+    pub(crate) fn try_open(
+        &self,
+        max: usize,
+        shared: bool,
+        token: Option<(&Arc<AtomicUsize>, usize)>,
+    ) -> Option<Arc<SessionState>> {
+        let take = |counter: &AtomicUsize, cap: usize| {
+            counter
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < cap).then_some(n + 1)
+                })
+                .is_ok()
+        };
+        if let Some((counter, cap)) = token {
+            if !take(counter, cap) {
+                return None;
+            }
+        }
+        if !take(&self.live, max) {
+            if let Some((counter, _)) = token {
+                counter.fetch_sub(1, Ordering::AcqRel);
+            }
+            return None;
+        }
+        let state = self.opened(shared, token.map(|(counter, _)| Arc::clone(counter)));
+        Some(state)
     }
 
     /// A new session: its own owner token, cwd, notices, approvals and
     /// tasks. Its running commands stop when the last handle is dropped.
     pub(crate) fn open(&self) -> Arc<SessionState> {
         self.live.fetch_add(1, Ordering::AcqRel);
-        self.opened(false)
+        self.opened(false, None)
     }
 
     /// A session already counted in `live`; `shared` when it is a token's
     /// 2026-07-28 session, which many requests (each with a peer that ends
     /// with it) share.
-    fn opened(&self, shared: bool) -> Arc<SessionState> {
+    fn opened(&self, shared: bool, token_live: Option<Arc<AtomicUsize>>) -> Arc<SessionState> {
         let peer: Arc<OnceLock<Peer<RoleServer>>> = Arc::default();
         let notices = Arc::new(Notices {
             peer: Arc::clone(&peer),
@@ -188,6 +208,7 @@ impl Hub {
             foreground: Arc::default(),
             executor: Arc::clone(self.tools.executor()),
             live: Arc::clone(&self.live),
+            token_live,
             shared,
         })
     }
@@ -219,6 +240,8 @@ pub(crate) struct SessionState {
     foreground: Arc<AtomicUsize>,
     executor: Arc<dyn BashExecutor>,
     live: Arc<AtomicUsize>,
+    /// Its token's count of sessions (HTTP), released with `live`.
+    token_live: Option<Arc<AtomicUsize>>,
     /// A token's 2026-07-28 session over HTTP: notices always ride on
     /// results (no request's peer outlives its request).
     shared: bool,
@@ -245,6 +268,9 @@ impl Drop for SessionState {
         self.session.end();
         self.tasks.shutdown();
         self.live.fetch_sub(1, Ordering::AcqRel);
+        if let Some(token_live) = &self.token_live {
+            token_live.fetch_sub(1, Ordering::AcqRel);
+        }
         let running = self.running_tasks();
         if running.is_empty() {
             return;

@@ -50,7 +50,9 @@ impl Listening {
         })
     }
 
-    fn launch(
+    /// Starts the server with `token_file`, `extra` arguments and the
+    /// command adjusted by `adjust` first.
+    pub fn launch(
         dir: tempfile::TempDir,
         token_file: &std::path::Path,
         extra: &[&str],

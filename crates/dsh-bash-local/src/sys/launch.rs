@@ -71,7 +71,10 @@ fn resolve(program: &Path, path: &OsStr) -> io::Result<PathBuf> {
     if program.as_os_str().as_bytes().contains(&b'/') {
         return Ok(program.to_owned());
     }
-    for dir in std::env::split_paths(path) {
+    // Relative entries are skipped: they name whatever the working
+    // directory holds (a checkout's `bin/bash`), and were looked up here
+    // against the host's directory, not the command's.
+    for dir in std::env::split_paths(path).filter(|dir| dir.is_absolute()) {
         let candidate = dir.join(program);
         if let Ok(c) = cstring(candidate.as_os_str().as_bytes()) {
             // SAFETY: access with a valid NUL-terminated path.
@@ -82,7 +85,7 @@ fn resolve(program: &Path, path: &OsStr) -> io::Result<PathBuf> {
     }
     Err(io::Error::new(
         io::ErrorKind::NotFound,
-        format!("{} not found in PATH", program.display()),
+        format!("{} not found on PATH (absolute entries)", program.display()),
     ))
 }
 
