@@ -818,3 +818,23 @@ fn no_shell_is_ever_found_in_the_working_directory() {
     assert!(answer.body.contains("\"isError\":false"), "{}", answer.body);
     assert!(!marker.exists(), "the planted bash ran");
 }
+
+#[test]
+fn an_oversized_body_is_refused_before_it_is_sent() {
+    let server = Listening::start(&[]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n",
+        server.token
+    )
+    .unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(!text.contains("100 Continue"), "{text}");
+}

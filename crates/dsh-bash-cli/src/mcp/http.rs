@@ -35,6 +35,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt as _, Full};
 use hyper::{Request, Response, StatusCode};
+use rmcp::model::ProtocolVersion;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -53,14 +54,44 @@ const BODY_DEADLINE: Duration = Duration::from_secs(10);
 /// The largest request body (rmcp's own limit).
 const MAX_BODY_BYTES: usize = 4 << 20;
 
-/// True if `message` is a request carrying its protocol version in
-/// `_meta` (a 2026-07-28 request, served without a session).
-fn per_request_version(message: &serde_json::Value) -> bool {
-    message
-        .get("params")
-        .and_then(|p| p.get("_meta"))
-        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
-        .is_some()
+/// Bytes of request bodies held at once, over all connections (each body
+/// is parsed here and again by rmcp: the budget bounds what that costs).
+const BODY_BUDGET: usize = 64 << 20;
+
+/// What routing needs from a JSON-RPC message, read without building it
+/// (everything else is skipped, allocation-free).
+#[derive(serde::Deserialize)]
+struct Routing<'a> {
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    params: Option<RoutingParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct RoutingParams {
+    #[serde(rename = "_meta")]
+    meta: Option<RoutingMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct RoutingMeta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    version: Option<serde::de::IgnoredAny>,
+}
+
+impl Routing<'_> {
+    /// A request carrying its protocol version in `_meta` (2026-07-28,
+    /// served without a session).
+    fn per_request_version(&self) -> bool {
+        self.params
+            .as_ref()
+            .and_then(|p| p.meta.as_ref())
+            .is_some_and(|m| m.version.is_some())
+    }
+
+    fn opens_a_session(&self) -> bool {
+        self.method.as_deref() == Some("initialize")
+    }
 }
 
 /// The shortest token accepted from a file or the environment.
@@ -359,6 +390,8 @@ struct Gate {
     allowed_origins: Vec<String>,
     max_sessions: usize,
     max_sessions_per_token: usize,
+    /// Request-body bytes that may be held at once ([`BODY_BUDGET`]).
+    budget: tokio::sync::Semaphore,
 }
 
 fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
@@ -483,6 +516,36 @@ impl Gate {
         // trickled forever would hold its connection), and looked at to
         // route the request.
         let (parts, body) = request.into_parts();
+        let declared = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+            // Before any `100 Continue`: nothing is uploaded to be refused.
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "Payload Too Large: a request body may hold at most {MAX_BODY_BYTES} bytes"
+                ),
+            );
+        }
+        // The body's share of the budget, held until the request is
+        // answered (rmcp parses it again meanwhile).
+        let share = u32::try_from(declared.unwrap_or(MAX_BODY_BYTES).max(1)).unwrap_or(u32::MAX);
+        let _budget = if parts.method == hyper::Method::POST {
+            match tokio::time::timeout(BODY_DEADLINE, self.budget.acquire_many(share)).await {
+                Ok(Ok(permit)) => Some(permit),
+                _ => {
+                    return plain(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "Service Unavailable: too many request bodies are being read; retry",
+                    )
+                }
+            }
+        } else {
+            None
+        };
         let body = if parts.method == hyper::Method::POST {
             let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
             match tokio::time::timeout(BODY_DEADLINE, limited.collect()).await {
@@ -513,7 +576,10 @@ impl Gate {
         } else {
             Bytes::new()
         };
-        let message: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        let routing: Option<Routing<'_>> = serde_json::from_slice(&body).ok();
+        let per_request_version = routing.as_ref().is_some_and(Routing::per_request_version);
+        let opens = routing.as_ref().is_some_and(Routing::opens_a_session);
+        drop(routing);
         let request = Request::from_parts(parts, Full::new(body));
         let headers = request.headers();
         let session = headers
@@ -528,11 +594,9 @@ impl Gate {
         let modern = headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v >= "2026-07-28")
-            || message.as_ref().is_some_and(per_request_version);
-        let opens = message
-            .as_ref()
-            .is_some_and(|m| m.get("method").and_then(|m| m.as_str()) == Some("initialize"));
+            .is_some_and(|v| v == ProtocolVersion::V_2026_07_28.as_str())
+            || per_request_version;
+
         let sessionless = session.is_none() && request.method() == hyper::Method::POST && !opens;
         if modern || sessionless {
             if self.share(door).is_none() {
@@ -714,6 +778,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         allowed_origins: listening.allowed_origins,
         max_sessions: listening.max_sessions,
         max_sessions_per_token: listening.max_sessions_per_token,
+        budget: tokio::sync::Semaphore::new(BODY_BUDGET),
     });
     eprintln!("dsh-bash: listening on http://{bound}{ENDPOINT}");
     let reaper = tokio::spawn({
