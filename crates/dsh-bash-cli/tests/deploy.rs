@@ -64,7 +64,16 @@ fn starts_with(args: &[String]) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    /// Killed when dropped, a failed assertion included.
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let mut stderr = child.stderr.take().unwrap();
+    let _server = Server(child);
     let mut seen = Vec::new();
     let mut byte = [0u8; 1];
     let text = loop {
@@ -73,7 +82,6 @@ fn starts_with(args: &[String]) {
             break text;
         }
         if stderr.read(&mut byte).unwrap() == 0 {
-            let _ = child.kill();
             panic!("the server did not start with {args:?}: {text}");
         }
         seen.push(byte[0]);
@@ -92,8 +100,6 @@ fn starts_with(args: &[String]) {
     .unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 

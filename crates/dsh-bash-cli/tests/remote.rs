@@ -353,8 +353,16 @@ async fn the_servers_token_never_reaches_a_command() {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
+    /// Killed when dropped, a failed assertion included.
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Server(command.spawn().unwrap());
+    let stderr = child.0.stderr.take().unwrap();
     let url = tokio::task::spawn_blocking(move || {
         use std::io::BufRead;
         let mut lines = std::io::BufReader::new(stderr).lines();
@@ -385,8 +393,7 @@ async fn the_servers_token_never_reaches_a_command() {
         result.stdout.text
     );
     executor.shutdown().await;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 
     // A wrong token cannot connect, and says why.
     let server = tokio::task::spawn_blocking(|| Listening::start(&[]))
