@@ -8,9 +8,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -92,14 +93,11 @@ fn starts_with(args: &[String]) {
         .and_then(|rest| rest.split('/').next())
         .unwrap()
         .to_owned();
-    let mut stream = std::net::TcpStream::connect(&address).unwrap();
-    write!(
-        stream,
-        "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
+    let answer = common::listening::exchange(
+        &address,
+        &format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"),
+        Duration::from_secs(30),
+    );
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 

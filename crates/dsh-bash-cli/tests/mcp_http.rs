@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::listening::Listening;
+use common::listening::{exchange, Listening};
 
 /// One HTTP response: status, headers (lower-case names), body.
 struct Answer {
@@ -229,14 +229,11 @@ fn only_the_token_its_origin_and_its_own_sessions_get_through() {
 
     // The health probe needs no token and says nothing else.
     let address = server.base.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(address).unwrap();
-    write!(
-        stream,
-        "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
+    let text = exchange(
+        address,
+        &format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"),
+        Duration::from_secs(30),
+    );
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.ends_with("ok\n"), "{text}");
 }
@@ -282,25 +279,6 @@ fn sessions_and_commands_are_capped_with_a_reason() {
     assert!(!refused.body.contains("second\\n"), "{}", refused.body);
 }
 
-/// Reads a pid a command wrote to `file` (fail-safe 20 s).
-fn pid_in(file: &Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(pid) = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never written",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn sigterm_stops_every_session_and_its_commands() {
     let mut server = Listening::start(&[]);
@@ -318,7 +296,7 @@ fn sigterm_stops_every_session_and_its_commands() {
                 serde_json::json!({"command": command, "description": "hold", "run_in_background": true}),
             );
             assert!(answer.body.contains("started background task"), "{}", answer.body);
-            pid_in(&file)
+            common::pid_in(&file)
         })
         .collect();
     assert!(pids.iter().all(|&pid| common::alive(pid)));
@@ -353,7 +331,7 @@ fn an_idle_session_expires_and_its_commands_stop() {
         "{}",
         answer.body
     );
-    let pid = pid_in(&file);
+    let pid = common::pid_in(&file);
     let began = Instant::now();
     let deadline = began + Duration::from_secs(60);
     while common::alive(pid) {
@@ -633,12 +611,7 @@ fn idle_connections_past_the_cap_wait_and_hold_no_descriptor() {
 
 #[test]
 fn over_http_the_servers_sandbox_is_a_ceiling_unless_escalation_is_allowed() {
-    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
-        .args(["run", "--sandbox", "read-only", "--", "true"])
-        .output()
-        .unwrap();
-    if !probe.status.success() {
-        common::confined::skip("escalation over HTTP: no sandbox backend here");
+    if !common::confined::usable_or_skip(&["--sandbox", "read-only"], "escalation over HTTP") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -758,19 +731,15 @@ fn one_token_cannot_open_more_sessions_than_its_share_even_at_once() {
 fn a_body_that_never_arrives_is_cut_off() {
     let server = Listening::start(&[]);
     let address = server.base.trim_start_matches("http://").to_owned();
-    let mut stream = TcpStream::connect(&address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{",
-        server.token
-    )
-    .unwrap();
     let began = Instant::now();
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
+    let text = exchange(
+        &address,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{",
+            server.token
+        ),
+        Duration::from_secs(60),
+    );
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(
         began.elapsed() < Duration::from_secs(30),
@@ -823,18 +792,14 @@ fn no_shell_is_ever_found_in_the_working_directory() {
 fn an_oversized_body_is_refused_before_it_is_sent() {
     let server = Listening::start(&[]);
     let address = server.base.trim_start_matches("http://").to_owned();
-    let mut stream = TcpStream::connect(&address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n",
-        server.token
-    )
-    .unwrap();
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
+    let text = exchange(
+        &address,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\nExpect: 100-continue\r\n\r\n",
+            server.token
+        ),
+        Duration::from_secs(30),
+    );
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
     assert!(!text.contains("100 Continue"), "{text}");
 }

@@ -22,21 +22,10 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Waits for a pid a command wrote to `file`.
 async fn pid_in(file: &Path) -> i32 {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(pid) = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never written",
-            file.display()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let file = file.to_owned();
+    tokio::task::spawn_blocking(move || common::pid_in(&file))
+        .await
+        .unwrap()
 }
 
 async fn gone(pid: i32) -> bool {
@@ -300,15 +289,10 @@ async fn the_servers_sandbox_is_a_ceiling() {
     served.shutdown().await;
 
     // A confining one refuses anything wider than its mode.
-    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
-        .args(["run", "--sandbox", "read-only", "--", "true"])
-        .output()
-        .unwrap();
-    if !probe.status.success() {
-        common::confined::skip(&format!(
-            "the sandbox ceiling over HTTP: no sandbox backend here ({})",
-            String::from_utf8_lossy(&probe.stderr).trim()
-        ));
+    if !common::confined::usable_or_skip(
+        &["--sandbox", "read-only"],
+        "the sandbox ceiling over HTTP",
+    ) {
         return;
     }
     let served = Served::http(&["--sandbox", "read-only"]).await;
@@ -411,23 +395,10 @@ async fn the_servers_token_never_reaches_a_command() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_cannot_choose_the_sandbox_runner_or_its_loader() {
-    let probe = std::process::Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
-        .args([
-            "run",
-            "--sandbox",
-            "workspace-write",
-            "--sandbox-backend",
-            "bwrap",
-            "--",
-            "true",
-        ])
-        .output()
-        .unwrap();
-    if !probe.status.success() {
-        common::confined::skip(&format!(
-            "the runner's environment over HTTP: bwrap unusable here ({})",
-            String::from_utf8_lossy(&probe.stderr).trim()
-        ));
+    if !common::confined::usable_or_skip(
+        &["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
+        "the runner's environment over HTTP",
+    ) {
         return;
     }
     // The server with its usual environment, and with none at all (no

@@ -191,11 +191,7 @@ impl LocalBashExecutor {
         if inner.closed.load(Ordering::Acquire) {
             return Err(BashError::ShutDown);
         }
-        if spec
-            .cancel
-            .as_ref()
-            .is_some_and(CancellationToken::is_cancelled)
-        {
+        if spec.cancelled() {
             return Err(BashError::AbortedBeforeSpawn);
         }
         check_workdir(&spec.workdir)?;
@@ -220,11 +216,7 @@ impl LocalBashExecutor {
         if inner.closed.load(Ordering::Acquire) {
             return Err(BashError::ShutDown);
         }
-        if spec
-            .cancel
-            .as_ref()
-            .is_some_and(CancellationToken::is_cancelled)
-        {
+        if spec.cancelled() {
             return Err(BashError::AbortedBeforeSpawn);
         }
         let id = BashTaskId::new(format!(
@@ -444,7 +436,7 @@ impl BashExecutor for LocalBashExecutor {
         None
     }
 
-    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+    fn resolve(&self, mut request: BashExecRequest) -> Result<BashExecSpec, BashError> {
         let config = &self.inner.config;
         let timeout = match request.timeout {
             Some(value) if value.is_zero() => return Err(BashError::InvalidTimeout),
@@ -457,7 +449,7 @@ impl BashExecutor for LocalBashExecutor {
                 path: PathBuf::from("."),
             })?,
         };
-        let workdir = match request.workdir {
+        let workdir = match request.workdir.take() {
             Some(dir) if dir.is_absolute() => dir,
             Some(dir) => base.join(dir),
             None => base,
@@ -468,21 +460,7 @@ impl BashExecutor for LocalBashExecutor {
                 limit: MAX_COMMAND_BYTES,
             });
         }
-        if request.command.contains('\0') {
-            return Err(BashError::CommandHasNul);
-        }
-        // `A=B` as a name would set `A` to `B=…`, past any check of `A`.
-        if let Some(name) = request
-            .env
-            .iter()
-            .flat_map(|env| env.keys())
-            .find(|name| name.is_empty() || name.contains(['=', '\0']))
-        {
-            return Err(BashError::EnvRefused {
-                name: name.clone(),
-                why: "a variable's name cannot be empty or hold '=' or NUL".into(),
-            });
-        }
+        request.check_command_and_env()?;
         Ok(BashExecSpec {
             command: request.command,
             workdir,

@@ -175,47 +175,48 @@
 // elsewhere the same API exists and building an executor is a typed
 // error (`ConfigError::Unsupported`). `--cfg dsh_unsupported` builds the
 // other platforms' side on Linux, to check it compiles.
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod adopt;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod cgroup;
+macro_rules! linux {
+    ($($item:item)*) => {
+        $( #[cfg(all(target_os = "linux", not(dsh_unsupported)))] $item )*
+    };
+}
+
+macro_rules! elsewhere {
+    ($($item:item)*) => {
+        $( #[cfg(any(not(target_os = "linux"), dsh_unsupported))] $item )*
+    };
+}
+
+linux! {
+    mod adopt;
+    mod cgroup;
+    mod drain;
+    mod env;
+    mod executor;
+    mod output;
+    mod spawn;
+    mod spill;
+    mod supervise;
+    mod sys;
+    mod tasks;
+    mod tree;
+    mod watchdog;
+    pub use executor::LocalBashExecutor;
+}
+
+elsewhere! {
+    mod unsupported;
+    pub use unsupported::LocalBashExecutor;
+}
+
 mod config;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod drain;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod env;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod executor;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod output;
 mod settle;
 mod signal;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod spawn;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod spill;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod supervise;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod sys;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod tasks;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod tree;
-#[cfg(any(not(target_os = "linux"), dsh_unsupported))]
-mod unsupported;
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-mod watchdog;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
 pub use dsh_sandbox::Invocation;
 pub use settle::{SettleStamp, Settled};
 pub use signal::{signal_name, signal_number};
-
-#[cfg(all(target_os = "linux", not(dsh_unsupported)))]
-pub use executor::LocalBashExecutor;
-#[cfg(any(not(target_os = "linux"), dsh_unsupported))]
-pub use unsupported::LocalBashExecutor;
 
 /// Raises this process's soft open-file limit to its hard limit and returns
 /// the limit now in force. Every running command holds a pidfd and two

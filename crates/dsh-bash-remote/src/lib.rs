@@ -285,6 +285,19 @@ fn unexpected(reply: &Reply) -> BashError {
 }
 
 impl Inner {
+    /// `bash_kill` or `bash_output` of one task at the server, waiting the
+    /// patience at most.
+    async fn task_call(&self, tool: &str, id: &BashTaskId) -> Result<Reply, BashError> {
+        self.link
+            .call(
+                tool,
+                json!({ "task_id": id }),
+                &ExecExtras::default(),
+                self.config.patience,
+            )
+            .await
+    }
+
     fn mirror(&self, id: &BashTaskId) -> Option<Arc<Mirror>> {
         self.by_id
             .lock()
@@ -366,11 +379,7 @@ impl Inner {
         if self.shut.load(Ordering::Acquire) {
             return Err(BashError::ShutDown);
         }
-        if spec
-            .cancel
-            .as_ref()
-            .is_some_and(CancellationToken::is_cancelled)
-        {
+        if spec.cancelled() {
             return Err(BashError::AbortedBeforeSpawn);
         }
         let reply = self
@@ -441,15 +450,7 @@ impl Inner {
             let (inner, id) = (Arc::clone(self), mirror.id.clone());
             mirror.settle_here(TaskStatus::Killed, "the executor shut down as it started");
             tokio::spawn(async move {
-                let _ = inner
-                    .link
-                    .call(
-                        "bash_kill",
-                        json!({ "task_id": id }),
-                        &ExecExtras::default(),
-                        inner.config.patience,
-                    )
-                    .await;
+                let _ = inner.task_call("bash_kill", &id).await;
             });
             return Err(BashError::ShutDown);
         }
@@ -478,15 +479,7 @@ impl Inner {
         }
         // A kill dropped before its answer lets the next one try again.
         let mut killing = KillingFlag(Some(&mirror));
-        let reply = self
-            .link
-            .call(
-                "bash_kill",
-                json!({ "task_id": id }),
-                &ExecExtras::default(),
-                self.config.patience,
-            )
-            .await?;
+        let reply = self.task_call("bash_kill", id).await?;
         let (killed, task) = match reply {
             Reply::Killed { killed, task } => (killed, task),
             Reply::Failed(facts) => return Err(facts.into_error()),
@@ -533,15 +526,7 @@ impl Inner {
         for mirror in running {
             let inner = Arc::clone(self);
             kills.spawn(async move {
-                let answer = inner
-                    .link
-                    .call(
-                        "bash_kill",
-                        json!({ "task_id": mirror.id }),
-                        &ExecExtras::default(),
-                        inner.config.patience,
-                    )
-                    .await;
+                let answer = inner.task_call("bash_kill", &mirror.id).await;
                 let note = match answer {
                     Ok(Reply::Killed { .. }) => "killed by the executor's shutdown".to_owned(),
                     Ok(Reply::Failed(facts)) => format!(
@@ -613,20 +598,7 @@ impl BashExecutor for RemoteBashExecutor {
             Some(timeout) => timeout.min(max),
             None => Duration::from_millis(facts.default_timeout_ms).min(max),
         };
-        if request.command.contains('\0') {
-            return Err(BashError::CommandHasNul);
-        }
-        if let Some(name) = request
-            .env
-            .iter()
-            .flat_map(|env| env.keys())
-            .find(|name| name.is_empty() || name.contains(['=', '\0']))
-        {
-            return Err(BashError::EnvRefused {
-                name: name.clone(),
-                why: "a variable's name cannot be empty or hold '=' or NUL".into(),
-            });
-        }
+        request.check_command_and_env()?;
         let workdir = match (request.workdir, &facts.cwd) {
             (Some(dir), Some(cwd)) if dir.is_relative() => cwd.join(dir),
             (Some(dir), _) => dir,

@@ -6,12 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use dsh_bash::wire::{ExecExtras, ReadFacts, Reply};
+use dsh_bash::wire::{ReadFacts, Reply};
 use dsh_bash::{
     task_channel, BashError, BashTask, BashTaskId, BashTaskRead, OwnerToken, TaskPublisher,
     TaskState, TaskStatus,
 };
-use serde_json::json;
 
 use crate::{Inner, RemoteConfig};
 
@@ -176,13 +175,7 @@ pub(crate) async fn pull(inner: &Inner, mirror: &Mirror) -> Result<bool, BashErr
         return Ok(false);
     }
     let reply = inner
-        .link
-        .call(
-            "bash_output",
-            json!({ "task_id": mirror.id }),
-            &ExecExtras::default(),
-            inner.config.patience,
-        )
+        .task_call("bash_output", &mirror.id)
         .await
         .inspect_err(|err| {
             // The request may have been answered, and its output handed

@@ -4,6 +4,8 @@
 //! `DSH_TEST_REQUIRE_SANDBOX=1` (set by CI) it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -18,14 +20,7 @@ fn workspace() -> &'static std::path::Path {
 }
 
 fn executor() -> Option<Arc<dyn BashExecutor>> {
-    let bwrap = std::process::Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !bwrap {
-        let required = std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1");
-        assert!(!required, "bwrap is required (DSH_TEST_REQUIRE_SANDBOX=1)");
-        eprintln!("SKIP conformance of the sandboxing executor: bwrap is unusable here");
+    if !common::bwrap_or_skip("conformance of the sandboxing executor") {
         return None;
     }
     let provider = LocalSandboxProvider::new(LocalSandboxConfig::default()).unwrap();

@@ -7,6 +7,8 @@
 //! by CI) it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,14 +22,7 @@ const COMMANDS: usize = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_claiming_the_same_stand_ins_all_run() {
-    let bwrap = std::process::Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !bwrap {
-        let required = std::env::var("DSH_TEST_REQUIRE_SANDBOX").is_ok_and(|v| v == "1");
-        assert!(!required, "bwrap is required (DSH_TEST_REQUIRE_SANDBOX=1)");
-        eprintln!("SKIP stand-ins under load: bwrap is unusable here");
+    if !common::bwrap_or_skip("stand-ins under load") {
         return;
     }
     let workspace = tempfile::tempdir().unwrap();

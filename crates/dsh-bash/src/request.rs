@@ -43,6 +43,27 @@ impl BashExecRequest {
             ..BashExecRequest::default()
         }
     }
+
+    /// What no executor can run, whatever its limits: a command holding a
+    /// NUL byte, an environment name that is empty or holds `=` or NUL
+    /// (`A=B` as a name would set `A` to `B=…`, past any check of `A`).
+    pub fn check_command_and_env(&self) -> Result<(), crate::BashError> {
+        if self.command.contains('\0') {
+            return Err(crate::BashError::CommandHasNul);
+        }
+        if let Some(name) = self
+            .env
+            .iter()
+            .flat_map(|env| env.keys())
+            .find(|name| name.is_empty() || name.contains(['=', '\0']))
+        {
+            return Err(crate::BashError::EnvRefused {
+                name: name.clone(),
+                why: "a variable's name cannot be empty or hold '=' or NUL".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// What an executor actually runs: the request with every default applied.
@@ -69,4 +90,13 @@ pub struct BashExecSpec {
     pub env: Option<BTreeMap<String, String>>,
     /// Cancellation, carried through verbatim.
     pub cancel: Option<CancellationToken>,
+}
+
+impl BashExecSpec {
+    /// True if its cancellation has already fired (nothing may start).
+    pub fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled)
+    }
 }

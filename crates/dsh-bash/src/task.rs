@@ -76,6 +76,16 @@ impl BashTask {
         }
     }
 
+    /// This snapshot's state.
+    pub fn state(&self) -> TaskState {
+        TaskState {
+            status: self.status,
+            exit_code: self.exit_code,
+            signal: self.signal.clone(),
+            sandbox: self.sandbox.clone(),
+        }
+    }
+
     /// A fresh snapshot of the same task.
     pub fn refresh(&self) -> BashTask {
         let state = self.updates.borrow().clone();

@@ -84,12 +84,7 @@ impl From<&BashTask> for TaskFacts {
     fn from(task: &BashTask) -> Self {
         TaskFacts {
             id: task.id.clone(),
-            state: TaskState {
-                status: task.status,
-                exit_code: task.exit_code,
-                signal: task.signal.clone(),
-                sandbox: task.sandbox.clone(),
-            },
+            state: task.state(),
         }
     }
 }

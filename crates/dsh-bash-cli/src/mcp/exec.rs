@@ -7,7 +7,6 @@
 //! where it is off still needs a person's approval through the
 //! model-facing call.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dsh_bash::wire::{ErrorFacts, ExecExtras, ReadFacts, Reply, ServerFacts, TaskFacts};
@@ -136,13 +135,14 @@ pub(super) async fn call(
     }
 }
 
-/// Checks that `extras` asks for nothing wider than the session has.
+/// Checks that `extras` asks for nothing wider than the session has
+/// (its `standing` mode, else the executor's).
 fn narrowing(
     executor: &dyn BashExecutor,
-    session: &Session,
+    standing: Option<SandboxMode>,
     extras: &ExecExtras,
 ) -> Result<(), ErrorFacts> {
-    let current = effective_sandbox_mode(&session.events()).or(executor.sandbox_mode());
+    let current = standing.or(executor.sandbox_mode());
     let Some(current) = current else {
         if extras
             .sandbox_mode
@@ -182,11 +182,9 @@ async fn run(
     extras: ExecExtras,
     cancel: CancellationToken,
 ) -> Reply {
-    if let Err(refused) = narrowing(executor, session, &extras) {
+    let standing = effective_sandbox_mode(&session.events());
+    if let Err(refused) = narrowing(executor, standing, &extras) {
         return Reply::Failed(refused);
-    }
-    if args.timeout_ms == Some(0) {
-        return Reply::Failed(ErrorFacts::from(&dsh_bash::BashError::InvalidTimeout));
     }
     let mut request = BashExecRequest::new(args.command);
     let cwd = session.cwd().map(std::path::Path::to_path_buf);
@@ -198,12 +196,8 @@ async fn run(
     request.timeout = args.timeout_ms.map(Duration::from_millis);
     request.cancel = Some(cancel);
     request.stdin = extras.stdin;
-    request.env = extras
-        .env
-        .map(|env| env.into_iter().collect::<BTreeMap<_, _>>());
-    request.sandbox_mode = extras
-        .sandbox_mode
-        .or_else(|| effective_sandbox_mode(&session.events()));
+    request.env = extras.env;
+    request.sandbox_mode = extras.sandbox_mode.or(standing);
     request.network = extras.network;
     if args.run_in_background {
         request.owner = Some(session.owner());

@@ -383,6 +383,28 @@ struct Door {
     shared: Arc<Mutex<Option<Shared>>>,
 }
 
+/// The token's shared (2026-07-28) session in `slot`, touched; opened
+/// within the caps (`max` in all, `token.1` for the token whose count is
+/// `token.0`) if there is none. `None` at a cap.
+fn shared_session(
+    slot: &Mutex<Option<Shared>>,
+    hub: &Hub,
+    max: usize,
+    token: (&Arc<std::sync::atomic::AtomicUsize>, usize),
+) -> Option<Arc<SessionState>> {
+    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(current) = slot.as_mut() {
+        current.used = Instant::now();
+        return Some(Arc::clone(&current.state));
+    }
+    let state = hub.try_open(max, true, Some(token))?;
+    *slot = Some(Shared {
+        state: Arc::clone(&state),
+        used: Instant::now(),
+    });
+    Some(state)
+}
+
 /// What every connection's requests go through.
 struct Gate {
     doors: Vec<Door>,
@@ -646,21 +668,12 @@ impl Gate {
     /// The token's shared session, opened if there is none; `None` at the
     /// cap.
     fn share(&self, door: &Door) -> Option<Arc<SessionState>> {
-        let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(current) = shared.as_mut() {
-            current.used = Instant::now();
-            return Some(Arc::clone(&current.state));
-        }
-        let state = self.hub.try_open(
+        shared_session(
+            &door.shared,
+            &self.hub,
             self.max_sessions,
-            true,
-            Some((&door.live, self.max_sessions_per_token)),
-        )?;
-        *shared = Some(Shared {
-            state: Arc::clone(&state),
-            used: Instant::now(),
-        });
-        Some(state)
+            (&door.live, self.max_sessions_per_token),
+        )
     }
 
     /// Ends every token's shared session idle for longer than `idle`.
@@ -732,31 +745,16 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
                 {
                     let (hub, shared, live) =
                         (Arc::clone(&hub), Arc::clone(&shared), Arc::clone(&live));
+                    // Opened by the gate; opened again (within the caps)
+                    // if it expired in between.
                     move || {
-                        let mut slot = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                        let state = match slot.as_mut() {
-                            Some(current) => {
-                                current.used = Instant::now();
-                                Arc::clone(&current.state)
-                            }
-                            // Expired between the gate and here: a new one,
-                            // within the cap.
-                            None => {
-                                let state = hub
-                                    .try_open(max_sessions, true, Some((&live, per_token)))
-                                    .ok_or_else(|| {
-                                    std::io::Error::other(format!(
-                                        "{max_sessions} sessions are open, the most this server allows (--max-sessions)"
-                                    ))
-                                })?;
-                                *slot = Some(Shared {
-                                    state: Arc::clone(&state),
-                                    used: Instant::now(),
-                                });
-                                state
-                            }
-                        };
-                        Ok(hub.server(state))
+                        shared_session(&shared, &hub, max_sessions, (&live, per_token))
+                            .map(|state| hub.server(state))
+                            .ok_or_else(|| {
+                                std::io::Error::other(format!(
+                                    "the session cap is reached ({max_sessions} in all, --max-sessions; {per_token} per token, --max-sessions-per-token)"
+                                ))
+                            })
                     }
                 },
                 Arc::new(LocalSessionManager::default()),

@@ -24,6 +24,25 @@ pub fn skip(why: &str) {
     eprintln!("SKIP {why}");
 }
 
+/// True if `dsh-bash run` confines `true` with `sandbox` (e.g. `["--sandbox",
+/// "read-only"]`); otherwise skips `what` loudly, saying why.
+pub fn usable_or_skip(sandbox: &[&str], what: &str) -> bool {
+    let probe = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+        .arg("run")
+        .args(sandbox)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        skip(&format!(
+            "{what}: {} is unusable here ({})",
+            sandbox.join(" "),
+            String::from_utf8_lossy(&probe.stderr).trim()
+        ));
+    }
+    probe.status.success()
+}
+
 /// The binary, copied where every user can run it (the checkout may live
 /// under a directory the unprivileged user cannot enter).
 pub fn binary() -> &'static Path {

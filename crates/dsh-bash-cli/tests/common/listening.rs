@@ -11,6 +11,19 @@ use dsh_bash::{
     BashTaskRead, BoxFuture, ListenerHandle, NetworkPolicy, OwnerToken, SandboxMode, TaskListener,
 };
 
+/// Writes `request` (raw HTTP/1.1) on a fresh connection to `address`
+/// and reads what comes back until the server closes it or `patience`
+/// passes.
+pub fn exchange(address: &str, request: &str, patience: Duration) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(patience)).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 /// A running HTTP server; killed when dropped.
 pub struct Listening {
     pub child: Child,

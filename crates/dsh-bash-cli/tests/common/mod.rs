@@ -32,6 +32,25 @@ pub fn wait_gone(pid: i32) -> bool {
     true
 }
 
+/// Waits (fail-safe 30 s) for the pid a command wrote to `file`.
+pub fn pid_in(file: &std::path::Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never written",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `dsh-bash mcp` spoken to line by line, initialized.
 pub struct RawServer {
     pub child: Child,
