@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use dsh_sandbox::Restriction;
@@ -8,7 +8,7 @@ use dsh_sandbox::Restriction;
 use dsh_bash::{
     task_channel, BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask,
     BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode, TaskListener,
-    TaskState, TaskStatus,
+    TaskListeners, TaskState, TaskStatus,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -21,7 +21,7 @@ use crate::spawn::Launch;
 use crate::spill::{SpillDir, SpillLimits};
 use crate::supervise::{supervise, Capture, Deadlines, Ended, Patience, Stop, StopCause};
 use crate::sys::ExitStatus;
-use crate::tasks::{notify, Listeners, Registry, TaskEntry};
+use crate::tasks::{Registry, TaskEntry};
 
 /// Runs bash commands as local processes; see the crate docs for the
 /// guarantees.
@@ -36,7 +36,7 @@ struct Inner {
     config: LocalConfig,
     spill: Arc<SpillDir>,
     registry: Mutex<Registry>,
-    listeners: Mutex<Listeners>,
+    listeners: TaskListeners,
     next_id: AtomicU64,
     closed: AtomicBool,
     shutdown: CancellationToken,
@@ -114,7 +114,7 @@ impl LocalBashExecutor {
                 config,
                 spill: Arc::new(spill),
                 registry: Mutex::new(Registry::default()),
-                listeners: Mutex::new(Listeners::default()),
+                listeners: TaskListeners::default(),
                 next_id: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 shutdown: CancellationToken::new(),
@@ -418,7 +418,7 @@ impl Inner {
         entry.publisher.publish(state);
         let killed_by_shutdown = entry.stop.cause() == Some(StopCause::Shutdown);
         if !killed_by_shutdown && !self.closed.load(Ordering::Acquire) {
-            notify(&self.listeners, &entry.publisher.snapshot());
+            self.listeners.notify(&entry.publisher.snapshot());
         }
         let evicted = self
             .registry()
@@ -540,33 +540,14 @@ impl BashExecutor for LocalBashExecutor {
     }
 
     fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
-        let key = self
-            .inner
-            .listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(listener);
-        let inner: Weak<Inner> = Arc::downgrade(&self.inner);
-        ListenerHandle::new(move || {
-            if let Some(inner) = inner.upgrade() {
-                inner
-                    .listeners
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(key);
-            }
-        })
+        self.inner.listeners.register(listener)
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let inner = &self.inner;
             inner.closed.store(true, Ordering::Release);
-            inner
-                .listeners
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .close();
+            inner.listeners.close();
             inner.shutdown.cancel();
             inner.tracker.close();
             inner.tracker.wait().await;

@@ -1,11 +1,10 @@
-//! The background task registry and completion listeners.
+//! The background task registry.
 
 use std::collections::{HashMap, VecDeque};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
-use dsh_bash::{BashTask, BashTaskId, OwnerToken, TaskListener, TaskPublisher};
+use dsh_bash::{BashTaskId, OwnerToken, TaskPublisher};
 
 use crate::output::Stream;
 use crate::supervise::Stop;
@@ -77,48 +76,3 @@ impl Registry {
     }
 }
 
-/// Completion listeners; closed for good at shutdown.
-#[derive(Default)]
-pub(crate) struct Listeners {
-    next: u64,
-    listeners: Vec<(u64, TaskListener)>,
-    closed: bool,
-}
-
-impl Listeners {
-    pub(crate) fn add(&mut self, listener: TaskListener) -> u64 {
-        self.next += 1;
-        self.listeners.push((self.next, listener));
-        self.next
-    }
-
-    pub(crate) fn remove(&mut self, key: u64) {
-        self.listeners.retain(|(k, _)| *k != key);
-    }
-
-    pub(crate) fn close(&mut self) {
-        self.closed = true;
-        self.listeners.clear();
-    }
-}
-
-/// Calls every listener once for `task`; a panicking listener is logged
-/// and the others still run.
-pub(crate) fn notify(listeners: &Mutex<Listeners>, task: &BashTask) {
-    let current: Vec<TaskListener> = {
-        let listeners = listeners.lock().unwrap_or_else(PoisonError::into_inner);
-        if listeners.closed {
-            return;
-        }
-        listeners
-            .listeners
-            .iter()
-            .map(|(_, l)| Arc::clone(l))
-            .collect()
-    };
-    for listener in current {
-        if catch_unwind(AssertUnwindSafe(|| listener(task))).is_err() {
-            tracing::error!(task = %task.id, "a task completion listener panicked");
-        }
-    }
-}

@@ -79,7 +79,7 @@ mod link;
 mod mirror;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -87,7 +87,7 @@ use dsh_bash::wire::{ExecExtras, Reply, ServerFacts};
 use dsh_bash::{
     BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask, BashTaskId,
     BashTaskRead, BoxFuture, ListenerHandle, NetworkPolicy, OwnerToken, SandboxMode, TaskListener,
-    TaskStatus,
+    TaskListeners, TaskStatus,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -137,16 +137,13 @@ impl std::fmt::Debug for RemoteBashExecutor {
     }
 }
 
-type Listeners = Mutex<Vec<(u64, TaskListener)>>;
-
 pub(crate) struct Inner {
     link: Link,
     config: RemoteConfig,
     /// Every task started through this executor, oldest first.
     tasks: Mutex<Vec<Arc<Mirror>>>,
     by_id: Mutex<HashMap<BashTaskId, Arc<Mirror>>>,
-    listeners: Listeners,
-    next_listener: AtomicU64,
+    listeners: TaskListeners,
     /// Cancelled by shutdown: pollers stop, runs in flight are abandoned.
     stopping: CancellationToken,
     shut: AtomicBool,
@@ -210,8 +207,7 @@ impl RemoteBashExecutor {
                 config,
                 tasks: Mutex::default(),
                 by_id: Mutex::default(),
-                listeners: Mutex::default(),
-                next_listener: AtomicU64::new(0),
+                listeners: TaskListeners::default(),
                 stopping: CancellationToken::new(),
                 shut: AtomicBool::new(false),
                 shut_down: CancellationToken::new(),
@@ -306,28 +302,11 @@ impl Inner {
             .cloned()
     }
 
-    /// Tells every listener about a settled task; a panicking listener is
-    /// contained.
+    /// Tells every listener about a settled task (none once shutdown
+    /// began).
     fn announce(&self, task: &BashTask) {
-        let listeners: Vec<TaskListener> = {
-            let listeners = self
-                .listeners
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            // Shutdown empties the list under this lock after setting the flag.
-            if self.shut.load(Ordering::Acquire) {
-                return;
-            }
-            listeners
-                .iter()
-                .map(|(_, listener)| Arc::clone(listener))
-                .collect()
-        };
-        for listener in listeners {
-            let call = std::panic::AssertUnwindSafe(|| listener(task));
-            if std::panic::catch_unwind(call).is_err() {
-                tracing::error!(task = %task.id, "a task listener panicked");
-            }
+        if !self.shut.load(Ordering::Acquire) {
+            self.listeners.notify(task);
         }
     }
 
@@ -509,10 +488,7 @@ impl Inner {
         // never waits on one that will not finish.
         let _done = self.shut_down.clone().drop_guard();
         self.stopping.cancel();
-        self.listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.listeners.close();
         let running: Vec<Arc<Mirror>> = self
             .tasks
             .lock()
@@ -670,22 +646,7 @@ impl BashExecutor for RemoteBashExecutor {
     }
 
     fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
-        let key = self.inner.next_listener.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((key, listener));
-        let inner = Arc::downgrade(&self.inner);
-        ListenerHandle::new(move || {
-            if let Some(inner) = inner.upgrade() {
-                inner
-                    .listeners
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .retain(|(k, _)| *k != key);
-            }
-        })
+        self.inner.listeners.register(listener)
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {

@@ -40,6 +40,85 @@ impl std::fmt::Debug for ListenerHandle {
     }
 }
 
+/// The completion listeners of one executor: registered, told once per
+/// settled task, closed for good at shutdown. A listener that panics is
+/// logged (`tracing`) and the others still run.
+#[derive(Clone, Default)]
+pub struct TaskListeners {
+    registry: Arc<std::sync::Mutex<Registry>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    next: u64,
+    listeners: Vec<(u64, TaskListener)>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for TaskListeners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskListeners").finish_non_exhaustive()
+    }
+}
+
+impl TaskListeners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds `listener`; the handle removes it (what
+    /// [`BashExecutor::on_task_done`] returns).
+    pub fn register(&self, listener: TaskListener) -> ListenerHandle {
+        let key = {
+            let mut registry = self.lock();
+            registry.next += 1;
+            let key = registry.next;
+            registry.listeners.push((key, listener));
+            key
+        };
+        let registry = Arc::downgrade(&self.registry);
+        ListenerHandle::new(move || {
+            if let Some(registry) = registry.upgrade() {
+                registry
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .listeners
+                    .retain(|(k, _)| *k != key);
+            }
+        })
+    }
+
+    /// Calls every listener once for `task` (none once closed).
+    pub fn notify(&self, task: &BashTask) {
+        let current: Vec<TaskListener> = {
+            let registry = self.lock();
+            if registry.closed {
+                return;
+            }
+            registry
+                .listeners
+                .iter()
+                .map(|(_, l)| Arc::clone(l))
+                .collect()
+        };
+        for listener in current {
+            let call = std::panic::AssertUnwindSafe(|| listener(task));
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::error!(task = %task.id, "a task completion listener panicked");
+            }
+        }
+    }
+
+    /// Drops every listener and refuses to notify from now on (shutdown).
+    pub fn close(&self) {
+        let mut registry = self.lock();
+        registry.closed = true;
+        registry.listeners.clear();
+    }
+}
+
 /// Runs bash commands: the seam every backend (local, sandboxed, remote…)
 /// implements and every consumer talks to.
 pub trait BashExecutor: Send + Sync {

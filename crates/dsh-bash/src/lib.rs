@@ -48,7 +48,7 @@ pub mod wire;
 
 pub use dsh_sandbox::{NetworkPolicy, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode};
 pub use error::BashError;
-pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener};
+pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener, TaskListeners};
 pub use ids::{BashTaskId, OwnerToken};
 pub use request::{BashExecRequest, BashExecSpec};
 pub use result::{BashRunResult, BashSandboxInfo, CollectedOutput, Containment};
