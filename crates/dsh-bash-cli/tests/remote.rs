@@ -288,14 +288,34 @@ async fn the_servers_sandbox_is_a_ceiling() {
     );
     served.shutdown().await;
 
-    // A confining one refuses anything wider than its mode.
-    if !common::confined::usable_or_skip(
-        &["--sandbox", "read-only"],
-        "the sandbox ceiling over HTTP",
-    ) {
+    // A confining one refuses anything wider than its mode, under each
+    // backend, served by root and by an unprivileged user.
+    use common::confined::User;
+    for user in [User::Root, User::Nobody] {
+        for backend in ["bwrap", "landlock"] {
+            a_confining_server_is_a_ceiling(user, backend).await;
+        }
+    }
+    // The binary copy and the unprivileged servers' directories.
+    let _ = std::fs::remove_dir_all(common::confined::base());
+}
+
+async fn a_confining_server_is_a_ceiling(user: common::confined::User, backend: &'static str) {
+    let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
+    let what = format!("the sandbox ceiling over HTTP ({backend}, {user:?})");
+    if !common::confined::usable_as_or_skip(user, &sandbox, &what) {
         return;
     }
-    let served = Served::http(&["--sandbox", "read-only"]).await;
+    let server = tokio::task::spawn_blocking(move || match user {
+        common::confined::User::Root => Listening::start(&sandbox),
+        common::confined::User::Nobody => Listening::start_unprivileged(&sandbox),
+    })
+    .await
+    .unwrap();
+    let executor = RemoteBashExecutor::over_http(&server.url, &server.token)
+        .await
+        .unwrap();
+    let served = Served { executor, server };
     assert_eq!(served.sandbox_mode(), Some(SandboxMode::ReadOnly));
     for mode in [SandboxMode::WorkspaceWrite, SandboxMode::DangerFullAccess] {
         let mut request = BashExecRequest::new("true");
@@ -324,6 +344,10 @@ async fn the_servers_sandbox_is_a_ceiling() {
     assert_eq!(ran.stdout.text, "confined\n");
     let sandbox = ran.sandbox.expect("no sandbox facts");
     assert_eq!(sandbox.mode, SandboxMode::ReadOnly);
+    assert_eq!(
+        sandbox.backend.map(|b| b.to_string()).as_deref(),
+        Some(backend)
+    );
     served.shutdown().await;
 }
 

@@ -27,7 +27,12 @@ pub fn skip(why: &str) {
 /// True if `dsh-bash run` confines `true` with `sandbox` (e.g. `["--sandbox",
 /// "read-only"]`); otherwise skips `what` loudly, saying why.
 pub fn usable_or_skip(sandbox: &[&str], what: &str) -> bool {
-    let probe = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+    usable_as_or_skip(User::Root, sandbox, what)
+}
+
+/// [`usable_or_skip`] for `dsh-bash run` as `user`.
+pub fn usable_as_or_skip(user: User, sandbox: &[&str], what: &str) -> bool {
+    let probe = as_user(user, binary().to_str().unwrap())
         .arg("run")
         .args(sandbox)
         .args(["--", "true"])

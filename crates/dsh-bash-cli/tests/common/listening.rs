@@ -71,7 +71,32 @@ impl Listening {
         extra: &[&str],
         adjust: impl FnOnce(&mut Command),
     ) -> Listening {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
+        let command = Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
+        Listening::launch_command(command, dir, token_file, extra, adjust)
+    }
+
+    /// Like [`Listening::start`], run as the unprivileged user (uid
+    /// 65534) with its token file and `--workdir` in a directory it owns.
+    pub fn start_unprivileged(extra: &[&str]) -> Listening {
+        use super::confined::{as_user, base, binary, chown, User, NOBODY};
+        std::fs::create_dir_all(base()).unwrap();
+        let dir = tempfile::tempdir_in(base()).unwrap();
+        chown(dir.path(), NOBODY);
+        let token_file = dir.path().join("token");
+        let workdir = dir.path().to_str().unwrap().to_owned();
+        let mut extra: Vec<&str> = extra.to_vec();
+        extra.extend(["--workdir", workdir.as_str()]);
+        let command = as_user(User::Nobody, binary().to_str().unwrap());
+        Listening::launch_command(command, dir, &token_file, &extra, |_| {})
+    }
+
+    fn launch_command(
+        mut command: Command,
+        dir: tempfile::TempDir,
+        token_file: &std::path::Path,
+        extra: &[&str],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Listening {
         command
             .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
             .arg(token_file)
