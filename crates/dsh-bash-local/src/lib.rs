@@ -210,6 +210,7 @@ elsewhere! {
 }
 
 mod config;
+pub mod scratch;
 mod settle;
 mod signal;
 

@@ -84,53 +84,16 @@ fn default_parent() -> PathBuf {
 
 /// `dsh-bash-<pid>.<start time>-<random>`: the owner, recorded in the name.
 fn directory_name(random: &str) -> String {
-    format!(
-        "dsh-bash-{}.{}-{random}",
-        std::process::id(),
-        sys::start_time(std::process::id()).unwrap_or(0)
-    )
+    format!("{SPILL_PREFIX}{}-{random}", crate::scratch::owner_tag())
 }
 
-/// The owner recorded in a spill directory's name.
-fn owner_of(name: &str) -> Option<(u32, u64)> {
-    let rest = name.strip_prefix("dsh-bash-")?;
-    let (owner, _) = rest.split_once('-')?;
-    let (pid, start) = owner.split_once('.')?;
-    Some((pid.parse().ok()?, start.parse().ok()?))
-}
+/// What a spill directory's name starts with, before its owner.
+const SPILL_PREFIX: &str = "dsh-bash-";
 
 /// Removes the spill directories of dead hosts (ours: same user) in
 /// `parent`: their paths mean nothing any more.
 fn sweep(parent: &Path) {
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    let me = sys::effective_uid();
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some((pid, start)) = name.to_str().and_then(owner_of) else {
-            continue;
-        };
-        let Ok(meta) = fs::symlink_metadata(entry.path()) else {
-            continue;
-        };
-        if !meta.is_dir() || std::os::unix::fs::MetadataExt::uid(&meta) != me {
-            continue;
-        }
-        let alive = if start == 0 {
-            // The start time was unknown when it was made: only a missing
-            // process is proof of death.
-            Path::new(&format!("/proc/{pid}")).exists()
-        } else {
-            sys::start_time(pid) == Some(start)
-        };
-        if alive {
-            continue;
-        }
-        if let Err(err) = fs::remove_dir_all(entry.path()) {
-            tracing::debug!(%err, path = %entry.path().display(), "cannot sweep a dead host's spill directory");
-        }
-    }
+    crate::scratch::sweep_dead(parent, SPILL_PREFIX);
 }
 
 impl SpillDir {
@@ -383,8 +346,6 @@ mod tests {
         assert!(!dead.exists());
         assert!(mine.exists());
         assert!(unrelated.exists());
-        assert_eq!(owner_of("dsh-bash-12.34-ab"), Some((12, 34)));
-        assert_eq!(owner_of("dsh-bash-tmp-ABCDEF"), None);
     }
 
     #[test]

@@ -54,6 +54,11 @@ pub enum SandboxConfigError {
     /// The workspace root cannot be resolved, or resolves to `/`.
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    /// Under `workspace-write`, a directory the server removes things from
+    /// lies inside the writable workspace, where a command could rename
+    /// what it walks.
+    #[error("{0}")]
+    ScratchInWorkspace(String),
 }
 
 /// Runs bash commands confined by a [`SandboxProvider`].
@@ -65,6 +70,9 @@ pub struct SandboxBashExecutor {
     network: Option<NetworkPolicy>,
     protected: ProtectedPaths,
     workspace: Workspace,
+    /// Why `workspace-write` cannot run here, if it cannot: a scratch
+    /// directory of the server inside the writable workspace.
+    scratch_inside: Option<String>,
     cleanups: TaskTracker,
 }
 
@@ -185,6 +193,21 @@ fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) ->
     }
 }
 
+/// Why `workspace-write` must be refused, if one of the server's scratch
+/// `places` (temp dir, spill parent) lies inside the writable workspace.
+fn scratch_inside(workspace: &Workspace, places: &[(&str, PathBuf)]) -> Option<String> {
+    places.iter().find_map(|(what, path)| {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        real.starts_with(workspace.path()).then(|| {
+            format!(
+                "the {what} {} lies inside the writable workspace {}: a command could rename what the server creates and removes there; point it at a directory outside the workspace (e.g. TMPDIR=/tmp) or choose another workspace",
+                path.display(),
+                workspace.path().display()
+            )
+        })
+    })
+}
+
 impl SandboxBashExecutor {
     /// Builds the executor. The workspace root is resolved now, once: its
     /// canonical path and an open handle (a later symlink swap of the path
@@ -203,8 +226,27 @@ impl SandboxBashExecutor {
             .workspace_root
             .clone()
             .map_or(base.clone(), |root| base.join(root));
+        let workspace = Workspace::open(&workspace_root)?;
+        let spill_parent = config
+            .local
+            .spill_parent
+            .clone()
+            .unwrap_or_else(crate::private_tmp::parent);
+        let scratch_inside = scratch_inside(
+            &workspace,
+            &[
+                ("temp dir (TMPDIR)", crate::private_tmp::parent()),
+                ("spill parent", spill_parent),
+            ],
+        );
+        if config.mode == SandboxMode::WorkspaceWrite {
+            if let Some(why) = scratch_inside {
+                return Err(SandboxConfigError::ScratchInWorkspace(why));
+            }
+        }
         Ok(SandboxBashExecutor {
-            workspace: Workspace::open(&workspace_root)?,
+            workspace,
+            scratch_inside,
             local: LocalBashExecutor::new(config.local)?,
             provider,
             mode: config.mode,
@@ -238,6 +280,13 @@ impl SandboxBashExecutor {
     /// private temporary directory (under `workspace-write`).
     async fn confine(&self, spec: &BashExecSpec, mode: SandboxMode) -> Result<Confined, BashError> {
         let plain = self.local.invocation(spec)?;
+        if let Some(why) = self
+            .scratch_inside
+            .as_ref()
+            .filter(|_| mode == SandboxMode::WorkspaceWrite)
+        {
+            return Err(SandboxUnavailable::new(mode, Some(why.clone())).into());
+        }
         let private_tmp = if mode == SandboxMode::WorkspaceWrite {
             let dir = PrivateTmp::create().map_err(|err| {
                 SandboxUnavailable::new(

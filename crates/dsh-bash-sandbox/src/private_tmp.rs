@@ -1,11 +1,24 @@
 //! A command's private temporary directory: created 0700 with an
-//! unpredictable name, removed once the command's tree is gone, even when
-//! the command left directories it made unreadable (`chmod 000`).
+//! unpredictable name that records its owner
+//! (`dsh-bash-tmp-<pid>.<start>-<random>`), removed once the command's tree
+//! is gone, even when the command left directories it made unreadable
+//! (`chmod 000`). The removal starts from a handle on the temp dir taken
+//! when the directory was made and never follows a link
+//! ([`dsh_bash_local::scratch`]); the directories of a server that was
+//! killed outright are swept by the next server of the same user that makes
+//! one.
 
-use std::fs::{self, Permissions};
+use std::ffi::OsString;
+use std::fs::{File, Permissions};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use dsh_bash_local::scratch;
+
+/// What a private TMPDIR's name starts with, before its owner.
+pub(crate) const PREFIX: &str = "dsh-bash-tmp-";
 
 /// The directory; removed by [`PrivateTmp::remove`] on the paths that know
 /// the command is over, and otherwise when dropped (a cancelled call, a
@@ -13,13 +26,16 @@ use std::path::{Path, PathBuf};
 /// there, so no runtime thread ever walks it.
 #[derive(Debug)]
 pub(crate) struct PrivateTmp {
-    path: Option<PathBuf>,
+    path: PathBuf,
+    /// The temp dir it was made in, and its name there; `None` once removed.
+    place: Option<(File, OsString)>,
 }
 
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        if let Some(path) = self.path.take() {
-            let remove = move || remove_logged(&path);
+        if let Some(place) = self.place.take() {
+            let path = std::mem::take(&mut self.path);
+            let remove = move || remove_logged(&path, &place);
             match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => drop(runtime.spawn_blocking(remove)),
                 Err(_) => remove(),
@@ -28,69 +44,78 @@ impl Drop for PrivateTmp {
     }
 }
 
-fn remove_logged(path: &Path) {
-    if let Err(err) = remove_tree(path) {
-        tracing::warn!(path = %path.display(), %err, "cannot remove a command's private TMPDIR");
+fn remove_logged(path: &Path, (parent, name): &(File, OsString)) {
+    match scratch::remove_tree_at(parent, name) {
+        Ok(removal) if removal.skipped == 0 => {}
+        Ok(removal) => {
+            tracing::warn!(path = %path.display(), skipped = removal.skipped, "a command's private TMPDIR was removed in part")
+        }
+        Err(err) => {
+            tracing::warn!(path = %path.display(), %err, "cannot remove a command's private TMPDIR")
+        }
     }
 }
 
+/// The temp dir private TMPDIRs are made in.
+pub(crate) fn parent() -> PathBuf {
+    std::env::temp_dir()
+}
+
 impl PrivateTmp {
-    /// Creates `dsh-bash-tmp-XXXXXX` (0700, exclusive) in the host's temp
-    /// dir.
+    /// Creates `dsh-bash-tmp-<owner>-XXXXXX` (0700, exclusive) in the
+    /// host's temp dir, sweeping dead owners' ones there first (once per
+    /// process).
     pub(crate) fn create() -> io::Result<Self> {
+        let parent = parent();
+        static SWEEP: Once = Once::new();
+        SWEEP.call_once(|| scratch::sweep_dead(&parent, PREFIX));
         let dir = tempfile::Builder::new()
-            .prefix("dsh-bash-tmp-")
+            .prefix(&format!("{PREFIX}{}-", scratch::owner_tag()))
             .permissions(Permissions::from_mode(0o700))
-            .tempdir()?;
+            .tempdir_in(&parent)?;
+        let path = dir.keep();
+        let name = path
+            .file_name()
+            .map(ToOwned::to_owned)
+            .ok_or_else(|| io::Error::other("a temp dir without a name"))?;
+        let handle = File::open(path.parent().unwrap_or(&parent));
+        let handle = match handle {
+            Ok(handle) => handle,
+            Err(err) => {
+                let _ = std::fs::remove_dir(&path);
+                return Err(err);
+            }
+        };
         Ok(PrivateTmp {
-            path: Some(dir.keep()),
+            path,
+            place: Some((handle, name)),
         })
     }
 
     pub(crate) fn path(&self) -> &Path {
-        self.path.as_deref().unwrap_or(Path::new(""))
+        &self.path
     }
 
     /// Removes the directory and everything in it (blocking).
     pub(crate) fn remove(mut self) {
-        if let Some(path) = self.path.take() {
-            remove_logged(&path);
+        if let Some(place) = self.place.take() {
+            remove_logged(&self.path, &place);
         }
     }
-}
-
-/// Removes `root` and everything below it without following symlinks,
-/// making each directory searchable and writable first; iterative, so a
-/// hostile nesting depth cannot exhaust the stack.
-pub(crate) fn remove_tree(root: &Path) -> io::Result<()> {
-    let mut pending = vec![(root.to_owned(), false)];
-    while let Some((dir, emptied)) = pending.pop() {
-        if emptied {
-            fs::remove_dir(&dir)?;
-            continue;
-        }
-        fs::set_permissions(&dir, Permissions::from_mode(0o700))?;
-        pending.push((dir.clone(), true));
-        for entry in fs::read_dir(&dir)? {
-            let entry = entry?;
-            if entry.file_type()?.is_dir() {
-                pending.push((entry.path(), false));
-            } else {
-                fs::remove_file(entry.path())?;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
-    fn private_and_removed_even_when_made_unreadable() {
+    fn private_owned_and_removed_even_when_made_unreadable() {
         let tmp = PrivateTmp::create().unwrap();
         let path = tmp.path().to_owned();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let owner = scratch::owner_in(name, PREFIX).unwrap();
+        assert_eq!(owner.0, std::process::id());
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let deep = path.join("keep/sub");

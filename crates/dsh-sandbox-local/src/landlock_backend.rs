@@ -139,7 +139,12 @@ pub(crate) fn gaps(policy: &SandboxPolicy, abi: i64, filtered: bool) -> Vec<Sand
     if !filtered {
         gaps.push(SandboxGap::Syscalls);
     }
-    if mode == SandboxMode::WorkspaceWrite && !policy.protected.is_empty() {
+    // Named when something would be protected here: the classes (a home's
+    // dot-entries) resolve to nothing once each is unprotected by name.
+    if mode == SandboxMode::WorkspaceWrite
+        && !policy.protected.is_empty()
+        && !policy.protected.resolve(&policy.workspace).is_empty()
+    {
         gaps.push(SandboxGap::ProtectedPaths);
     }
     // The filter refuses every Internet socket; without it Landlock's TCP

@@ -46,7 +46,8 @@
 //!   `off` bwrap's own network namespace holds them);
 //! - **plant what runs later on the host** in `workspace-write`: the
 //!   protected paths (`.git` and what git would run code from, `.envrc`,
-//!   editor task configuration, a home directory's start-up files, see
+//!   the agents' and editors' own configuration, every dot-entry of a home
+//!   directory inside the workspace, see
 //!   [`dsh_sandbox::DEFAULT_PROTECTED_PATHS`] and
 //!   [`dsh_sandbox::HOME_PROTECTED_PATHS`]) stay
 //!   read-only inside the writable workspace, and missing ones cannot be

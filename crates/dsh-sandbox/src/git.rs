@@ -70,15 +70,34 @@ fn lexically_inside(root: &Path, base: &Path, path: &str) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// True if and only if `dir` is what git takes for a git directory: a
+/// `HEAD` that is a file or a symlink, and `objects` and `refs`
+/// directories (git's `is_git_directory`, re-implemented: a stand-in for a
+/// missing `.git`, an empty directory, of this command or another one, or
+/// left by a killed server, is never mistaken for a repository).
+fn is_git_directory(dir: &Path) -> bool {
+    let head = std::fs::symlink_metadata(dir.join("HEAD"));
+    head.is_ok_and(|m| m.is_file() || m.file_type().is_symlink())
+        && ["objects", "refs"]
+            .iter()
+            .all(|sub| std::fs::symlink_metadata(dir.join(sub)).is_ok_and(|m| m.is_dir()))
+}
+
 /// The git directories of the repository at `root`: `.git` itself, or
 /// what a `.git` file points to and its common directory (inside `root`).
+/// Empty when the root has no repository of its own (a `.git` directory
+/// that is not a git directory, such as a stand-in, included).
 pub(crate) fn git_dirs(root: &Path) -> Vec<PathBuf> {
     let dot_git = root.join(".git");
     let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
         return Vec::new();
     };
     if meta.is_dir() {
-        return vec![dot_git];
+        return if is_git_directory(&dot_git) {
+            vec![dot_git]
+        } else {
+            Vec::new()
+        };
     }
     let Some(text) = read_small(&dot_git) else {
         return Vec::new();
@@ -228,6 +247,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(root.join(".git/objects")).unwrap();
+        std::fs::create_dir_all(root.join(".git/refs")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::create_dir_all(root.join("scripts")).unwrap();
         std::fs::create_dir_all(root.join("tools")).unwrap();
         std::fs::write(root.join("scripts/pre-commit"), "#!/bin/sh\n").unwrap();
@@ -258,6 +280,11 @@ mod tests {
         assert_eq!(git_dirs(&root), [root.join(".git")]);
         assert!(!reached.contains(&PathBuf::from("HEAD")));
         std::fs::remove_dir_all(root.join(".git")).unwrap();
+        assert!(reach(&root).contains(&PathBuf::from("HEAD")));
+        // An empty `.git` (a stand-in of another command, or one a killed
+        // server left) is no repository: HEAD stays protected.
+        std::fs::create_dir(root.join(".git")).unwrap();
+        assert!(git_dirs(&root).is_empty());
         assert!(reach(&root).contains(&PathBuf::from("HEAD")));
     }
 }

@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use crate::Workspace;
@@ -9,11 +9,16 @@ use crate::Workspace;
 ///
 /// - `.git`: hooks (`.git/hooks/pre-commit`) and config (`core.fsmonitor`,
 ///   `core.pager`, aliases) run on the next `git` command (and what else it
-///   takes along, see [`ProtectedPaths::resolve`]);
+///   takes along, see [`ProtectedPaths::resolve`]); `.hg`, Mercurial's
+///   (`hgrc` hooks);
 /// - `.envrc`: direnv runs it on entering the directory;
-/// - editor and task-runner configuration that executes commands:
-///   `.vscode/tasks.json`, `.vscode/settings.json`, `.vscode/launch.json`,
-///   `.idea`;
+/// - the agents' and editors' own configuration, which names the MCP
+///   servers they start (this one's arguments included), hooks and tasks:
+///   `.mcp.json` (Claude Code), `.claude`, `.codex`, `.cursor`, `.gemini`,
+///   `.continue`, `.zed`, `.vscode` (tasks, launch, settings, MCP servers,
+///   recommended extensions), `.idea`, `.devcontainer` (`initializeCommand`
+///   runs on the host), and every `*.code-workspace` file at the root (see
+///   [`ROOT_PROTECTED_SUFFIXES`]);
 /// - `.pre-commit-config.yaml`: the pre-commit framework's hook runs what
 ///   it lists on the next commit; `.husky` and `.githooks`, where hook
 ///   managers keep the hooks a `core.hooksPath` runs;
@@ -21,15 +26,22 @@ use crate::Workspace;
 ///   so it must not change under the protection;
 /// - `.dsh-bash`: this project's own configuration, should it add one.
 ///
-/// Plus [`HOME_PROTECTED_PATHS`] in every home directory inside the
-/// workspace.
+/// Plus, in every home directory inside the workspace, every dot-entry (see
+/// [`HOME_PROTECTED_PATHS`]).
 pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".git",
+    ".hg",
     ".envrc",
-    ".vscode/tasks.json",
-    ".vscode/settings.json",
-    ".vscode/launch.json",
+    ".mcp.json",
+    ".claude",
+    ".codex",
+    ".cursor",
+    ".gemini",
+    ".continue",
+    ".zed",
+    ".vscode",
     ".idea",
+    ".devcontainer",
     ".pre-commit-config.yaml",
     ".husky",
     ".githooks",
@@ -37,24 +49,60 @@ pub const DEFAULT_PROTECTED_PATHS: &[&str] = &[
     ".dsh-bash",
 ];
 
-/// What a shell, git or ssh reads from a home directory and runs: kept
-/// read-only in every home directory inside the workspace (the workspace
-/// root itself when it is one: `$HOME` or a home in `/etc/passwd`). In any
-/// other directory these names run nothing, so they are left alone there.
+/// Names at the workspace root protected by their ending: VS Code runs a
+/// workspace file's tasks (`runOn: folderOpen`) when it is opened. The ones
+/// present when a command starts are kept; a new one cannot be foreseen by
+/// name (the README's limits say so).
+pub const ROOT_PROTECTED_SUFFIXES: &[&str] = &[".code-workspace"];
+
+/// A home directory inside the workspace (the workspace root itself when it
+/// is one: `$HOME` or a home in `/etc/passwd`) is protected as a class:
+/// **every dot-entry directly in it** that exists when a command starts is
+/// kept read-only as a whole (shell start-up files, `.config`, `.local`,
+/// `.ssh`, `.aws`, `.kube`, `.cargo`, `.npmrc`, editors' and desktop
+/// autostart files, caches that tools later execute from), unless the
+/// operator unprotects one by name. A dot-entry cannot be foreseen by name
+/// when it does not exist yet, so these, the ones known to run code or name
+/// a program when present, are stood in for while a command runs (files:
+/// an empty file, which their readers open as files; [`HOME_PROTECTED_DIRS`]:
+/// an empty directory). In any other directory these names run nothing, so
+/// they are left alone there.
 pub const HOME_PROTECTED_PATHS: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",
     ".bash_logout",
+    ".bash_aliases",
     ".profile",
+    ".pam_environment",
+    ".xprofile",
+    ".xsessionrc",
+    ".inputrc",
     ".zshrc",
     ".zshenv",
     ".zprofile",
     ".zlogin",
     ".gitconfig",
-    ".config/git",
+    ".vimrc",
+    ".tmux.conf",
+    ".npmrc",
+    ".config",
+    ".local",
     ".ssh",
+    ".aws",
+    ".kube",
+    ".docker",
+    ".cargo",
 ];
+
+/// Which of [`HOME_PROTECTED_PATHS`] stand in as a directory when missing.
+pub const HOME_PROTECTED_DIRS: &[&str] = &[
+    ".config", ".local", ".ssh", ".aws", ".kube", ".docker", ".cargo",
+];
+
+/// The private names stand-ins are made under before they take their place:
+/// never protected as a home's dot-entry of their own.
+const STAND_IN_PREFIX: &str = ".dsh-bash-stand-in-";
 
 /// A protected-path argument that cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -86,17 +134,24 @@ struct Scope {
 }
 
 /// Which paths inside the workspace stay read-only under
-/// `workspace-write`: [`DEFAULT_PROTECTED_PATHS`] and
-/// [`HOME_PROTECTED_PATHS`] unless configured otherwise.
+/// `workspace-write`: [`DEFAULT_PROTECTED_PATHS`], the root's
+/// [`ROOT_PROTECTED_SUFFIXES`] and every home's dot-entries
+/// ([`HOME_PROTECTED_PATHS`]) unless configured otherwise.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProtectedPaths {
     /// Relative paths and where they are looked for.
     entries: BTreeMap<PathBuf, Scope>,
+    /// The classes: every dot-entry of a home, the root's names with a
+    /// protected ending.
+    classes: bool,
+    /// Names the operator unprotected that a class would protect.
+    exceptions: BTreeSet<PathBuf>,
 }
 
 impl Default for ProtectedPaths {
     fn default() -> Self {
         let mut paths = ProtectedPaths::none();
+        paths.classes = true;
         for (entries, homes) in [
             (DEFAULT_PROTECTED_PATHS, false),
             (HOME_PROTECTED_PATHS, true),
@@ -137,21 +192,43 @@ impl ProtectedPaths {
     pub fn none() -> Self {
         ProtectedPaths {
             entries: BTreeMap::new(),
+            classes: false,
+            exceptions: BTreeSet::new(),
         }
     }
 
     /// Protects `spec`, relative to the workspace root (a home-directory
     /// default named again becomes protected at the root too).
     pub fn protect(&mut self, spec: &str) -> Result<(), ProtectError> {
-        self.entries.entry(parse(spec)?).or_default().workspace = true;
+        let path = parse(spec)?;
+        self.exceptions.remove(&path);
+        self.entries.entry(path).or_default().workspace = true;
         Ok(())
     }
 
-    /// Stops protecting `spec`; an error names the protected ones if it is
-    /// not one of them.
+    /// True if and only if a class protects `path` somewhere: a single
+    /// dot-name (a home's dot-entry) or a root name with a protected ending.
+    fn in_a_class(&self, path: &Path) -> bool {
+        let mut components = path.components();
+        let (Some(Component::Normal(name)), None) = (components.next(), components.next()) else {
+            return false;
+        };
+        let name = name.to_string_lossy();
+        self.classes
+            && (name.starts_with('.') || ROOT_PROTECTED_SUFFIXES.iter().any(|s| name.ends_with(s)))
+    }
+
+    /// Stops protecting `spec` (by name, also where a class would protect
+    /// it: `--unprotect .cache` leaves every home's `.cache` writable); an
+    /// error names the protected ones if it is not one of them.
     pub fn unprotect(&mut self, spec: &str) -> Result<(), ProtectError> {
         let path = parse(spec)?;
-        if self.entries.remove(&path).is_none() {
+        let named = self.entries.remove(&path).is_some();
+        if self.in_a_class(&path) {
+            self.exceptions.insert(path);
+            return Ok(());
+        }
+        if !named {
             return Err(ProtectError::NotProtected {
                 given: spec.into(),
                 protected: self
@@ -167,7 +244,7 @@ impl ProtectedPaths {
 
     /// True if and only if nothing is protected.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && !self.classes
     }
 
     /// The protected paths, relative to the workspace root or (the
@@ -194,11 +271,18 @@ impl ProtectedPaths {
     /// [`Self::resolve`] with the home directories inside `root` given.
     fn resolve_in(&self, root: &Path, homes: &[PathBuf]) -> Vec<Protected> {
         let mut resolved: BTreeMap<PathBuf, ProtectedState> = BTreeMap::new();
+        if self.classes {
+            for (path, state) in self.classes_in(root, homes) {
+                resolved.entry(path).or_insert(state);
+            }
+        }
         for (relative, scope) in &self.entries {
             if scope.homes {
-                // Read as files from a home directory, but for the two
+                // Read as files from a home directory, but for the
                 // directories among them.
-                let file = !matches!(relative.to_str(), Some(".ssh" | ".config/git"));
+                let file = !relative
+                    .to_str()
+                    .is_some_and(|r| HOME_PROTECTED_DIRS.contains(&r));
                 for home in homes {
                     let (path, state) = state_of(root, &home.join(relative), file);
                     resolved.entry(path).or_insert(state);
@@ -223,6 +307,38 @@ impl ProtectedPaths {
             .into_iter()
             .map(|(path, state)| Protected { path, state })
             .collect()
+    }
+}
+
+impl ProtectedPaths {
+    /// What the classes protect in `root` now: every dot-entry of each home
+    /// in `homes`, and the root's names with a protected ending; none the
+    /// operator unprotected by name.
+    fn classes_in(&self, root: &Path, homes: &[PathBuf]) -> Vec<(PathBuf, ProtectedState)> {
+        let mut found = Vec::new();
+        let mut scan = |dir: &Path, wanted: &dyn Fn(&str) -> bool| {
+            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                return;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                let name = entry.file_name();
+                let Some(text) = name.to_str() else { continue };
+                if !wanted(text)
+                    || text.starts_with(STAND_IN_PREFIX)
+                    || self.exceptions.contains(Path::new(text))
+                {
+                    continue;
+                }
+                found.push(state_of(root, &dir.join(text), false));
+            }
+        };
+        for home in homes {
+            scan(home, &|name| name.starts_with('.'));
+        }
+        scan(Path::new(""), &|name| {
+            ROOT_PROTECTED_SUFFIXES.iter().any(|s| name.ends_with(s))
+        });
+        found
     }
 }
 
@@ -350,15 +466,81 @@ mod tests {
             ".git",
             ".bashrc",
             ".envrc",
-            ".vscode/tasks.json",
+            ".vscode",
+            ".mcp.json",
+            ".claude",
+            ".devcontainer",
             ".idea",
             ".ssh",
+            ".local",
         ] {
             assert!(
                 defaults.paths().any(|p| p == Path::new(expected)),
                 "{expected}"
             );
         }
+    }
+
+    #[test]
+    fn a_home_is_protected_as_a_class_and_unprotected_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home/u");
+        std::fs::create_dir_all(home.join(".cache/pre-commit")).unwrap();
+        std::fs::create_dir_all(home.join(".local/lib")).unwrap();
+        std::fs::write(home.join(".weirdrc"), "x").unwrap();
+        std::fs::write(home.join("notes"), "x").unwrap();
+        std::fs::write(home.join(".dsh-bash-stand-in-1-2"), "").unwrap();
+        std::fs::write(root.join("team.code-workspace"), "{}").unwrap();
+        std::fs::write(root.join(".weirdrc"), "x").unwrap();
+        let homes = [PathBuf::from("home/u")];
+        let mut paths = ProtectedPaths::default();
+        let resolved = paths.resolve_in(&root, &homes);
+        let has = |resolved: &[Protected], path: PathBuf| resolved.iter().any(|p| p.path == path);
+        // Every dot-entry there now, whatever its name.
+        for name in [".cache", ".local", ".weirdrc"] {
+            assert!(has(&resolved, home.join(name)), "{name}: {resolved:?}");
+        }
+        // Known ones stand in when missing, as files or directories.
+        let state = |path: PathBuf| {
+            resolved
+                .iter()
+                .find(|p| p.path == path)
+                .map(|p| p.state.clone())
+        };
+        assert_eq!(
+            state(home.join(".bash_aliases")),
+            Some(ProtectedState::Missing {
+                stand_in: home.join(".bash_aliases"),
+                file: true
+            })
+        );
+        assert_eq!(
+            state(home.join(".aws")),
+            Some(ProtectedState::Missing {
+                stand_in: home.join(".aws"),
+                file: false
+            })
+        );
+        // Not a dot-entry, a stand-in's private name, not a home: left.
+        assert!(!has(&resolved, home.join("notes")));
+        assert!(!has(&resolved, home.join(".dsh-bash-stand-in-1-2")));
+        assert!(!has(&resolved, root.join(".weirdrc")));
+        // The root's editor workspace files.
+        assert!(has(&resolved, root.join("team.code-workspace")));
+        // Unprotected by name: that name in every home, nothing else.
+        paths.unprotect(".cache").unwrap();
+        paths.unprotect("team.code-workspace").unwrap();
+        let resolved = paths.resolve_in(&root, &homes);
+        assert!(!has(&resolved, home.join(".cache")));
+        assert!(!has(&resolved, root.join("team.code-workspace")));
+        assert!(has(&resolved, home.join(".weirdrc")));
+        // Named again: protected again.
+        paths.protect(".cache").unwrap();
+        let resolved = paths.resolve_in(&root, &homes);
+        assert!(has(&resolved, home.join(".cache")));
+        // Nothing but names: the classes stay off.
+        assert!(ProtectedPaths::none().unprotect(".cache").is_err());
     }
 
     #[test]
@@ -415,13 +597,8 @@ mod tests {
         let both = again.resolve_in(&root, std::slice::from_ref(&home));
         assert!(both.iter().any(|p| p.path == root.join(".zshrc")));
         assert!(both.iter().any(|p| p.path == root.join("home/u/.zshrc")));
-        assert_eq!(
-            state(".vscode/tasks.json"),
-            Some(ProtectedState::Missing {
-                stand_in: root.join(".vscode/tasks.json"),
-                file: false,
-            })
-        );
+        // Present: protected whole.
+        assert_eq!(state(".vscode"), Some(ProtectedState::Present));
         assert_eq!(
             state(".idea"),
             Some(ProtectedState::Missing {

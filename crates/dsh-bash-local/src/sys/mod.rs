@@ -225,17 +225,7 @@ pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-/// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, in
-/// clock ticks since boot): with the pid, it names a process for good.
-pub(crate) fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
-}
+pub(crate) use crate::scratch::start_time;
 
 /// The effective uid of this process.
 pub(crate) fn effective_uid() -> u32 {

@@ -13,7 +13,7 @@ fn over(recorder: &Arc<Recorder>, mode: SandboxMode) -> SandboxBashExecutor {
     SandboxBashExecutor::new(
         SandboxConfig {
             local: LocalConfig {
-                cwd: Some("/tmp".into()),
+                cwd: Some("/var/tmp".into()),
                 ..local()
             },
             mode,
@@ -39,7 +39,7 @@ async fn resolve_stamps_the_mode_and_the_default_is_reported() {
         Some(SandboxMode::WorkspaceWrite)
     );
     // SBX-05: the root defaults to the configured cwd, absolute.
-    assert_eq!(executor.workspace_root(), std::path::Path::new("/tmp"));
+    assert_eq!(executor.workspace_root(), std::path::Path::new("/var/tmp"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +61,10 @@ async fn the_provider_gets_exactly_bash_c_and_the_policy_on_every_run_and_start(
         ["bash", "-c", "--", "echo 'a b' \"c'd\""].map(OsString::from)
     );
     assert_eq!(calls[0].1.mode, SandboxMode::ReadOnly);
-    assert_eq!(calls[0].1.workspace.path(), std::path::Path::new("/tmp"));
+    assert_eq!(
+        calls[0].1.workspace.path(),
+        std::path::Path::new("/var/tmp")
+    );
     assert_eq!(calls[2].1.mode, SandboxMode::WorkspaceWrite);
     let facts = result.sandbox.unwrap();
     assert_eq!(facts.mode, SandboxMode::ReadOnly);
@@ -134,4 +137,52 @@ async fn partial_enforcement_passes_through_and_refusal_runs_nothing() {
         .unwrap_err();
     assert_eq!(err.code(), "SANDBOX_UNAVAILABLE");
     assert!(!marker.exists());
+}
+
+/// A temp dir or spill parent inside the writable workspace would let a
+/// command rename what the server removes there: `workspace-write` is
+/// refused before anything runs, naming both paths; other modes go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scratch_places_inside_the_workspace_are_refused() {
+    let workspace = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(workspace.path()).unwrap();
+    let spill = root.join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let config = |mode| SandboxConfig {
+        local: LocalConfig {
+            cwd: Some(root.clone()),
+            spill_parent: Some(spill.clone()),
+            ..local()
+        },
+        mode,
+        workspace_root: Some(root.clone()),
+        ..SandboxConfig::default()
+    };
+    let recorder = Arc::new(Recorder::default());
+    let provider = || Arc::clone(&recorder) as Arc<dyn dsh_sandbox::SandboxProvider>;
+    let err = SandboxBashExecutor::new(config(SandboxMode::WorkspaceWrite), provider())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!(
+            "the spill parent {} lies inside the writable workspace {}",
+            spill.display(),
+            root.display()
+        )),
+        "{err}"
+    );
+    // Read-only by default: runs, but a call asking for workspace-write is
+    // refused, and the provider is never asked.
+    let executor = SandboxBashExecutor::new(config(SandboxMode::ReadOnly), provider()).unwrap();
+    let mut request = BashExecRequest::new("touch ran");
+    request.sandbox_mode = Some(SandboxMode::WorkspaceWrite);
+    let spec = executor.resolve(request).unwrap();
+    let refused = executor.run(spec).await.unwrap_err();
+    assert!(
+        matches!(refused, BashError::SandboxUnavailable(_)),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("spill parent"), "{refused}");
+    assert!(recorder.calls.lock().unwrap().is_empty());
+    assert!(!root.join("ran").exists());
 }

@@ -1,0 +1,192 @@
+//! The server's own walks of trees a command can write, tried through the
+//! `dsh-bash` binary as root and as uid 65534 under each backend:
+//!
+//! - a temp dir or spill parent inside the writable workspace (where a
+//!   command beside another one could swap what the server removes for a
+//!   symlink to a victim) is refused before anything runs, naming both
+//!   paths;
+//! - the private TMPDIR of a server killed outright (SIGKILL, a `chmod 000`
+//!   directory inside) is swept by the next server of the same user, and
+//!   nothing outside it is touched.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::confined::{as_user, base, binary, chown, skip, User, NOBODY};
+
+fn dir(path: PathBuf, user: User) -> PathBuf {
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if user == User::Nobody {
+        chown(&path, NOBODY);
+    }
+    path
+}
+
+fn run(
+    user: User,
+    backend: &str,
+    ws: &Path,
+    tmpdir: &Path,
+    extra: &[&str],
+    command: &str,
+) -> Command {
+    let mut run = as_user(user, binary().to_str().unwrap());
+    run.args([
+        "run",
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend,
+    ])
+    .arg("--workdir")
+    .arg(ws)
+    .args(extra)
+    .arg("--")
+    .arg(command)
+    .env("TMPDIR", tmpdir)
+    .env("WS", ws)
+    .stdin(Stdio::null());
+    run
+}
+
+fn usable(user: User, backend: &str, root: &Path) -> bool {
+    let ws = dir(root.join(format!("probe-{backend}")), user);
+    let host_tmp = dir(root.join(format!("probe-tmp-{backend}")), user);
+    let output = run(user, backend, &ws, &host_tmp, &[], "true")
+        .output()
+        .unwrap();
+    if output.status.success() {
+        return true;
+    }
+    skip(&format!(
+        "server walks under {backend} as {user:?}: unusable here ({})",
+        String::from_utf8_lossy(&output.stderr).trim()
+    ));
+    false
+}
+
+/// Names in `dir` that start with `prefix`.
+fn named(dir: &Path, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+fn scratch_inside_the_workspace_is_refused(user: User, backend: &str, root: &Path) {
+    let tag = format!("{backend} as {user:?}");
+    let ws = dir(root.join(format!("inside-{backend}")), user);
+    let inner_tmp = dir(ws.join("tmp"), user);
+    // TMPDIR inside the workspace; the workspace being the temp dir.
+    for (tmpdir, extra) in [
+        (inner_tmp.clone(), vec![]),
+        (
+            inner_tmp.clone(),
+            vec!["--workspace", inner_tmp.to_str().unwrap()],
+        ),
+    ] {
+        let output = run(user, backend, &ws, &tmpdir, &extra, "touch \"$WS/ran\"")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{tag} {extra:?}: {stderr}");
+        assert!(
+            stderr.contains("lies inside the writable workspace")
+                && stderr.contains(&tmpdir.display().to_string()),
+            "{tag} {extra:?}: {stderr}"
+        );
+        assert!(!ws.join("ran").exists(), "{tag} {extra:?}: the command ran");
+        assert!(
+            named(&inner_tmp, "dsh-bash").is_empty(),
+            "{tag}: {:?}",
+            named(&inner_tmp, "")
+        );
+    }
+}
+
+fn killed_servers_tmpdirs_are_swept(user: User, backend: &str, root: &Path) {
+    let tag = format!("{backend} as {user:?}");
+    let ws = dir(root.join(format!("killed-{backend}")), user);
+    let host_tmp = dir(root.join(format!("killed-tmp-{backend}")), user);
+    let victim = dir(root.join(format!("victim-{backend}")), user);
+    std::fs::write(victim.join("precious"), "keep").unwrap();
+    let started = ws.join("started");
+    let mut server = run(
+        user,
+        backend,
+        &ws,
+        &host_tmp,
+        &[],
+        "mkdir -p $TMPDIR/a/b && ln -s \"$VICTIM\" $TMPDIR/a/link && chmod 000 $TMPDIR/a/b $TMPDIR/a && touch \"$WS/started\" && exec sleep 600",
+    )
+    .env("VICTIM", &victim)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !started.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{tag}: the command never started"
+        );
+        assert!(
+            server.try_wait().unwrap().is_none(),
+            "{tag}: the server ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let left = named(&host_tmp, "dsh-bash-tmp-");
+    assert_eq!(
+        left.len(),
+        1,
+        "{tag}: a SIGKILL leaves its private TMPDIR (the premise): {left:?}"
+    );
+    let output = run(user, backend, &ws, &host_tmp, &[], "true")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{tag}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let left = named(&host_tmp, "dsh-bash-tmp-");
+    assert!(
+        left.is_empty(),
+        "{tag}: the dead server's TMPDIR was not swept: {left:?}"
+    );
+    assert!(
+        victim.join("precious").exists(),
+        "{tag}: the sweep went through the link"
+    );
+    let mode = std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "{tag}: the sweep changed the link's target");
+}
+
+#[test]
+fn the_servers_own_walks_hold() {
+    let root = base().join("server-walks");
+    let _ = std::fs::remove_dir_all(&root);
+    for user in [User::Root, User::Nobody] {
+        let root = dir(root.join(format!("{user:?}")), User::Root);
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for backend in ["bwrap", "landlock"] {
+            if !usable(user, backend, &root) {
+                continue;
+            }
+            scratch_inside_the_workspace_is_refused(user, backend, &root);
+            killed_servers_tmpdirs_are_swept(user, backend, &root);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

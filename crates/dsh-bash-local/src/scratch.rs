@@ -1,0 +1,419 @@
+//! Server-owned scratch directories in shared temp space: named with their
+//! owner, removed without ever following a link, swept once their owner is
+//! dead.
+//!
+//! Two kinds live here: the executor's spill directory
+//! (`dsh-bash-<pid>.<start>-<random>`) and, under `workspace-write`, each
+//! command's private `TMPDIR` (`dsh-bash-tmp-<pid>.<start>-<random>`). Both
+//! may hold whatever a command wrote, and the command (or another one still
+//! running) may rename anything inside while the server removes it, so the
+//! removal is descriptor-relative all the way down:
+//!
+//! - the tree is entered from a handle on its parent and its name, never
+//!   from a path;
+//! - each directory is opened with `O_NOFOLLOW | O_DIRECTORY` relative to
+//!   the handle of the one above it; an entry that is a symlink (or was
+//!   swapped for one under the walk) is unlinked as a link, never entered;
+//! - a directory the command made unreadable (`chmod 000`) is opened as an
+//!   `O_PATH` handle first and made searchable through that handle's
+//!   `/proc/self/fd` link (which names the inode opened, not a path), so a
+//!   swap between the check and the `chmod` cannot redirect it;
+//! - nesting deeper than [`MAX_DEPTH`] is moved up to the top of the tree
+//!   (`renameat` between two handles) instead of holding one descriptor a
+//!   level, so a hostile depth exhausts neither the stack nor the
+//!   descriptor table;
+//! - what cannot be removed is skipped and counted, never retried forever.
+//!
+//! ```
+//! # #[cfg(target_os = "linux")] {
+//! let parent = tempfile::tempdir().unwrap();
+//! let tree = parent.path().join("t");
+//! std::fs::create_dir_all(tree.join("a/b")).unwrap();
+//! std::os::unix::fs::symlink("/etc", tree.join("a/etc")).unwrap();
+//! let handle = std::fs::File::open(parent.path()).unwrap();
+//! let removal = dsh_bash_local::scratch::remove_tree_at(&handle, "t".as_ref()).unwrap();
+//! assert_eq!(removal.skipped, 0);
+//! assert!(!tree.exists() && std::path::Path::new("/etc/hostname").exists());
+//! # }
+//! ```
+
+use std::ffi::{CStr, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// Directories held open at once on the way down; deeper ones are moved up.
+pub const MAX_DEPTH: usize = 64;
+
+/// What a removal left behind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Removal {
+    /// Entries that could not be removed (logged one by one).
+    pub skipped: u64,
+}
+
+/// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, in
+/// clock ticks since boot): with the pid, it names a process for good.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// This process as an owner: `<pid>.<start time>` (start 0 when unknown).
+pub fn owner_tag() -> String {
+    let pid = std::process::id();
+    format!("{pid}.{}", start_time(pid).unwrap_or(0))
+}
+
+/// The owner a name records after `prefix`: `<prefix><pid>.<start>-…`.
+pub fn owner_in(name: &str, prefix: &str) -> Option<(u32, u64)> {
+    let rest = name.strip_prefix(prefix)?;
+    let (owner, _) = rest.split_once('-')?;
+    let (pid, start) = owner.split_once('.')?;
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// True unless the owner is certainly gone. A start time of 0 (unknown when
+/// the name was made): only a missing process is proof of death.
+pub fn owner_alive(pid: u32, start: u64) -> bool {
+    if start == 0 {
+        Path::new(&format!("/proc/{pid}")).exists()
+    } else {
+        start_time(pid) == Some(start)
+    }
+}
+
+/// Removes, from the directory `parent`, every directory named
+/// `<prefix><pid>.<start>-…` that belongs to this process's user and whose
+/// owner is dead, descriptor-relative (see the module docs). Blocking.
+pub fn sweep_dead(parent: &Path, prefix: &str) {
+    let Ok(handle) = rustix::fs::open(
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let Ok(mut dir) = rustix::fs::Dir::read_from(&handle) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let mut dead = Vec::new();
+    while let Some(Ok(entry)) = dir.read() {
+        let name = OsStr::from_bytes(entry.file_name().to_bytes()).to_owned();
+        let Some((pid, start)) = name.to_str().and_then(|n| owner_in(n, prefix)) else {
+            continue;
+        };
+        let Ok(stat) = rustix::fs::statat(&handle, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+        else {
+            continue;
+        };
+        let directory = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
+        if directory && stat.st_uid == me && !owner_alive(pid, start) {
+            dead.push(name);
+        }
+    }
+    for name in dead {
+        match remove_tree_at(&handle, &name) {
+            Ok(removal) if removal.skipped == 0 => {}
+            Ok(removal) => {
+                tracing::debug!(name = ?name, skipped = removal.skipped, "a dead owner's directory was swept in part")
+            }
+            Err(err) => {
+                tracing::debug!(name = ?name, %err, "cannot sweep a dead owner's directory")
+            }
+        }
+    }
+}
+
+/// Removes the directory `name` in the directory `parent` and everything
+/// below it, never following a link (see the module docs). An entry that
+/// is not a directory (a symlink, a file swapped in) is unlinked as it is.
+/// Blocking.
+pub fn remove_tree_at(parent: impl AsFd, name: &OsStr) -> io::Result<Removal> {
+    let parent = parent.as_fd();
+    let mut removal = Removal::default();
+    match enter(parent, name) {
+        Ok(top) => empty_tree(top, &mut removal),
+        Err(err) if not_a_directory(&err) => {}
+        Err(err) if err == rustix::io::Errno::NOENT => return Ok(removal),
+        Err(err) => return Err(err.into()),
+    }
+    match unlink(parent, name, true) {
+        Ok(()) => Ok(removal),
+        Err(err) if not_a_directory(&err) => unlink(parent, name, false)
+            .map(|()| removal)
+            .map_err(Into::into),
+        Err(err) if err == rustix::io::Errno::NOENT => Ok(removal),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Errors meaning "not a directory here (any more)": a symlink refused by
+/// `O_NOFOLLOW`, or another kind of file.
+fn not_a_directory(err: &rustix::io::Errno) -> bool {
+    [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR].contains(err)
+}
+
+/// Opens the directory `name` beneath `parent` for reading, without
+/// following a link, made searchable and writable (`0700`) for the walk.
+fn enter(parent: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = match rustix::fs::openat(parent, name, read, Mode::empty()) {
+        Ok(dir) => dir,
+        Err(rustix::io::Errno::ACCESS) => {
+            // Unreadable (chmod 000): pin the inode, then change its mode
+            // through the pin, which names that inode whatever happens to
+            // the name meanwhile.
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let pinned = rustix::fs::openat(parent, name, flags, Mode::empty())?;
+            let link = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+            rustix::fs::chmod(link.as_str(), Mode::RWXU)?;
+            rustix::fs::openat(&pinned, ".", read, Mode::empty())?
+        }
+        Err(err) => return Err(err),
+    };
+    rustix::fs::fchmod(&dir, Mode::RWXU)?;
+    Ok(dir)
+}
+
+fn unlink(parent: BorrowedFd<'_>, name: &OsStr, directory: bool) -> rustix::io::Result<()> {
+    let flags = if directory {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    rustix::fs::unlinkat(parent, name, flags)
+}
+
+/// Entries listed from a directory at a time.
+const BATCH: usize = 4096;
+
+/// One directory on the way down: its handle, its name in the one above,
+/// the entries listed and not dealt with yet, and the names in it that
+/// could not be removed.
+struct Level {
+    dir: OwnedFd,
+    name: OsString,
+    pending: Vec<(OsString, Option<FileType>)>,
+    kept: Vec<OsString>,
+}
+
+impl Level {
+    fn new(dir: OwnedFd, name: OsString) -> Self {
+        Level {
+            dir,
+            name,
+            pending: Vec::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// The next entry to deal with (neither `.`, `..` nor one kept),
+    /// listing the directory again once the last batch is dealt with.
+    fn next_entry(&mut self) -> rustix::io::Result<Option<(OsString, Option<FileType>)>> {
+        if self.pending.is_empty() {
+            let mut entries = rustix::fs::Dir::read_from(&self.dir)?;
+            while let Some(entry) = entries.read() {
+                let entry = entry?;
+                let name: &CStr = entry.file_name();
+                if matches!(name.to_bytes(), b"." | b"..") {
+                    continue;
+                }
+                let name = OsStr::from_bytes(name.to_bytes()).to_owned();
+                if self.kept.contains(&name) {
+                    continue;
+                }
+                let kind = match entry.file_type() {
+                    FileType::Unknown => None,
+                    kind => Some(kind),
+                };
+                self.pending.push((name, kind));
+                if self.pending.len() == BATCH {
+                    break;
+                }
+            }
+        }
+        Ok(self.pending.pop())
+    }
+}
+
+/// Empties the tree whose top directory is open as `top`.
+fn empty_tree(top: OwnedFd, removal: &mut Removal) {
+    let mut levels = vec![Level::new(top, OsString::new())];
+    let mut moved = 0u64;
+    loop {
+        let depth = levels.len();
+        let Some(level) = levels.last_mut() else {
+            break;
+        };
+        let next = level.next_entry().unwrap_or_else(|err| {
+            tracing::warn!(%err, "cannot read a directory being removed; left");
+            None
+        });
+        let Some((name, kind)) = next else {
+            // Empty (or all that is left is kept): remove it from above.
+            let Some(done) = levels.pop() else { break };
+            let Some(above) = levels.last_mut() else {
+                break;
+            };
+            if let Err(err) = unlink(above.dir.as_fd(), &done.name, true) {
+                keep(above, done.name, err, removal);
+            }
+            continue;
+        };
+        let directory = match kind {
+            Some(kind) => kind == FileType::Directory,
+            None => rustix::fs::statat(&level.dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::Directory),
+        };
+        if !directory {
+            match unlink(level.dir.as_fd(), &name, false) {
+                // A directory swapped in since it was listed: next batch.
+                Ok(()) | Err(rustix::io::Errno::ISDIR | rustix::io::Errno::NOENT) => {}
+                Err(err) => keep(level, name, err, removal),
+            }
+            continue;
+        }
+        if depth >= MAX_DEPTH {
+            // Too deep to hold open: move it up to the top and go on there.
+            let to = OsString::from(format!(".dsh-bash-moved-{moved}"));
+            moved += 1;
+            let top = levels[0].dir.as_fd();
+            let level = &levels[depth - 1];
+            if let Err(err) = rustix::fs::renameat(&level.dir, &name, top, &to) {
+                keep(&mut levels[depth - 1], name, err, removal);
+            }
+            continue;
+        }
+        match enter(level.dir.as_fd(), &name) {
+            Ok(dir) => levels.push(Level::new(dir, name)),
+            // Swapped for a link or a file, or gone: the next batch sees.
+            Err(err) if not_a_directory(&err) || err == rustix::io::Errno::NOENT => {}
+            Err(err) => keep(level, name, err, removal),
+        }
+    }
+}
+
+fn keep(level: &mut Level, name: OsString, err: rustix::io::Errno, removal: &mut Removal) {
+    tracing::warn!(name = ?name, %err, "an entry of a tree being removed cannot be removed; left");
+    level.kept.push(name);
+    removal.skipped += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn handle(path: &Path) -> fs::File {
+        fs::File::open(path).unwrap()
+    }
+
+    #[test]
+    fn unreadable_deep_and_linked_trees_are_removed_never_followed() {
+        let parent = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        fs::write(victim.path().join("precious"), "keep").unwrap();
+        fs::set_permissions(victim.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let tree = parent.path().join("t");
+        fs::create_dir_all(tree.join("a/locked/inner")).unwrap();
+        fs::write(tree.join("a/locked/inner/f"), "x").unwrap();
+        std::os::unix::fs::symlink(victim.path(), tree.join("a/link")).unwrap();
+        fs::set_permissions(
+            tree.join("a/locked/inner"),
+            fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
+        fs::set_permissions(tree.join("a/locked"), fs::Permissions::from_mode(0o000)).unwrap();
+        // Deeper than the walk holds open.
+        let mut deep = tree.join("deep");
+        for _ in 0..(MAX_DEPTH * 3) {
+            deep.push("d");
+        }
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(deep.join("bottom"), "x").unwrap();
+        let removal = remove_tree_at(handle(parent.path()), OsStr::new("t")).unwrap();
+        assert_eq!(removal, Removal::default());
+        assert!(!tree.exists());
+        assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 0);
+        assert!(victim.path().join("precious").exists());
+        let mode = fs::metadata(victim.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755, "the link's target was chmodded");
+        // The top itself a symlink: the link goes, its target stays.
+        std::os::unix::fs::symlink(victim.path(), parent.path().join("l")).unwrap();
+        remove_tree_at(handle(parent.path()), OsStr::new("l")).unwrap();
+        assert!(victim.path().join("precious").exists());
+        assert!(!parent.path().join("l").exists());
+        // Nothing there: nothing to do.
+        remove_tree_at(handle(parent.path()), OsStr::new("absent")).unwrap();
+    }
+
+    /// The walk holds a directory open while its name is swapped for a
+    /// symlink to a victim (what a concurrent command can do): it goes on
+    /// in the directory it opened and never enters the victim.
+    #[test]
+    fn a_directory_swapped_for_a_link_under_the_walk_is_never_entered() {
+        let parent = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        fs::create_dir(victim.path().join("sub")).unwrap();
+        fs::write(victim.path().join("sub/precious"), "keep").unwrap();
+        let tree = parent.path().join("t");
+        fs::create_dir_all(tree.join("sub/sub")).unwrap();
+        fs::write(tree.join("sub/sub/f"), "x").unwrap();
+        let top = enter(handle(parent.path()).as_fd(), OsStr::new("t")).unwrap();
+        let mut levels = Level::new(top, OsString::new());
+        // The walk has listed "sub" and opened it ...
+        let (name, _) = levels.next_entry().unwrap().unwrap();
+        let opened = enter(levels.dir.as_fd(), &name).unwrap();
+        // ... when the command renames it away and plants a link.
+        fs::rename(tree.join("sub"), parent.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(victim.path(), tree.join("sub")).unwrap();
+        let mut removal = Removal::default();
+        empty_tree(opened, &mut removal);
+        assert!(victim.path().join("sub/precious").exists());
+        assert_eq!(
+            fs::read_dir(parent.path().join("moved")).unwrap().count(),
+            0,
+            "the walk emptied what it had opened"
+        );
+        // The planted link is unlinked as a link.
+        empty_tree(levels.dir, &mut removal);
+        assert!(!tree.join("sub").exists());
+        assert!(victim.path().join("sub/precious").exists());
+    }
+
+    #[test]
+    fn dead_owners_are_swept_live_ones_and_others_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let mine = format!("dsh-bash-tmp-{}-abc", owner_tag());
+        // pid 0 never names a live user process.
+        let dead = "dsh-bash-tmp-0.5-abc";
+        let unknown_start_dead = format!("dsh-bash-tmp-{}.0-x", u32::MAX - 1);
+        let other_kind = "dsh-bash-tmp-ABCDEF";
+        for name in [mine.as_str(), dead, &unknown_start_dead, other_kind] {
+            fs::create_dir_all(parent.path().join(name).join("in")).unwrap();
+        }
+        fs::set_permissions(
+            parent.path().join(dead).join("in"),
+            fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
+        sweep_dead(parent.path(), "dsh-bash-tmp-");
+        assert!(parent.path().join(&mine).exists());
+        assert!(parent.path().join(other_kind).exists());
+        assert!(!parent.path().join(dead).exists());
+        assert!(!parent.path().join(&unknown_start_dead).exists());
+        assert_eq!(owner_in("dsh-bash-12.34-ab", "dsh-bash-"), Some((12, 34)));
+        assert_eq!(owner_in("dsh-bash-tmp-1.2-ab", "dsh-bash-"), None);
+    }
+}
