@@ -77,7 +77,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let text = if args.json {
         serde_json::to_string(&result).context("encoding the result as JSON")?
     } else {
-        dsh_tool_bash::render_run_result(&result, false)
+        dsh_tool_bash::render_run_result(&result)
     };
     let printed = if text.ends_with('\n') {
         stdout.write_all(text.as_bytes())

@@ -38,6 +38,9 @@ pub struct BashSandboxInfo {
     pub backend: Option<SandboxBackend>,
     /// True if and only if the command failed (non-zero exit) and its stderr
     /// carries this backend's denial text. Never on exit 0 or signal death.
+    /// A guess, not a kernel report: a command can print the same text
+    /// (`echo "x: Read-only file system" >&2; exit 1`), so renderers say it
+    /// looks like one and suggest nothing on its strength.
     pub denied: bool,
     /// How completely the backend enforced the mode; absent exactly for
     /// `danger-full-access`.

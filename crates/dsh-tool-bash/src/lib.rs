@@ -60,7 +60,7 @@ mod tools;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 pub use args::Escalation;
-pub use render::{render_run_result, render_task_read, status_line, ESCALATION_HINT};
+pub use render::{render_run_result, render_task_read, status_line};
 pub use session::{
     effective_sandbox_mode, set_sandbox_mode, NoticeSink, Session, SessionEvent, SANDBOX_MODE_EVENT,
 };

@@ -1,7 +1,12 @@
 use dsh_bash::{BashRunResult, CollectedOutput};
 
-/// The one-line hint shown after a denial marker when escalation is offered.
-pub const ESCALATION_HINT: &str = "[sandbox: if this command genuinely needs the access, retry it once with sandbox_permissions set to the narrowest wider mode and a one-sentence justification]";
+/// The marker of a command whose stderr looks like a sandbox denial. A
+/// command can print any text, so it says it is a guess, and no hint to
+/// lift the sandbox follows it: a hostile build script printing
+/// "Read-only file system" must not make this tool suggest escalation.
+fn denial_marker(mode: dsh_bash::SandboxMode) -> String {
+    format!("[sandbox: stderr looks like a permission error under {mode} mode; a guess from the output, not a report from the kernel]")
+}
 
 /// Appends `line` on a line of its own (no blank line when `text` already
 /// ends with a newline).
@@ -36,10 +41,10 @@ fn push_stream(text: &mut String, stream: &CollectedOutput) {
 /// `dsh-bash run` prints it: stdout; a `[stderr]` section when stderr is
 /// non-empty; `(no output)` when both are empty; a truncation notice after
 /// a truncated stream; then, each on its own line and in this order, the
-/// leftover marker, the sandbox denial marker (plus the escalation hint when
-/// `escalation_offered`), the timeout marker, and the signal or non-zero
-/// exit marker.
-pub fn render_run_result(result: &BashRunResult, escalation_offered: bool) -> String {
+/// leftover marker, the sandbox denial marker (a guess, see
+/// [`dsh_bash::BashSandboxInfo::denied`]), the timeout marker, and the
+/// signal or non-zero exit marker.
+pub fn render_run_result(result: &BashRunResult) -> String {
     let mut text = String::new();
     push_stream(&mut text, &result.stdout);
     if !result.stderr.text.is_empty() || result.stderr.truncated {
@@ -58,13 +63,7 @@ pub fn render_run_result(result: &BashRunResult, escalation_offered: bool) -> St
         );
     }
     if let Some(sandbox) = result.sandbox.as_ref().filter(|s| s.denied) {
-        push_line(
-            &mut text,
-            &format!("[sandbox: file access denied under {} mode]", sandbox.mode),
-        );
-        if escalation_offered {
-            push_line(&mut text, ESCALATION_HINT);
-        }
+        push_line(&mut text, &denial_marker(sandbox.mode));
     }
     if result.timed_out {
         push_line(
@@ -97,33 +96,21 @@ pub fn status_line(task: &dsh_bash::BashTask) -> String {
 }
 
 /// The marker a settled task carries for its sandbox facts: runner failure
-/// outranks denial; the hint only when escalation is offered.
-fn sandbox_markers(task: &dsh_bash::BashTask, escalation_offered: bool) -> Vec<String> {
-    let Some(facts) = &task.sandbox else {
-        return Vec::new();
-    };
+/// outranks the denial guess.
+fn sandbox_marker(task: &dsh_bash::BashTask) -> Option<String> {
+    let facts = task.sandbox.as_ref()?;
     if facts.runner_failed {
-        return vec![format!(
+        return Some(format!(
             "[sandbox: the sandbox runner failed under {} mode; the command did not run]",
             facts.mode
-        )];
+        ));
     }
-    if !facts.denied {
-        return Vec::new();
-    }
-    let mut markers = vec![format!(
-        "[sandbox: file access denied under {} mode]",
-        facts.mode
-    )];
-    if escalation_offered {
-        markers.push(ESCALATION_HINT.into());
-    }
-    markers
+    facts.denied.then(|| denial_marker(facts.mode))
 }
 
 /// The text of a `bash_output` read: the delta or `(no new output)`, the
 /// lossy notice, the status line, then the task's sandbox marker.
-pub fn render_task_read(read: &dsh_bash::BashTaskRead, escalation_offered: bool) -> String {
+pub fn render_task_read(read: &dsh_bash::BashTaskRead) -> String {
     let mut text = if read.delta.is_empty() {
         "(no new output)".to_owned()
     } else {
@@ -146,7 +133,7 @@ pub fn render_task_read(read: &dsh_bash::BashTaskRead, escalation_offered: bool)
         );
     }
     push_line(&mut text, &status_line(&read.task));
-    for marker in sandbox_markers(&read.task, escalation_offered) {
+    if let Some(marker) = sandbox_marker(&read.task) {
         push_line(&mut text, &marker);
     }
     text
@@ -185,16 +172,10 @@ mod tests {
 
     #[test]
     fn exact_stdout_and_no_output() {
+        assert_eq!(render_run_result(&result("hi\n", "", Some(0))), "hi\n");
+        assert_eq!(render_run_result(&result("", "", Some(0))), "(no output)");
         assert_eq!(
-            render_run_result(&result("hi\n", "", Some(0)), false),
-            "hi\n"
-        );
-        assert_eq!(
-            render_run_result(&result("", "", Some(0)), false),
-            "(no output)"
-        );
-        assert_eq!(
-            render_run_result(&result("", "", Some(3)), false),
+            render_run_result(&result("", "", Some(3))),
             "(no output)\n[exit code: 3]"
         );
     }
@@ -202,11 +183,11 @@ mod tests {
     #[test]
     fn stderr_section_and_exit_marker_last() {
         assert_eq!(
-            render_run_result(&result("out", "err\n", Some(1)), false),
+            render_run_result(&result("out", "err\n", Some(1))),
             "out\n[stderr]\nerr\n[exit code: 1]"
         );
         assert_eq!(
-            render_run_result(&result("", "err", Some(0)), false),
+            render_run_result(&result("", "err", Some(0))),
             "[stderr]\nerr"
         );
     }
@@ -218,17 +199,14 @@ mod tests {
         r.timed_out = true;
         r.timeout_ms = 500;
         assert_eq!(
-            render_run_result(&r, false),
+            render_run_result(&r),
             "(no output)\n[timed out after 500ms]\n[killed by signal: SIGTERM]"
         );
         // A caught timeout that exited 0 shows only the timeout marker.
         let mut caught = result("bye\n", "", Some(0));
         caught.timed_out = true;
         caught.timeout_ms = 500;
-        assert_eq!(
-            render_run_result(&caught, false),
-            "bye\n[timed out after 500ms]"
-        );
+        assert_eq!(render_run_result(&caught), "bye\n[timed out after 500ms]");
     }
 
     #[test]
@@ -238,7 +216,7 @@ mod tests {
         r.stdout.spill_path = Some(PathBuf::from("/tmp/x/stdout-1"));
         r.stderr.truncated = true;
         assert_eq!(
-            render_run_result(&r, false),
+            render_run_result(&r),
             "tail\n[output truncated; full output: /tmp/x/stdout-1]\n[stderr]\netail\n[output truncated; full output: (unavailable)]"
         );
         // A capped or cut-short file is advertised as partial, with why and
@@ -249,7 +227,7 @@ mod tests {
             "the spill file could not be created: No space left on device (os error 28)".into(),
         );
         assert_eq!(
-            render_run_result(&r, false),
+            render_run_result(&r),
             "tail\n[output truncated; partial output (capped at 1024 bytes; the stream produced 5000 bytes): /tmp/x/stdout-1]\n[stderr]\netail\n[output truncated; full output unavailable: the spill file could not be created: No space left on device (os error 28)]"
         );
     }
@@ -272,16 +250,14 @@ mod tests {
             network: Some(dsh_bash::NetworkPolicy::Off),
             protected: Vec::new(),
         });
-        let plain = render_run_result(&r, false);
+        let plain = render_run_result(&r);
         assert!(plain.ends_with(
-            "Read-only file system\n[sandbox: file access denied under read-only mode]\n[exit code: 1]"
-        ));
-        let offered = render_run_result(&r, true);
-        assert!(offered.contains(&format!(
-            "read-only mode]\n{ESCALATION_HINT}\n[exit code: 1]"
-        )));
+            "Read-only file system\n[sandbox: stderr looks like a permission error under read-only mode; a guess from the output, not a report from the kernel]\n[exit code: 1]"
+        ), "{plain}");
+        // No suggestion to lift the sandbox on a guess.
+        assert!(!plain.contains("sandbox_permissions"), "{plain}");
         r.sandbox.as_mut().unwrap().denied = false;
-        assert!(!render_run_result(&r, true).contains("[sandbox:"));
+        assert!(!render_run_result(&r).contains("[sandbox:"));
     }
 
     #[test]
@@ -289,7 +265,7 @@ mod tests {
         let mut r = result("up\n", "", Some(0));
         r.leftovers_stopped = 1;
         assert_eq!(
-            render_run_result(&r, false),
+            render_run_result(&r),
             "up\n[stopped 1 leftover process still running when the command exited; start servers and watchers with run_in_background]"
         );
     }

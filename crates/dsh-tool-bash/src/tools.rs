@@ -19,7 +19,7 @@ use crate::structured;
 /// carries it in its instructions).
 pub const STANDING_INSTRUCTION: &str = "Every bash result ends with a status marker when something went wrong: check for \"[exit code: N]\", \"[killed by signal: …]\", \"[timed out after …]\" and \"[sandbox: …]\" on every result, and investigate a failure before moving on.";
 
-const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut to its tail, followed by \"[output truncated; full output: <path>]\" naming a file with everything. A \"[sandbox: file access denied under <mode> mode]\" marker is a policy decision, not a bug: do not work around it. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
+const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut to its tail, followed by \"[output truncated; full output: <path>]\" naming a file with everything. A \"[sandbox: stderr looks like a permission error under <mode> mode; …]\" marker means the command failed with output that reads like a sandbox refusal (a guess: a program can print the same words): the sandbox's limits are a policy decision, not a bug, so do not work around them. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
 
 const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. The network is off in the sandbox: a command that genuinely needs it (installing packages, fetching) may ask with network: \"on\" and a justification, the same way. Never ask speculatively, and treat a rejection as final for that command.";
 
@@ -445,8 +445,6 @@ impl BashTools {
         let granted = self.escalate(&call, asked.as_ref(), ctx).await?;
         // Stamp a grant or a standing override; the executor applies its default.
         let mode = granted.mode.or_else(|| self.standing_mode(ctx));
-        let effective = mode.or(self.executor.sandbox_mode());
-        let escalation_offered = effective.is_some_and(|m| m != SandboxMode::DangerFullAccess);
         request.sandbox_mode = mode;
         request.network = granted.network;
         let spec = self.executor.resolve(request)?;
@@ -462,7 +460,7 @@ impl BashTools {
         if result.aborted {
             return Err(ToolError::Aborted);
         }
-        let text = render_run_result(&result, escalation_offered);
+        let text = render_run_result(&result);
         Ok(ToolOutput {
             structured: structured::run(text.clone(), &result),
             text,
@@ -487,10 +485,7 @@ impl BashTools {
     fn output(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let id = self.owned_task(args, ctx)?;
         let read = self.executor.read_output(&id)?;
-        let offered = self
-            .current_mode(ctx)
-            .is_some_and(|m| m != SandboxMode::DangerFullAccess);
-        let text = render_task_read(&read, offered);
+        let text = render_task_read(&read);
         Ok(ToolOutput {
             structured: structured::read(text.clone(), &read),
             text,

@@ -11,7 +11,7 @@ use dsh_bash::{BashExecutor, SandboxMode};
 use dsh_bash_local::LocalConfig;
 use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
 use dsh_sandbox_local::{LocalSandboxConfig, LocalSandboxProvider, RunnerCommand};
-use dsh_tool_bash::{BashTools, ESCALATION_HINT};
+use dsh_tool_bash::BashTools;
 
 use super::fixture::{bash, call, ctx};
 
@@ -77,8 +77,10 @@ async fn usable(executor: &SandboxBashExecutor) -> bool {
     }
 }
 
+const GUESS: &str = "[sandbox: stderr looks like a permission error under read-only mode; a guess from the output, not a report from the kernel]";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn denials_are_marked_with_the_hint_only_when_escalation_is_offered() {
+async fn denials_are_marked_as_guesses_and_never_suggest_lifting_the_sandbox() {
     let root = tempfile::tempdir().unwrap();
     let executor = confined(
         root.path(),
@@ -90,28 +92,32 @@ async fn denials_are_marked_with_the_hint_only_when_escalation_is_offered() {
     }
     let tools = BashTools::new(executor.clone());
     let ctx = ctx(None);
-    let out = call(&tools, "bash", bash("echo x > file"), &ctx)
-        .await
-        .unwrap();
-    assert!(
-        out.text.ends_with(&format!(
-            "[sandbox: file access denied under read-only mode]\n{ESCALATION_HINT}\n[exit code: 1]"
-        )),
-        "{}",
-        out.text
-    );
-    assert_eq!(out.structured["sandbox"]["denied"], true);
+    // A real refusal and one a command prints itself read the same: both
+    // are said to be guesses, neither carries a hint to escalate.
+    for command in [
+        "echo x > file",
+        "echo 'cp: x: Read-only file system' >&2; echo 'x: Permission denied' >&2; exit 1",
+    ] {
+        let out = call(&tools, "bash", bash(command), &ctx).await.unwrap();
+        assert!(
+            out.text.ends_with(&format!("{GUESS}\n[exit code: 1]")),
+            "{command}: {}",
+            out.text
+        );
+        assert!(!out.text.contains("sandbox_permissions"), "{}", out.text);
+        assert_eq!(out.structured["sandbox"]["denied"], true);
 
-    let read = settled_read(&tools, executor.as_ref(), "echo x > file", &ctx).await;
-    assert!(
-        read.text.ends_with(&format!(
-            "[status: completed, exit code: 1]\n[sandbox: file access denied under read-only mode]\n{ESCALATION_HINT}"
-        )),
-        "{}",
-        read.text
-    );
+        let read = settled_read(&tools, executor.as_ref(), command, &ctx).await;
+        assert!(
+            read.text
+                .ends_with(&format!("[status: completed, exit code: 1]\n{GUESS}")),
+            "{command}: {}",
+            read.text
+        );
+        assert!(!read.text.contains("sandbox_permissions"), "{}", read.text);
+    }
 
-    // Under danger-full-access nothing wider is on offer: no hint, no denial.
+    // Under danger-full-access there is no sandbox to blame: no marker.
     let open = confined(
         root.path(),
         LocalSandboxConfig::default(),
@@ -158,5 +164,5 @@ async fn a_runner_failure_gets_its_own_marker() {
         "{}",
         read.text
     );
-    assert!(!read.text.contains("file access denied"));
+    assert!(!read.text.contains("permission error"));
 }

@@ -59,7 +59,7 @@ fn descriptions_are_byte_stable_and_cover_the_essentials() {
         "fresh",
         "workdir",
         "[exit code: N]",
-        "[sandbox: file access denied",
+        "[sandbox: stderr looks like a permission error",
         "full output",
         "run_in_background",
         "bash_output",

@@ -1,5 +1,6 @@
-//! The server's own walks of trees a command can write, tried through the
-//! `dsh-bash` binary as root and as uid 65534 under each backend:
+//! What a hostile command tries around the sandbox rather than in it,
+//! through the `dsh-bash` binary as root and as uid 65534 under each
+//! backend:
 //!
 //! - a temp dir or spill parent inside the writable workspace (where a
 //!   command beside another one could swap what the server removes for a
@@ -7,7 +8,9 @@
 //!   paths;
 //! - the private TMPDIR of a server killed outright (SIGKILL, a `chmod 000`
 //!   directory inside) is swept by the next server of the same user, and
-//!   nothing outside it is touched.
+//!   nothing outside it is touched;
+//! - a command that prints what a sandbox denial looks like gets `denied`
+//!   as a guess, said to be one, and no suggestion to lift the sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -173,8 +176,31 @@ fn killed_servers_tmpdirs_are_swept(user: User, backend: &str, root: &Path) {
     assert_eq!(mode, 0o755, "{tag}: the sweep changed the link's target");
 }
 
+fn forged_denials_are_guesses(user: User, backend: &str, root: &Path) {
+    let tag = format!("{backend} as {user:?}");
+    let ws = dir(root.join(format!("forged-{backend}")), user);
+    let host_tmp = dir(root.join(format!("forged-tmp-{backend}")), user);
+    let output = run(
+        user,
+        backend,
+        &ws,
+        &host_tmp,
+        &[],
+        "echo 'cp: x: Read-only file system' >&2; echo 'touch: y: Permission denied' >&2; exit 1",
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{tag}: {text}");
+    assert!(
+        text.contains("[sandbox: stderr looks like a permission error under workspace-write mode; a guess from the output"),
+        "{tag}: {text}"
+    );
+    assert!(!text.contains("sandbox_permissions"), "{tag}: {text}");
+}
+
 #[test]
-fn the_servers_own_walks_hold() {
+fn promises_around_the_sandbox_hold() {
     let root = base().join("server-walks");
     let _ = std::fs::remove_dir_all(&root);
     for user in [User::Root, User::Nobody] {
@@ -186,6 +212,7 @@ fn the_servers_own_walks_hold() {
             }
             scratch_inside_the_workspace_is_refused(user, backend, &root);
             killed_servers_tmpdirs_are_swept(user, backend, &root);
+            forged_denials_are_guesses(user, backend, &root);
         }
     }
     let _ = std::fs::remove_dir_all(&root);
