@@ -209,6 +209,34 @@ fn only_the_token_its_origin_and_its_own_sessions_get_through() {
         plant(&marker),
     );
     assert_eq!(answer.status, 403, "{}", answer.body);
+    // Userinfo in Host, where parsers disagree on which side is the host.
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let userinfo = format!("evil@{address}");
+    let answer = call_bash(
+        &server,
+        first,
+        &session,
+        &[("Host", userinfo.as_str())],
+        plant(&marker),
+    );
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(answer.body.contains("userinfo"), "{}", answer.body);
+    // An absolute-form target naming another host.
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "bash", "arguments": plant(&marker)}
+    })
+    .to_string();
+    let text = exchange(
+        &address,
+        &format!(
+            "POST http://evil.example/mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {first}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(text.contains("origin form"), "{text}");
     // The other token presenting this session.
     let answer = call_bash(&server, second, &session, &[], plant(&marker));
     assert_eq!(answer.status, 404, "{}", answer.body);

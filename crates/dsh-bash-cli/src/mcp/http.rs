@@ -450,6 +450,21 @@ fn normal_origin(origin: &str) -> String {
     }
 }
 
+/// Why a request's authority cannot be judged, if it cannot: an
+/// absolute-form target (`POST http://evil.example/mcp`: which host is meant
+/// would be a guess between it and `Host`), or a `Host` carrying userinfo
+/// (`evil@127.0.0.1`: parsers disagree on which side is the host).
+fn authority_refused<B>(request: &Request<B>) -> Option<&'static str> {
+    if request.uri().scheme().is_some() || request.uri().authority().is_some() {
+        return Some("Bad Request: give the request target in origin form (POST /mcp), not as an absolute URL");
+    }
+    let userinfo = request
+        .headers()
+        .get(hyper::header::HOST)
+        .is_some_and(|host| host.as_bytes().contains(&b'@'));
+    userinfo.then_some("Bad Request: a Host header carries no userinfo (user@): give host[:port]")
+}
+
 impl Gate {
     fn origin_allowed(&self, origin: &str) -> bool {
         let origin = normal_origin(origin);
@@ -505,6 +520,9 @@ impl Gate {
                 StatusCode::BAD_REQUEST,
                 "Bad Request: more than one Host header",
             );
+        }
+        if let Some(refused) = authority_refused(&request) {
+            return plain(StatusCode::BAD_REQUEST, refused);
         }
         if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("");
