@@ -506,6 +506,7 @@ fn sandboxed(
             } else {
                 ProtectedPaths::none()
             },
+            hidden: Vec::new(),
         },
         Arc::new(provider),
     )

@@ -104,8 +104,28 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
 
 /// The executor: unconfined, or confined when a mode is given.
 pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<dyn BashExecutor>> {
+    Ok(compose(args, local, Vec::new())?.executor)
+}
+
+/// An executor and, when it confines, its provider.
+pub struct Composed {
+    pub executor: Arc<dyn BashExecutor>,
+    pub provider: Option<Arc<LocalSandboxProvider>>,
+}
+
+/// The executor, keeping the server's `secrets` (absolute paths of its
+/// token files) from confined commands where the backend can hide a file.
+/// A secret inside the workspace is refused: a command could rewrite it.
+pub fn compose(
+    args: &ExecutorArgs,
+    local: LocalConfig,
+    secrets: Vec<PathBuf>,
+) -> anyhow::Result<Composed> {
     let Some(mode) = args.sandbox else {
-        return Ok(Arc::new(LocalBashExecutor::new(local)?));
+        return Ok(Composed {
+            executor: Arc::new(LocalBashExecutor::new(local)?),
+            provider: None,
+        });
     };
     let backend = match args.sandbox_backend.as_str() {
         "bwrap" => Backend::Bwrap,
@@ -129,9 +149,22 @@ pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<d
         mode,
         network: args.network,
         protected,
+        hidden: secrets.clone(),
     };
-    Ok(Arc::new(SandboxBashExecutor::new(
-        config,
-        Arc::new(provider),
-    )?))
+    let provider = Arc::new(provider);
+    let executor = SandboxBashExecutor::new(config, Arc::clone(&provider) as _)?;
+    if let Some(secret) = secrets
+        .iter()
+        .find(|secret| secret.starts_with(executor.workspace_root()))
+    {
+        anyhow::bail!(
+            "the token file {} lies inside the workspace {}: a command could read or rewrite it; keep it outside (e.g. in ~/.config/dsh-bash/)",
+            secret.display(),
+            executor.workspace_root().display()
+        );
+    }
+    Ok(Composed {
+        executor: Arc::new(executor),
+        provider: Some(provider),
+    })
 }

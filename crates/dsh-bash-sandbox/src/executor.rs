@@ -30,6 +30,9 @@ pub struct SandboxConfig {
     /// What stays read-only inside the workspace under `workspace-write`.
     /// Default [`dsh_sandbox::DEFAULT_PROTECTED_PATHS`].
     pub protected: ProtectedPaths,
+    /// The server's secrets no confined command may read (its token
+    /// files), absolute; see [`dsh_sandbox::SandboxPolicy::hidden`].
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -40,6 +43,7 @@ impl Default for SandboxConfig {
             workspace_root: None,
             network: None,
             protected: ProtectedPaths::default(),
+            hidden: Vec::new(),
         }
     }
 }
@@ -69,6 +73,7 @@ pub struct SandboxBashExecutor {
     mode: SandboxMode,
     network: Option<NetworkPolicy>,
     protected: ProtectedPaths,
+    hidden: Vec<PathBuf>,
     workspace: Workspace,
     /// Why `workspace-write` cannot run here, if it cannot: a scratch
     /// directory of the server inside the writable workspace.
@@ -252,6 +257,7 @@ impl SandboxBashExecutor {
             mode: config.mode,
             network: config.network,
             protected: config.protected,
+            hidden: config.hidden,
             cleanups: TaskTracker::new(),
         })
     }
@@ -309,6 +315,7 @@ impl SandboxBashExecutor {
             private_tmp: private_tmp.as_ref().map(|dir| dir.path().to_owned()),
             // Full-output paths printed earlier stay readable.
             readable: self.local.spill_directory().into_iter().collect(),
+            hidden: self.hidden.clone(),
             protected,
             network: self.network_of(spec.network, mode),
         };

@@ -332,6 +332,13 @@ pub(crate) fn profile(
         profile.push(path.as_os_str().to_owned());
         profile.push(path.as_os_str().to_owned());
     }
+    // The server's secrets, last: an empty file over each, on top of every
+    // other bind.
+    for path in &policy.hidden {
+        profile.push("--ro-bind".into());
+        profile.push("/dev/null".into());
+        profile.push(path.as_os_str().to_owned());
+    }
     profile.push("--json-status-fd".into());
     profile.push(status_fd.to_string().into());
     profile.push("--".into());
@@ -477,6 +484,7 @@ mod tests {
             workspace: workspace.clone(),
             private_tmp: None,
             readable: vec!["/tmp/dsh-bash-spill".into()],
+            hidden: Vec::new(),
             protected: dsh_sandbox::ProtectedPaths::none(),
             network: NetworkPolicy::Off,
         };
@@ -525,6 +533,7 @@ mod tests {
             workspace,
             private_tmp: Some(tmp.clone()),
             readable: Vec::new(),
+            hidden: Vec::new(),
             network: NetworkPolicy::On,
         };
         let handle = Arc::new(write.workspace.handle().try_clone_to_owned().unwrap());

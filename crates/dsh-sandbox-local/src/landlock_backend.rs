@@ -240,6 +240,7 @@ mod tests {
             workspace,
             private_tmp: None,
             readable: Vec::new(),
+            hidden: Vec::new(),
             network,
         }
     }

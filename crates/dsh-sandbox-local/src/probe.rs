@@ -57,6 +57,7 @@ pub(crate) async fn check(
         workspace,
         private_tmp: None,
         readable: Vec::new(),
+        hidden: Vec::new(),
         protected: dsh_sandbox::ProtectedPaths::none(),
         // The strictest setup, so a backend that cannot cut the network
         // where it claims to fails here rather than on a real command.

@@ -80,6 +80,12 @@ pub struct SandboxPolicy {
     /// hide them (for example the directory of earlier full-output files,
     /// under a private `/tmp`): bound read-only where needed.
     pub readable: Vec<PathBuf>,
+    /// The server's own secrets (its token files): files a command must not
+    /// read. A backend that can hide a file hides each (bubblewrap binds an
+    /// empty file over it); one that cannot (Landlock cannot hide a file
+    /// from the user it runs as) leaves them readable, and the server must
+    /// not rely on their secrecy there.
+    pub hidden: Vec<PathBuf>,
     /// What stays read-only inside the workspace under `workspace-write`
     /// (ignored in the other modes). A backend that keeps them resolves
     /// them against the workspace itself ([`ProtectedPaths::resolve`]),
@@ -99,6 +105,7 @@ impl SandboxPolicy {
             workspace,
             private_tmp: None,
             readable: Vec::new(),
+            hidden: Vec::new(),
             protected: ProtectedPaths::none(),
             network: NetworkPolicy::default_for(mode),
         }

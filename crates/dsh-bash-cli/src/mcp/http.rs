@@ -170,6 +170,14 @@ fn generate_token() -> String {
     )
 }
 
+impl Listening {
+    /// The file holding the tokens, if one does: what confined commands
+    /// must not read.
+    pub(crate) fn token_file(&self) -> Option<&Path> {
+        self.token_file.as_deref()
+    }
+}
+
 impl HttpArgs {
     /// Whether clients may approve escalations (`--allow-escalation`).
     pub(crate) fn allows_escalation(&self) -> bool {
@@ -181,7 +189,8 @@ impl HttpArgs {
 enum TokenSource {
     File,
     Environment,
-    Generated,
+    /// Generated into this private file.
+    Generated(PathBuf),
 }
 
 fn check_token(token: &str, whence: &str) -> anyhow::Result<()> {
@@ -212,8 +221,20 @@ fn write_new_token(path: &Path, token: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write the token file {}", path.display()))
 }
 
-/// The configured tokens.
-fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
+/// The configured tokens, where they came from, and the file that holds
+/// them (canonical), if one does.
+fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource, Option<PathBuf>)> {
+    let (tokens, source) = read_tokens(args)?;
+    let file = match source {
+        TokenSource::File => args.token_file.clone(),
+        TokenSource::Generated(ref path) => Some(path.clone()),
+        TokenSource::Environment => None,
+    };
+    let file = file.map(|path| std::fs::canonicalize(&path).unwrap_or(path));
+    Ok((tokens, source, file))
+}
+
+fn read_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
     if let Some(path) = &args.token_file {
         // Opened once: the mode checked is the mode of the file read.
         return match std::fs::File::open(path) {
@@ -290,13 +311,19 @@ fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
         "dsh-bash: bearer token (generated; also in {}, mode 0600): {token}",
         path.display()
     );
-    Ok((vec![Token(token.into_bytes())], TokenSource::Generated))
+    Ok((
+        vec![Token(token.into_bytes())],
+        TokenSource::Generated(path),
+    ))
 }
 
 /// A checked `--listen`: the address, its tokens and its policy.
 pub(crate) struct Listening {
     address: SocketAddr,
     tokens: Vec<Token>,
+    /// The file the tokens were read from, canonical (a secret no command
+    /// may read).
+    token_file: Option<PathBuf>,
     allowed_origins: Vec<String>,
     allowed_hosts: Vec<String>,
     max_sessions: usize,
@@ -333,9 +360,9 @@ impl Listening {
                 );
             }
         }
-        let (tokens, source) = load_tokens(args)?;
+        let (tokens, source, token_file) = load_tokens(args)?;
         let loopback = address.ip().is_loopback();
-        if !loopback && matches!(source, TokenSource::Generated) {
+        if !loopback && matches!(source, TokenSource::Generated(_)) {
             anyhow::bail!(
                 "refusing to listen on {address}, which is not a loopback address, without a configured token: give --token-file FILE or ${TOKEN_ENV}"
             );
@@ -350,6 +377,7 @@ impl Listening {
         Ok(Listening {
             address,
             tokens,
+            token_file,
             allowed_origins: args.allow_origin.clone(),
             allowed_hosts,
             max_sessions: args.max_sessions,

@@ -844,7 +844,16 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
-    let executor = compose::executor(&args.executor, local)?;
+    let secrets: Vec<_> = listening
+        .as_ref()
+        .and_then(|l| l.token_file().map(ToOwned::to_owned))
+        .into_iter()
+        .collect();
+    let composed = compose::compose(&args.executor, local, secrets.clone())?;
+    if let (Some(provider), Some(secret)) = (&composed.provider, secrets.first()) {
+        exposed_token(provider, secret, args.http.allows_escalation()).await?;
+    }
+    let executor = composed.executor;
     // On stdio the client is the person's own; over HTTP any token holder
     // would answer its own approval questions.
     let escalation = listening.is_none() || args.http.allows_escalation();
@@ -862,6 +871,32 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         Some(listening) => http::serve(listening, hub).await,
         None => serve_stdio(hub).await,
     }
+}
+
+/// Refuses (with `--allow-escalation`) or warns of a token file confined
+/// commands can read: Landlock cannot hide a file from the user it runs as,
+/// and a command holding the token could approve its own escalation or
+/// read and kill that token's tasks. bubblewrap hides it (an empty file is
+/// bound over it).
+async fn exposed_token(
+    provider: &dsh_sandbox_local::LocalSandboxProvider,
+    token_file: &std::path::Path,
+    allow_escalation: bool,
+) -> anyhow::Result<()> {
+    if provider.backend().await != Ok(dsh_sandbox::SandboxBackend::Landlock) {
+        return Ok(());
+    }
+    if allow_escalation {
+        anyhow::bail!(
+            "refusing --allow-escalation: under the Landlock backend a confined command can read the token file {} (Landlock cannot hide a file from the user it runs as) and approve its own escalation; install bubblewrap (which hides it), or drop --allow-escalation",
+            token_file.display()
+        );
+    }
+    eprintln!(
+        "dsh-bash: warning: under the Landlock backend confined commands can read the token file {}, and with it read and kill that token's tasks; bubblewrap hides it",
+        token_file.display()
+    );
+    Ok(())
 }
 
 /// One session on stdin/stdout.

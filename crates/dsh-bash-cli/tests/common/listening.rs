@@ -77,16 +77,31 @@ impl Listening {
 
     /// Like [`Listening::start`], run as the unprivileged user (uid
     /// 65534) with its token file and `--workdir` in a directory it owns.
+    /// (The workdir is a directory of its own beside the token file: a
+    /// token file inside the workspace is refused.)
     pub fn start_unprivileged(extra: &[&str]) -> Listening {
+        Listening::start_as(super::confined::User::Nobody, extra)
+    }
+
+    /// Like [`Listening::start`] as `user`, with its token file in a
+    /// directory under the shared test base (outside `/tmp`, which
+    /// bubblewrap hides anyway) and `--workdir` in a directory beside it,
+    /// both owned by `user`.
+    pub fn start_as(user: super::confined::User, extra: &[&str]) -> Listening {
         use super::confined::{as_user, base, binary, chown, User, NOBODY};
         std::fs::create_dir_all(base()).unwrap();
         let dir = tempfile::tempdir_in(base()).unwrap();
-        chown(dir.path(), NOBODY);
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        if user == User::Nobody {
+            chown(dir.path(), NOBODY);
+            chown(&work, NOBODY);
+        }
         let token_file = dir.path().join("token");
-        let workdir = dir.path().to_str().unwrap().to_owned();
+        let workdir = work.to_str().unwrap().to_owned();
         let mut extra: Vec<&str> = extra.to_vec();
         extra.extend(["--workdir", workdir.as_str()]);
-        let command = as_user(User::Nobody, binary().to_str().unwrap());
+        let command = as_user(user, binary().to_str().unwrap());
         Listening::launch_command(command, dir, &token_file, &extra, |_| {})
     }
 
