@@ -92,8 +92,47 @@ fn repository(dir: &Path, user: User) {
         "team.code-workspace",
         ".cache",
     ]);
+    // An embedded repository added as a gitlink, no .gitmodules entry,
+    // with a gitlink of its own not checked out (a nested submodule).
+    let embedded = dir.join("vendor/embedded");
+    std::fs::create_dir_all(&embedded).unwrap();
+    let git_in = |at: &Path, args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(at)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git_in(&embedded, &["init", "-q"]);
+    std::fs::write(embedded.join("g"), "inner\n").unwrap();
+    git_in(&embedded, &["add", "g"]);
+    git_in(&embedded, &["commit", "-qm", "inner"]);
+    git_in(
+        &embedded,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            "160000,1111111111111111111111111111111111111111,deeper",
+        ],
+    );
+    // An included config that sets a hooks path of its own.
+    std::fs::create_dir_all(dir.join("conf")).unwrap();
+    std::fs::write(
+        dir.join("conf/team.cfg"),
+        "[core]\n\thooksPath = team-hooks\n",
+    )
+    .unwrap();
+    git(&["add", "vendor/embedded", "conf/team.cfg"]);
     git(&["commit", "-qm", "first"]);
     git(&["config", "core.hooksPath", ".githooks"]);
+    git(&["config", "--add", "include.path", "../conf/team.cfg"]);
+    git(&["config", "--add", "include.path", "../conf/later.cfg"]);
+    git(&["config", "alias.fmt", "!sh tools/fmt.sh"]);
+    git(&["config", "diff.pdf.textconv", "sh tools/conv.sh --plain"]);
     std::fs::create_dir_all(dir.join(".git/modules/lib")).unwrap();
     std::os::unix::fs::symlink(
         "../../scripts/pre-commit",
@@ -204,6 +243,32 @@ const PLANTS: &[(&str, &str)] = &[
     (
         "a repository planted in a submodule",
         "rm -f lib/.git; git -C lib init -q && git -C lib config core.fsmonitor id",
+    ),
+    // Git's other routes.
+    (
+        "an embedded repository added as a gitlink without .gitmodules",
+        "git -C vendor/embedded config core.fsmonitor id",
+    ),
+    (
+        "a nested submodule (a gitlink of the gitlink)",
+        "mkdir -p vendor/embedded/deeper && git -C vendor/embedded/deeper init -q && git -C vendor/embedded/deeper config core.fsmonitor id",
+    ),
+    (
+        "include.path naming a file that does not exist yet",
+        "printf '[core]\\n\\tfsmonitor = id\\n' > conf/later.cfg",
+    ),
+    ("the included config itself", "echo '[alias] x = !id' >> conf/team.cfg"),
+    (
+        "core.hooksPath set in an included file (missing)",
+        "mkdir -p team-hooks && printf '#!/bin/sh\\nid\\n' > team-hooks/pre-commit",
+    ),
+    (
+        "a word after the program of an alias (missing)",
+        "mkdir -p tools && echo id > tools/fmt.sh",
+    ),
+    (
+        "a textconv's script (missing)",
+        "mkdir -p tools && echo id > tools/conv.sh",
     ),
     // The agents' and editors' own configuration.
     (
@@ -389,13 +454,16 @@ fn bwrap_keeps_them(user: User, beside: bool) {
     assert_eq!(status["exit_code"], 0, "{tag}: {status}");
     // (The workspace is also the home directory here: its missing start-up
     // files stand in as empty files while the command runs, which git
-    // lists; directory stand-ins it does not.)
+    // lists, as it lists the empty file standing in for the missing
+    // included config; directory stand-ins it does not.)
     let listed = status["stdout"]["text"].as_str().unwrap();
     assert!(listed.ends_with("?? notes.txt\n1\n"), "{tag}: {status}");
     for line in listed.lines().filter(|l| l.starts_with("??")) {
         let name = line.trim_start_matches("?? ");
         assert!(
-            name == "notes.txt" || dsh_sandbox::HOME_PROTECTED_PATHS.contains(&name),
+            name == "notes.txt"
+                || name == "conf/later.cfg"
+                || dsh_sandbox::HOME_PROTECTED_PATHS.contains(&name),
             "{tag}: {name} listed: {status}"
         );
     }

@@ -298,7 +298,7 @@ impl ProtectedPaths {
                     resolved.entry(gitdir).or_insert(ProtectedState::Present);
                 }
                 for reached in crate::git::reach(root) {
-                    let (path, state) = state_of(root, &reached, false);
+                    let (path, state) = state_of(root, &reached.path, reached.file);
                     resolved.entry(path).or_insert(state);
                 }
             }

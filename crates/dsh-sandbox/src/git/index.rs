@@ -1,0 +1,157 @@
+//! The gitlinks of a repository's index: the paths git treats as
+//! submodules (mode 160000) whether `.gitmodules` names them or not; `git
+//! status` recurses into each, running what its own repository's config
+//! says. Versions 2, 3 and 4 of the index format (gitformat-index(5));
+//! re-implemented so that no git runs on every command.
+
+use std::path::Path;
+
+/// Index files read at most this long (a larger one is not searched, and
+/// its gitlinks are left out; the README says so).
+const MAX_INDEX: u64 = 64 << 20;
+
+/// Gitlinks returned at most (each is one more bind for every command).
+pub(crate) const MAX_GITLINKS: usize = 64;
+
+const GITLINK: u32 = 0o160000;
+
+/// The gitlink paths (relative to the worktree, as git writes them) of the
+/// index at `path`; empty when there is none or it cannot be read.
+pub(crate) fn gitlinks(path: &Path) -> Vec<String> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Vec::new();
+    };
+    if !meta.is_file() || meta.len() > MAX_INDEX {
+        return Vec::new();
+    }
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| parse(&bytes))
+        .unwrap_or_default()
+}
+
+fn be32(bytes: &[u8], at: usize) -> Option<u32> {
+    let word = bytes.get(at..at + 4)?;
+    Some(u32::from_be_bytes([word[0], word[1], word[2], word[3]]))
+}
+
+/// The gitlinks of an index's bytes; `None` if it is not a valid index.
+fn parse(bytes: &[u8]) -> Option<Vec<String>> {
+    if bytes.get(..4)? != b"DIRC" {
+        return None;
+    }
+    let version = be32(bytes, 4)?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let count = be32(bytes, 8)?;
+    let mut at = 12;
+    let mut previous: Vec<u8> = Vec::new();
+    let mut links = Vec::new();
+    for _ in 0..count {
+        // ctime, mtime (8+8), dev, ino (4+4), mode at 24.
+        let mode = be32(bytes, at + 24)?;
+        // uid, gid, size (12), the object id (20 for SHA-1), flags (2).
+        let flags_at = at + 40 + 20;
+        let flags = u16::from_be_bytes([*bytes.get(flags_at)?, *bytes.get(flags_at + 1)?]);
+        let mut name_at = flags_at + 2;
+        // Extended flags (version 3 and up, when flagged).
+        if version >= 3 && flags & 0x4000 != 0 {
+            name_at += 2;
+        }
+        let name = if version == 4 {
+            // The length of the previous name to strip, as a varint, then
+            // the rest of this name, NUL-terminated.
+            let (strip, used) = varint(bytes.get(name_at..)?)?;
+            let start = name_at + used;
+            let end = start + bytes.get(start..)?.iter().position(|b| *b == 0)?;
+            let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
+            let mut name = previous[..keep].to_vec();
+            name.extend_from_slice(&bytes[start..end]);
+            at = end + 1;
+            name
+        } else {
+            let end = name_at + bytes.get(name_at..)?.iter().position(|b| *b == 0)?;
+            let name = bytes[name_at..end].to_vec();
+            // Entries are padded with 1–8 NULs to a multiple of 8 bytes.
+            let length = end - at;
+            at += (length + 8) & !7;
+            name
+        };
+        if mode == GITLINK && links.len() < MAX_GITLINKS {
+            links.push(String::from_utf8_lossy(&name).into_owned());
+        }
+        previous = name;
+    }
+    Some(links)
+}
+
+/// Git's offset varint (each continuation adds one before shifting).
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut used = 0;
+    let mut byte = *bytes.first()?;
+    let mut value = u64::from(byte & 0x7f);
+    while byte & 0x80 != 0 {
+        used += 1;
+        byte = *bytes.get(used)?;
+        value = ((value + 1) << 7) | u64::from(byte & 0x7f);
+    }
+    Some((value, used + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Real indexes written by git, in each version, with a gitlink added
+    /// by hand (`git update-index --add --cacheinfo 160000,…`).
+    #[test]
+    fn gitlinks_of_real_indexes_in_every_version() {
+        if std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("SKIP index parsing: git is not installed");
+            return;
+        }
+        for version in ["2", "3", "4"] {
+            let dir = tempfile::tempdir().unwrap();
+            let git = |args: &[&str]| {
+                let out = std::process::Command::new("git")
+                    .args(args)
+                    .current_dir(dir.path())
+                    .env("GIT_CONFIG_NOSYSTEM", "1")
+                    .env("HOME", dir.path())
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{args:?}: {out:?}");
+            };
+            git(&["init", "-q"]);
+            for name in ["a.txt", "deep/er/b.txt", "deep/er/c.txt"] {
+                let path = dir.path().join(name);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, name).unwrap();
+            }
+            git(&["add", "."]);
+            let oid = "1111111111111111111111111111111111111111";
+            for link in ["deep/er/linked", "vendor/lib"] {
+                git(&[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("160000,{oid},{link}"),
+                ]);
+            }
+            git(&["update-index", "--index-version", version]);
+            if version == "3" {
+                // An extended flag (skip-worktree) forces the longer entry.
+                git(&["update-index", "--skip-worktree", "a.txt"]);
+            }
+            let links = gitlinks(&dir.path().join(".git/index"));
+            assert_eq!(links, ["deep/er/linked", "vendor/lib"], "version {version}");
+        }
+        assert_eq!(parse(b"DIRC\0\0\0\x09"), None);
+        assert_eq!(parse(b"nope"), None);
+    }
+}

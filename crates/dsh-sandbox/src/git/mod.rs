@@ -1,0 +1,569 @@
+//! What else a protected `.git` must take with it: the places inside the
+//! workspace from which git would run code the next time a person uses the
+//! repository on the host.
+//!
+//! - a `.git` *file* (a worktree's, a submodule's): the git directory it
+//!   points to and that one's common directory;
+//! - symlinks inside a git directory (a hook linked to
+//!   `scripts/pre-commit`): what they point to inside the workspace;
+//! - every config file git reads for the repository (`config`,
+//!   `config.worktree`, and each `include.path` / `includeIf.*.path`,
+//!   followed recursively, protected whether the included file exists yet
+//!   or not), parsed as git parses them ([`config`]): the paths that
+//!   path-valued keys name (`core.hooksPath`, a missing one included) and
+//!   every word of a command-valued key (`core.fsmonitor = sh
+//!   tools/fsmon.sh`, `!`-aliases, filters, textconv, credential helpers,
+//!   editors, pagers, …) that is a path or names an entry at the worktree;
+//! - every gitlink of the index ([`index`]: what `git status` recurses
+//!   into, with or without a `.gitmodules` entry): its `.git`, and, for a
+//!   repository there, all of the above again (nested submodules, up to
+//!   four levels);
+//! - linked worktrees inside the workspace: their `.git` files;
+//! - the submodules `.gitmodules` lists: their own `.git`;
+//! - `HEAD` at the workspace root, when the root has no repository of its
+//!   own (judged as git judges a git directory, so a stand-in `.git` is
+//!   none): a stand-in there keeps the root from being turned into a bare
+//!   repository git would discover.
+//!
+//! Re-implemented rather than asked of git (which would cost a process on
+//! every command): git's discovery of a git directory, the config grammar
+//! and the list of command-valued keys, the index format. Not followed: a
+//! repository nested in the workspace that is no gitlink of a protected
+//! one (git runs its config only when a person runs git inside it), and
+//! `includeIf` conditions (every include is protected, true or not).
+//!
+//! Everything is read with bounds (files of at most 1 MiB, indexes of at
+//! most 64 MiB, at most [`MAX_ENTRIES`] entries walked per git directory,
+//! [`MAX_REACHED`] places in all).
+
+use std::path::{Component, Path, PathBuf};
+
+mod config;
+mod index;
+
+/// Entries walked per git directory looking for symlinks.
+const MAX_ENTRIES: usize = 20_000;
+
+/// Files read (config, `.git` files, `.gitmodules`) at most this long.
+const MAX_FILE: u64 = 1 << 20;
+
+fn read_small(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+/// `path` canonical, if it exists inside `root`.
+fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path)
+        .ok()
+        .filter(|p| p.starts_with(root) && p != root)
+}
+
+/// `path` (relative to `base`, or absolute) as a clean path inside `root`,
+/// without touching the disk; `None` if it leaves `root`.
+fn lexically_inside(root: &Path, base: &Path, path: &str) -> Option<PathBuf> {
+    let path = Path::new(path);
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
+    let mut clean = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::CurDir => {}
+            other => clean.push(other),
+        }
+    }
+    clean
+        .strip_prefix(root)
+        .ok()
+        .filter(|rel| !rel.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+}
+
+/// True if and only if `dir` is what git takes for a git directory: a
+/// `HEAD` that is a file or a symlink, and `objects` and `refs`
+/// directories (git's `is_git_directory`, re-implemented: a stand-in for a
+/// missing `.git`, an empty directory, of this command or another one, or
+/// left by a killed server, is never mistaken for a repository).
+fn is_git_directory(dir: &Path) -> bool {
+    let head = std::fs::symlink_metadata(dir.join("HEAD"));
+    head.is_ok_and(|m| m.is_file() || m.file_type().is_symlink())
+        && ["objects", "refs"]
+            .iter()
+            .all(|sub| std::fs::symlink_metadata(dir.join(sub)).is_ok_and(|m| m.is_dir()))
+}
+
+/// The git directories of the repository at `root`: `.git` itself, or
+/// what a `.git` file points to and its common directory (inside `root`).
+/// Empty when the root has no repository of its own (a `.git` directory
+/// that is not a git directory, such as a stand-in, included).
+pub(crate) fn git_dirs(root: &Path) -> Vec<PathBuf> {
+    git_dirs_in(root, root)
+}
+
+/// Targets inside `root` of the symlinks in `gitdir` (outside every git
+/// directory: those are protected already).
+fn linked_out(root: &Path, gitdir: &Path, gitdirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![gitdir.to_path_buf()];
+    let mut walked = 0;
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            walked += 1;
+            if walked > MAX_ENTRIES {
+                return found;
+            }
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_symlink() {
+                if let Some(target) = inside(root, &path) {
+                    if !gitdirs.iter().any(|g| target.starts_with(g)) {
+                        found.push(target);
+                    }
+                }
+            } else if kind.is_dir() {
+                // Loose objects and logs never run; they are the bulk.
+                let name = entry.file_name();
+                if !matches!(name.to_str(), Some("objects" | "logs" | "lfs")) {
+                    pending.push(path);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A place a protected `.git` takes along, relative to the root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reached {
+    pub(crate) path: PathBuf,
+    /// Stands in as an empty file when missing (an included config file:
+    /// git refuses an include that is a directory).
+    pub(crate) file: bool,
+}
+
+/// Nested repositories (submodules inside submodules) followed at most.
+const MAX_DEPTH: usize = 4;
+
+/// Config includes followed at most (git's own limit is 10).
+const MAX_INCLUDES: usize = 10;
+
+/// Places added at most (each is one more bind for every command).
+const MAX_REACHED: usize = 256;
+
+/// What a walk of a workspace's repositories found so far.
+struct Found<'a> {
+    root: &'a Path,
+    /// Every git directory met (its contents are protected with it).
+    gitdirs: Vec<PathBuf>,
+    reached: Vec<Reached>,
+}
+
+impl Found<'_> {
+    /// Adds `path` (absolute, inside the root, outside every git directory
+    /// met) once.
+    fn add(&mut self, path: &Path, file: bool) {
+        let Ok(relative) = path.strip_prefix(self.root) else {
+            return;
+        };
+        if relative.as_os_str().is_empty()
+            || self.gitdirs.iter().any(|g| path.starts_with(g))
+            || self.reached.iter().any(|r| r.path == relative)
+            || self.reached.len() >= MAX_REACHED
+        {
+            return;
+        }
+        self.reached.push(Reached {
+            path: relative.to_path_buf(),
+            file,
+        });
+    }
+
+    /// Everything the repository whose worktree is `worktree` and whose git
+    /// directory is `gitdir` would run code from: symlinks out of it, what
+    /// its config files name, its gitlinks' repositories (recursively), its
+    /// linked worktrees' `.git` files.
+    fn repository(&mut self, worktree: &Path, gitdir: &Path, depth: usize) {
+        for target in linked_out(self.root, gitdir, &self.gitdirs.clone()) {
+            self.add(&target, false);
+        }
+        for file in ["config", "config.worktree"] {
+            self.config(worktree, &gitdir.join(file), 0);
+        }
+        // Linked worktrees: their `.git` file says which repository a
+        // person's git there opens.
+        if let Ok(entries) = std::fs::read_dir(gitdir.join("worktrees")) {
+            for entry in entries.flatten().take(index::MAX_GITLINKS) {
+                if let Some(text) = read_small(&entry.path().join("gitdir")) {
+                    if let Some(dot_git) = lexically_inside(self.root, worktree, text.trim()) {
+                        self.add(&self.root.join(dot_git), true);
+                    }
+                }
+            }
+        }
+        for link in index::gitlinks(&gitdir.join("index")) {
+            let Some(relative) = lexically_inside(self.root, worktree, &link) else {
+                continue;
+            };
+            let sub = self.root.join(relative);
+            let dot_git = sub.join(".git");
+            self.add(&dot_git, false);
+            if depth >= MAX_DEPTH {
+                continue;
+            }
+            for nested in git_dirs_in(self.root, &sub) {
+                if !self.gitdirs.contains(&nested) {
+                    self.add(&nested, false);
+                    self.gitdirs.push(nested.clone());
+                    self.repository(&sub, &nested, depth + 1);
+                }
+            }
+        }
+    }
+
+    /// What the config file `file` (of the repository at `worktree`) and
+    /// the files it includes name. An include inside the workspace is
+    /// protected whether it exists yet or not (it must not be created).
+    fn config(&mut self, worktree: &Path, file: &Path, depth: usize) {
+        let Some(text) = read_small(file) else {
+            return;
+        };
+        let base = file.parent().unwrap_or(worktree).to_path_buf();
+        for entry in config::parse(&text) {
+            if config::is_include(&entry) {
+                let Some(included) = expand(self.root, &base, &entry.value) else {
+                    continue;
+                };
+                self.add(&included, true);
+                if depth < MAX_INCLUDES {
+                    self.config(worktree, &included, depth + 1);
+                }
+            } else if config::is_path(&entry) {
+                if let Some(path) = expand(self.root, worktree, &entry.value) {
+                    self.add(&path, false);
+                }
+            } else if config::is_command(&entry) {
+                for path in command_paths(self.root, worktree, &entry.value) {
+                    self.add(&path, false);
+                }
+            }
+        }
+    }
+}
+
+/// `value` (`~/x`, absolute, or relative to `base`) as a clean absolute
+/// path inside `root`; `None` if it leaves it.
+fn expand(root: &Path, base: &Path, value: &str) -> Option<PathBuf> {
+    let value = match value.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(std::env::var_os("HOME")?).join(rest),
+        None => PathBuf::from(value),
+    };
+    lexically_inside(root, base, value.to_str()?).map(|relative| root.join(relative))
+}
+
+/// The words of a shell command line: whitespace and the operators
+/// `;|&()<>` separate them, quotes group; a quoted word holding spaces (a
+/// nested `sh -c '…'`) is split again.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote = None;
+    let mut nested = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => {
+                nested |= c.is_whitespace();
+                word.push(c);
+            }
+            (None, '\'' | '"') => quote = Some(c),
+            (None, c) if c.is_whitespace() || ";|&()<>".contains(c) => {
+                words.push(std::mem::take(&mut word));
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    words.push(word);
+    words.retain(|w| !w.is_empty());
+    if nested {
+        return words
+            .into_iter()
+            .flat_map(|w| {
+                if w.contains(char::is_whitespace) {
+                    shell_words(&w)
+                } else {
+                    vec![w]
+                }
+            })
+            .collect();
+    }
+    words
+}
+
+/// The files inside `root` a command line run from `worktree` would
+/// execute or read: every word that is a path (it has a `/`, or, after the
+/// program, looks like a file name) or names an existing entry at the
+/// worktree. Options, variables and `NAME=value` prefixes are left out.
+fn command_paths(root: &Path, worktree: &Path, line: &str) -> Vec<PathBuf> {
+    let line = line.strip_prefix('!').unwrap_or(line);
+    let mut paths = Vec::new();
+    for (position, word) in shell_words(line).iter().enumerate() {
+        let word = word.as_str();
+        if word.starts_with('-') || word.contains(['$', '`', '%', '=', '*', '?']) {
+            continue;
+        }
+        let path_like = word.contains('/') || (position > 0 && word.contains('.'));
+        let Some(path) = expand(root, worktree, word) else {
+            continue;
+        };
+        if path_like || std::fs::symlink_metadata(&path).is_ok() {
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+/// The git directories of the repository whose worktree is `worktree`
+/// (inside `root`): its `.git` directory, or what its `.git` file points
+/// to inside `root` and that one's common directory.
+fn git_dirs_in(root: &Path, worktree: &Path) -> Vec<PathBuf> {
+    let dot_git = worktree.join(".git");
+    let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+        return Vec::new();
+    };
+    if meta.is_dir() {
+        return if is_git_directory(&dot_git) {
+            vec![dot_git]
+        } else {
+            Vec::new()
+        };
+    }
+    let Some(text) = read_small(&dot_git) else {
+        return Vec::new();
+    };
+    let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let mut dirs = Vec::new();
+    let Some(gitdir) = inside(root, &worktree.join(target.trim())).filter(|p| p.is_dir()) else {
+        return dirs;
+    };
+    if let Some(common) = read_small(&gitdir.join("commondir")) {
+        if let Some(common) = inside(root, &gitdir.join(common.trim())).filter(|p| p.is_dir()) {
+            dirs.push(common);
+        }
+    }
+    dirs.push(gitdir);
+    dirs
+}
+
+/// Everything beyond the git directories a protected `.git` takes along,
+/// relative to `root`.
+pub(crate) fn reach(root: &Path) -> Vec<Reached> {
+    let gitdirs = git_dirs(root);
+    let mut found = Found {
+        root,
+        gitdirs: gitdirs.clone(),
+        reached: Vec::new(),
+    };
+    for gitdir in &gitdirs {
+        found.repository(root, gitdir, 0);
+    }
+    if let Some(text) = read_small(&root.join(".gitmodules")) {
+        // Bounded: every entry is one more bind for every command.
+        let paths = config::parse(&text)
+            .into_iter()
+            .filter(|e| e.section == "submodule" && e.key == "path")
+            .take(index::MAX_GITLINKS);
+        for entry in paths {
+            if let Some(relative) = lexically_inside(root, root, &entry.value) {
+                found.add(&root.join(relative).join(".git"), false);
+            }
+        }
+    }
+    // Without a repository of its own, the root could be made a bare one.
+    if gitdirs.is_empty() {
+        found.add(&root.join("HEAD"), false);
+    }
+    found.reached
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(root: &Path) -> Vec<PathBuf> {
+        reach(root).into_iter().map(|r| r.path).collect()
+    }
+
+    fn repo(at: &Path) {
+        for dir in ["hooks", "objects", "refs"] {
+            std::fs::create_dir_all(at.join(dir)).unwrap();
+        }
+        std::fs::write(at.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+
+    #[test]
+    fn a_repository_takes_along_what_would_run_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        repo(&root.join(".git"));
+        std::fs::create_dir_all(root.join("scripts")).unwrap();
+        std::fs::create_dir_all(root.join("tools")).unwrap();
+        std::fs::write(root.join("scripts/pre-commit"), "#!/bin/sh\n").unwrap();
+        std::fs::write(root.join("tools/fsmon"), "#!/bin/sh\n").unwrap();
+        std::fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink(
+            "../../scripts/pre-commit",
+            root.join(".git/hooks/pre-commit"),
+        )
+        .unwrap();
+        std::fs::write(
+            root.join(".git/config"),
+            "[core]\n\thooksPath = .githooks\n\tfsmonitor = \"sh tools/fsmon --flag\"\n\tbare = false\n[include]\n\tpath = ../../etc/outside\n\tpath = ../conf/extra.cfg\n[alias]\n\tx = !sh run.sh arg\n\tco = checkout\n",
+        )
+        .unwrap();
+        // An include that exists, setting a hooks path of its own, and one
+        // that does not exist yet (the command could create it).
+        std::fs::create_dir_all(root.join("conf")).unwrap();
+        std::fs::write(
+            root.join("conf/extra.cfg"),
+            "[core]\n\thooksPath = hooks-from-include\n[includeIf \"gitdir:/x/\"]\n\tpath = later.cfg\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join(".gitmodules"),
+            "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.com/lib\n[submodule \"x\"]\n\tpath = ../escape\n",
+        )
+        .unwrap();
+        let reached = reach(&root);
+        let found = |p: &str| reached.iter().find(|r| r.path == Path::new(p)).cloned();
+        for expected in [
+            "scripts/pre-commit",
+            ".githooks",
+            "tools/fsmon",
+            "lib/.git",
+            "run.sh",
+            "hooks-from-include",
+        ] {
+            assert!(found(expected).is_some(), "{expected} not in {reached:?}");
+        }
+        // Includes stand in as files: git refuses an included directory.
+        assert_eq!(found("conf/extra.cfg").map(|r| r.file), Some(true));
+        assert_eq!(found("conf/later.cfg").map(|r| r.file), Some(true));
+        // Options and non-paths are not protected; nothing outside.
+        assert!(found("--flag").is_none() && found("arg").is_none() && found("checkout").is_none());
+        assert!(
+            reached.iter().all(|r| !r.path.starts_with("..")),
+            "{reached:?}"
+        );
+        assert_eq!(git_dirs(&root), [root.join(".git")]);
+        assert!(found("HEAD").is_none());
+        std::fs::remove_dir_all(root.join(".git")).unwrap();
+        assert!(paths(&root).contains(&PathBuf::from("HEAD")));
+        // An empty `.git` (a stand-in of another command, or one a killed
+        // server left) is no repository: HEAD stays protected.
+        std::fs::create_dir(root.join(".git")).unwrap();
+        assert!(git_dirs(&root).is_empty());
+        assert!(paths(&root).contains(&PathBuf::from("HEAD")));
+    }
+
+    /// A gitlink without a `.gitmodules` entry, an embedded repository
+    /// inside it with a gitlink of its own, and a linked worktree, made by
+    /// real git.
+    #[test]
+    fn gitlinks_nested_repositories_and_worktrees_are_followed() {
+        if std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("SKIP gitlinks: git is not installed");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let git = |at: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@e",
+                    "-c",
+                    "protocol.file.allow=always",
+                ])
+                .args(args)
+                .current_dir(at)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", &root)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        git(&root, &["init", "-q"]);
+        std::fs::write(root.join("f"), "x").unwrap();
+        git(&root, &["add", "f"]);
+        git(&root, &["commit", "-qm", "one"]);
+        // An embedded repository, added as a gitlink, no .gitmodules.
+        let embedded = root.join("vendor/embedded");
+        std::fs::create_dir_all(&embedded).unwrap();
+        git(&embedded, &["init", "-q"]);
+        std::fs::write(embedded.join("g"), "y").unwrap();
+        git(&embedded, &["add", "g"]);
+        git(&embedded, &["commit", "-qm", "inner"]);
+        std::fs::write(
+            embedded.join(".git/config"),
+            "[core]\n\tfsmonitor = sh tools/inner-fsmon.sh\n",
+        )
+        .unwrap();
+        // The embedded one's own gitlink (nested), not checked out.
+        git(
+            &embedded,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                "160000,1111111111111111111111111111111111111111,deeper",
+            ],
+        );
+        git(&root, &["add", "vendor/embedded"]);
+        git(&root, &["worktree", "add", "-q", "wt"]);
+        let reached = paths(&root);
+        for expected in [
+            "vendor/embedded/.git",
+            "vendor/embedded/tools/inner-fsmon.sh",
+            "vendor/embedded/deeper/.git",
+            "wt/.git",
+        ] {
+            assert!(
+                reached.contains(&PathBuf::from(expected)),
+                "{expected} not in {reached:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn command_lines_split_like_a_shell() {
+        assert_eq!(
+            shell_words("!sh -c 'cd tools && ./x' ;echo \"a b\"|tee out.log"),
+            ["!sh", "-c", "cd", "tools", "", "", "./x", "", "echo", "a", "b", "tee", "out.log"]
+                .into_iter()
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+        );
+    }
+}
