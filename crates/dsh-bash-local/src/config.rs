@@ -36,12 +36,15 @@ pub struct LocalConfig {
     pub spill_parent: Option<PathBuf>,
     /// Which inherited environment variables are dropped.
     pub scrub: ScrubPolicy,
-    /// How many finished background tasks stay readable. Default 256.
+    /// How many finished background tasks of one owner stay readable (one
+    /// owner's tasks never push out another's). Default 256.
     pub retain_finished_tasks: usize,
-    /// How many spill files are kept at most. Default 512.
+    /// How many spill files one owner keeps at most (the server keeps at
+    /// most four times as many over all owners). Default 512.
     pub retain_spill_files: usize,
-    /// How many spill bytes are kept at most (the newest file is always
-    /// kept). Default 2 GiB.
+    /// How many spill bytes one owner keeps at most (its newest file is
+    /// always kept; the server keeps at most four times as many over all
+    /// owners, running files counted). Default 2 GiB.
     pub retain_spill_bytes: u64,
     /// Which containment to use. Default [`ContainmentChoice::Auto`].
     pub containment: ContainmentChoice,

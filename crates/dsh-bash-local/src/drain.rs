@@ -114,6 +114,8 @@ pub(crate) struct Drain {
     pub(crate) label: &'static str,
     /// The most bytes a spill file may hold.
     pub(crate) cap: u64,
+    /// Whose spill budget the file counts against.
+    pub(crate) owner: Option<dsh_bash::OwnerToken>,
     /// Bytes of this stream's spill file already counted as running in the
     /// spill directory's budget.
     pub(crate) counted: std::sync::atomic::AtomicU64,
@@ -181,7 +183,8 @@ impl Drain {
             let before = self
                 .counted
                 .swap(active.written, std::sync::atomic::Ordering::Relaxed);
-            self.spill.grew(active.written.saturating_sub(before));
+            self.spill
+                .grew(&self.owner, active.written.saturating_sub(before));
         }
         match wrote {
             Ok(()) if writer.as_ref().is_some_and(SpillWriter::full) => {
@@ -237,7 +240,8 @@ impl Drain {
     async fn open_spill(&self, earlier: &[u8], chunk: &[u8]) -> Option<SpillWriter> {
         let spill = Arc::clone(&self.spill);
         let label = self.label;
-        let created = tokio::task::spawn_blocking(move || spill.create(label)).await;
+        let owner = self.owner.clone();
+        let created = tokio::task::spawn_blocking(move || spill.create(label, &owner)).await;
         let (file, path) = match created {
             Ok(Ok(created)) => created,
             Ok(Err(err)) => {
@@ -285,10 +289,12 @@ impl Drain {
 
     async fn retain(&self, path: std::path::PathBuf, bytes: u64) {
         self.spill
-            .finished_writing(self.counted.swap(0, std::sync::atomic::Ordering::Relaxed));
+            .finished_writing(&self.owner, self.counted.swap(0, std::sync::atomic::Ordering::Relaxed));
         let spill = Arc::clone(&self.spill);
         let stream = Arc::downgrade(&self.stream);
-        let retained = tokio::task::spawn_blocking(move || spill.retain(path, bytes, stream)).await;
+        let owner = self.owner.clone();
+        let retained =
+            tokio::task::spawn_blocking(move || spill.retain(path, bytes, stream, owner)).await;
         if let Err(err) = retained {
             tracing::warn!(%err, "spill retention panicked");
         }

@@ -305,6 +305,7 @@ impl Inner {
                 stderr: Arc::clone(streams.1),
                 spill: &self.spill,
                 max_spill_bytes: self.config.max_spill_bytes,
+                owner: spec.owner.clone(),
             },
             Deadlines {
                 timeout,

@@ -14,14 +14,15 @@
 //! bytes are kept, the oldest finished files are deleted and their streams
 //! stop advertising them.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{self, DirBuilder, File};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, Weak};
+
+use dsh_bash::OwnerToken;
 
 use crate::output::Stream;
 use crate::sys;
@@ -44,7 +45,13 @@ struct Kept {
     path: PathBuf,
     bytes: u64,
     stream: Weak<Stream>,
+    owner: Option<OwnerToken>,
 }
+
+/// The server-wide ceiling over every owner's spill files, in multiples of
+/// one owner's limits: many owners at their limits evict the oldest files
+/// of all (the README names it a limit of the per-owner shares).
+const CEILING: u64 = 4;
 
 /// The private directory, as created: its path and a handle on it.
 struct Dir {
@@ -57,9 +64,9 @@ pub(crate) struct SpillDir {
     parent: PathBuf,
     dir: Mutex<Option<Dir>>,
     kept: Mutex<VecDeque<Kept>>,
-    /// Bytes in spill files still being written (running tasks): they
-    /// count against the byte budget too.
-    active: AtomicU64,
+    /// Bytes in spill files still being written (running tasks), per
+    /// owner: they count against its byte budget too.
+    active: Mutex<HashMap<Option<OwnerToken>, u64>>,
     limits: SpillLimits,
 }
 
@@ -102,37 +109,70 @@ impl SpillDir {
             parent: parent.unwrap_or_else(default_parent),
             dir: Mutex::new(None),
             kept: Mutex::new(VecDeque::new()),
-            active: AtomicU64::new(0),
+            active: Mutex::new(HashMap::new()),
             limits,
         }
     }
 
-    /// `bytes` more were written to a spill file still being written.
-    pub(crate) fn grew(&self, bytes: u64) {
-        self.active.fetch_add(bytes, Ordering::Relaxed);
+    /// `bytes` more were written to a spill file of `owner` still being
+    /// written.
+    pub(crate) fn grew(&self, owner: &Option<OwnerToken>, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        *active.entry(owner.clone()).or_default() += bytes;
     }
 
-    /// A spill file that had grown by `bytes` is no longer being written.
-    pub(crate) fn finished_writing(&self, bytes: u64) {
-        let _ = self
-            .active
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
-                Some(now.saturating_sub(bytes))
-            });
+    /// A spill file of `owner` that had grown by `bytes` is no longer being
+    /// written.
+    pub(crate) fn finished_writing(&self, owner: &Option<OwnerToken>, bytes: u64) {
+        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(now) = active.get_mut(owner) {
+            *now = now.saturating_sub(bytes);
+            if *now == 0 {
+                active.remove(owner);
+            }
+        }
     }
 
-    /// Deletes the oldest finished files while more than the limits are
-    /// kept (running files count towards the byte budget; the newest
-    /// finished file is always kept). Blocking.
-    fn evict(&self) {
+    /// Running bytes of `owner`, and of all.
+    fn running(&self, owner: &Option<OwnerToken>) -> (u64, u64) {
+        let active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+        (
+            active.get(owner).copied().unwrap_or(0),
+            active.values().sum(),
+        )
+    }
+
+    /// Deletes the oldest finished files of `owner` while it keeps more
+    /// than the limits (its newest file is always kept), so one owner's
+    /// pressure evicts only its own; then, past the server-wide ceiling
+    /// ([`CEILING`] times the limits, running files counted), the oldest of
+    /// all. Blocking.
+    fn evict(&self, owner: &Option<OwnerToken>) {
+        let (running, all_running) = self.running(owner);
         let evicted: Vec<Kept> = {
             let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-            let active = self.active.load(Ordering::Relaxed);
-            let mut total: u64 = kept.iter().map(|k| k.bytes).sum::<u64>() + active;
             let mut evicted = Vec::new();
-            while kept.len() > 1
-                && (kept.len() > self.limits.max_files || total > self.limits.max_bytes)
-            {
+            let mine = |kept: &VecDeque<Kept>| {
+                let files = kept.iter().filter(|k| k.owner == *owner);
+                (files.clone().count(), files.map(|k| k.bytes).sum::<u64>() + running)
+            };
+            loop {
+                let (count, bytes) = mine(&kept);
+                if count <= 1 || (count <= self.limits.max_files && bytes <= self.limits.max_bytes) {
+                    break;
+                }
+                let Some(oldest) = kept.iter().position(|k| k.owner == *owner) else {
+                    break;
+                };
+                evicted.extend(kept.remove(oldest));
+            }
+            let mut total: u64 = kept.iter().map(|k| k.bytes).sum::<u64>() + all_running;
+            let max_files = self.limits.max_files.saturating_mul(CEILING as usize);
+            let max_bytes = self.limits.max_bytes.saturating_mul(CEILING);
+            while kept.len() > 1 && (kept.len() > max_files || total > max_bytes) {
                 let Some(oldest) = kept.pop_front() else {
                     break;
                 };
@@ -189,7 +229,11 @@ impl SpillDir {
     /// the directory handle (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600). A
     /// directory that was removed, or whose path now leads elsewhere, is
     /// replaced by a new one first. Blocking.
-    pub(crate) fn create(&self, label: &str) -> io::Result<(File, PathBuf)> {
+    pub(crate) fn create(
+        &self,
+        label: &str,
+        owner: &Option<OwnerToken>,
+    ) -> io::Result<(File, PathBuf)> {
         let mut dir = self.dir.lock().unwrap_or_else(PoisonError::into_inner);
         let intact = dir
             .as_ref()
@@ -204,7 +248,7 @@ impl SpillDir {
             return Err(io::Error::other("no spill directory"));
         };
         // Room for the new file: running files count too.
-        self.evict();
+        self.evict(owner);
         loop {
             let name = format!("{label}-{}", random_name()?);
             match sys::create_at(dir.handle.as_fd(), &name) {
@@ -245,9 +289,16 @@ impl SpillDir {
         }
     }
 
-    /// Records a finished, intact spill file and deletes the oldest ones
-    /// beyond the limits (never the one just recorded). Blocking.
-    pub(crate) fn retain(&self, path: PathBuf, bytes: u64, stream: Weak<Stream>) {
+    /// Records a finished, intact spill file of `owner` and deletes the
+    /// oldest ones beyond the limits (never the one just recorded, see
+    /// [`Self::evict`]). Blocking.
+    pub(crate) fn retain(
+        &self,
+        path: PathBuf,
+        bytes: u64,
+        stream: Weak<Stream>,
+        owner: Option<OwnerToken>,
+    ) {
         self.kept
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -255,8 +306,9 @@ impl SpillDir {
                 path,
                 bytes,
                 stream,
+                owner: owner.clone(),
             });
-        self.evict();
+        self.evict(&owner);
     }
 
     /// Deletes the given files now (their task left the registry). Blocking.
@@ -298,7 +350,7 @@ mod tests {
     fn a_swapped_or_removed_directory_is_replaced_never_followed() {
         let parent = tempfile::tempdir().unwrap();
         let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
-        let (_, first) = spill.create("stdout").unwrap();
+        let (_, first) = spill.create("stdout", &None).unwrap();
         let dir = first.parent().unwrap().to_owned();
         // An attacker moves the directory away and plants a symlink to a
         // directory of theirs at its path.
@@ -306,7 +358,7 @@ mod tests {
         fs::create_dir(&theirs).unwrap();
         fs::rename(&dir, parent.path().join("moved")).unwrap();
         std::os::unix::fs::symlink(&theirs, &dir).unwrap();
-        let (_, second) = spill.create("stdout").unwrap();
+        let (_, second) = spill.create("stdout", &None).unwrap();
         assert_ne!(second.parent().unwrap(), dir, "the swapped path was reused");
         assert!(second.exists());
         assert_eq!(
@@ -316,7 +368,7 @@ mod tests {
         );
         // A tmp cleaner removes it: the next spill makes a new one.
         fs::remove_dir_all(second.parent().unwrap()).unwrap();
-        let (_, third) = spill.create("stderr").unwrap();
+        let (_, third) = spill.create("stderr", &None).unwrap();
         assert!(third.exists());
     }
 
@@ -325,10 +377,10 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o777)).unwrap();
         let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
-        let err = spill.create("stdout").unwrap_err().to_string();
+        let err = spill.create("stdout", &None).unwrap_err().to_string();
         assert!(err.contains("without the sticky bit"), "{err}");
         fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o1777)).unwrap();
-        assert!(spill.create("stdout").is_ok());
+        assert!(spill.create("stdout", &None).is_ok());
     }
 
     #[test]
@@ -342,7 +394,7 @@ mod tests {
         let unrelated = parent.path().join("dsh-bash-tmp-ABCDEF");
         fs::create_dir(&unrelated).unwrap();
         let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
-        spill.create("stdout").unwrap();
+        spill.create("stdout", &None).unwrap();
         assert!(!dead.exists());
         assert!(mine.exists());
         assert!(unrelated.exists());
@@ -352,7 +404,7 @@ mod tests {
     fn removal_takes_the_directory_and_its_files() {
         let parent = tempfile::tempdir().unwrap();
         let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
-        let (_, file) = spill.create("stdout").unwrap();
+        let (_, file) = spill.create("stdout", &None).unwrap();
         spill.remove();
         assert!(!file.exists());
         assert!(!file.parent().unwrap().exists());
@@ -362,8 +414,8 @@ mod tests {
     fn files_are_private_and_unpredictable() {
         let parent = tempfile::tempdir().unwrap();
         let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
-        let (_, first) = spill.create("stdout").unwrap();
-        let (_, second) = spill.create("stdout").unwrap();
+        let (_, first) = spill.create("stdout", &None).unwrap();
+        let (_, second) = spill.create("stdout", &None).unwrap();
         assert_ne!(first, second);
         let dir = first.parent().unwrap();
         assert_eq!(
@@ -384,34 +436,69 @@ mod tests {
         let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
         let paths: Vec<PathBuf> = (0..3)
             .map(|_| {
-                let (_, path) = spill.create("stdout").unwrap();
-                spill.retain(path.clone(), 10, Weak::new());
+                let (_, path) = spill.create("stdout", &None).unwrap();
+                spill.retain(path.clone(), 10, Weak::new(), None);
                 path
             })
             .collect();
         assert!(!paths[0].exists());
         assert!(paths[1].exists() && paths[2].exists());
         // One file over the byte budget on its own is still kept.
-        let (_, big) = spill.create("stderr").unwrap();
-        spill.retain(big.clone(), 1_000, Weak::new());
+        let (_, big) = spill.create("stderr", &None).unwrap();
+        spill.retain(big.clone(), 1_000, Weak::new(), None);
         assert!(big.exists());
         assert!(!paths[1].exists() && !paths[2].exists());
+    }
+
+    /// One owner's files past its limits evict only its own; the server
+    /// ceiling (four times the limits) evicts the oldest of all.
+    #[test]
+    fn one_owners_pressure_evicts_only_its_own() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let (a, b) = (
+            Some(OwnerToken::new("a")),
+            Some(OwnerToken::new("b")),
+        );
+        let make = |owner: &Option<OwnerToken>, bytes| {
+            let (_, path) = spill.create("stdout", owner).unwrap();
+            spill.retain(path.clone(), bytes, Weak::new(), owner.clone());
+            path
+        };
+        let kept_of_a = make(&a, 10);
+        let b_files: Vec<PathBuf> = (0..5).map(|_| make(&b, 10)).collect();
+        assert!(kept_of_a.exists(), "b's files evicted a's");
+        assert!(!b_files[2].exists() && b_files[3].exists() && b_files[4].exists());
+        // Running bytes of b count against b only.
+        spill.grew(&b, 150);
+        let a_second = make(&a, 10);
+        assert!(kept_of_a.exists() && a_second.exists());
+        spill.finished_writing(&b, 150);
+        // Many owners at their limits: past 4 × 2 files, the oldest of all.
+        let others: Vec<PathBuf> = (0..3)
+            .flat_map(|n| {
+                let owner = Some(OwnerToken::new(format!("c{n}")));
+                [make(&owner, 10), make(&owner, 10)]
+            })
+            .collect();
+        assert!(!kept_of_a.exists(), "the ceiling evicts the oldest of all");
+        assert!(others.iter().all(|p| p.exists()));
     }
 
     #[test]
     fn running_files_count_against_the_byte_budget() {
         let parent = tempfile::tempdir().unwrap();
         let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
-        let (_, older) = spill.create("stdout").unwrap();
-        spill.retain(older.clone(), 10, Weak::new());
-        let (_, old) = spill.create("stdout").unwrap();
-        spill.retain(old.clone(), 10, Weak::new());
+        let (_, older) = spill.create("stdout", &None).unwrap();
+        spill.retain(older.clone(), 10, Weak::new(), None);
+        let (_, old) = spill.create("stdout", &None).unwrap();
+        spill.retain(old.clone(), 10, Weak::new(), None);
         // A running task writes 95 bytes: 10 + 10 + 95 > 100, so the oldest
         // finished file goes when the next file is made.
-        spill.grew(95);
-        let (_, _running) = spill.create("stderr").unwrap();
+        spill.grew(&None, 95);
+        let (_, _running) = spill.create("stderr", &None).unwrap();
         assert!(!older.exists());
         assert!(old.exists(), "the newest finished file is always kept");
-        spill.finished_writing(95);
+        spill.finished_writing(&None, 95);
     }
 }

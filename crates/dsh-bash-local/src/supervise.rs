@@ -62,6 +62,8 @@ pub(crate) struct Capture<'a> {
     pub(crate) stderr: Arc<Stream>,
     pub(crate) spill: &'a Arc<SpillDir>,
     pub(crate) max_spill_bytes: u64,
+    /// Whose spill budget the files count against.
+    pub(crate) owner: Option<dsh_bash::OwnerToken>,
 }
 
 /// What may end a command before it exits: its timeout, its caller's
@@ -298,6 +300,7 @@ pub(crate) async fn supervise(
         spill: Arc::clone(capture.spill),
         label,
         cap: capture.max_spill_bytes,
+        owner: capture.owner.clone(),
         counted: std::sync::atomic::AtomicU64::new(0),
         linger_over: linger.clone(),
     };

@@ -29,12 +29,13 @@ impl TaskEntry {
     }
 }
 
-/// Every retained task, in start order, and which have finished.
+/// Every retained task, in start order, and which have finished, per
+/// owner: one owner's finished tasks never push out another's.
 #[derive(Default)]
 pub(crate) struct Registry {
     tasks: HashMap<BashTaskId, Arc<TaskEntry>>,
     order: VecDeque<BashTaskId>,
-    finished: VecDeque<BashTaskId>,
+    finished: HashMap<Option<OwnerToken>, VecDeque<BashTaskId>>,
 }
 
 impl Registry {
@@ -55,14 +56,26 @@ impl Registry {
     }
 
     /// Records that `id` settled; returns the entries evicted to keep at
-    /// most `keep` finished tasks.
+    /// most `keep` finished tasks of its owner (the unowned count as one
+    /// owner), the oldest first.
     pub(crate) fn settled(&mut self, id: &BashTaskId, keep: usize) -> Vec<Arc<TaskEntry>> {
-        self.finished.push_back(id.clone());
-        let mut evicted = Vec::new();
-        while self.finished.len() > keep {
-            let Some(old) = self.finished.pop_front() else {
+        let Some(owner) = self.tasks.get(id).map(|entry| entry.owner.clone()) else {
+            return Vec::new();
+        };
+        let finished = self.finished.entry(owner.clone()).or_default();
+        finished.push_back(id.clone());
+        let mut gone = Vec::new();
+        while finished.len() > keep {
+            let Some(old) = finished.pop_front() else {
                 break;
             };
+            gone.push(old);
+        }
+        if finished.is_empty() {
+            self.finished.remove(&owner);
+        }
+        let mut evicted = Vec::new();
+        for old in gone {
             self.order.retain(|id| *id != old);
             evicted.extend(self.tasks.remove(&old));
         }

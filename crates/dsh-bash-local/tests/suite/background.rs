@@ -279,3 +279,37 @@ async fn finished_tasks_have_bounded_retention() {
         Err(BashError::UnknownTask { .. })
     ));
 }
+
+/// Retention is per owner: another owner's many finished tasks never make
+/// this owner's unread one unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_owners_finished_tasks_never_evict_anothers() {
+    let executor = LocalBashExecutor::new(LocalConfig {
+        retain_finished_tasks: 3,
+        ..config()
+    })
+    .unwrap();
+    let owned = |command: &str, owner: &str| {
+        let mut request = BashExecRequest::new(command);
+        request.owner = Some(OwnerToken::new(owner));
+        executor.resolve(request).unwrap()
+    };
+    let unread = executor.start(owned("echo mine", "a")).await.unwrap();
+    unread.settled().await;
+    let mut theirs = Vec::new();
+    for _ in 0..8 {
+        let task = executor.start(owned("true", "b")).await.unwrap();
+        task.settled().await;
+        theirs.push(task.id);
+    }
+    // Settling publishes before the registry is trimmed; wait for b's trim.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while executor.list().len() > 4 {
+        assert!(Instant::now() < deadline, "b's tasks were never trimmed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let read = executor.read_output(&unread.id).unwrap();
+    assert_eq!(read.delta, "mine\n");
+    assert!(executor.get(&theirs[0]).is_none());
+    assert!(executor.get(&theirs[7]).is_some());
+}

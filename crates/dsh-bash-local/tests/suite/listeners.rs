@@ -23,17 +23,43 @@ async fn exactly_once_for_completed_and_killed_and_contained() {
     let killed = executor.start(spec(&executor, "sleep 30")).await.unwrap();
     done.settled().await;
     assert!(executor.kill(&killed.id).await.unwrap());
-    // Listeners run before the registry records the settle; a later task
-    // settling proves the earlier notifications happened.
+    // Listeners run after a task's settle is published (a waiter may wake
+    // first): wait, bounded, until both were heard, then for a later task
+    // too, so that a second call would have had its chance.
+    let heard = |wanted: &[(&str, TaskStatus)]| {
+        let seen = seen.lock().unwrap();
+        wanted
+            .iter()
+            .all(|(id, status)| seen.contains(&((*id).to_owned(), *status)))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let both = [
+        ("bash-1", TaskStatus::Completed),
+        ("bash-2", TaskStatus::Killed),
+    ];
+    while !heard(&both) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            seen.lock().unwrap()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     executor
         .start(spec(&executor, "true"))
         .await
         .unwrap()
         .settled()
         .await;
+    while !heard(&[("bash-3", TaskStatus::Completed)]) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            seen.lock().unwrap()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let seen = seen.lock().unwrap().clone();
-    assert!(seen.contains(&("bash-1".into(), TaskStatus::Completed)));
-    assert!(seen.contains(&("bash-2".into(), TaskStatus::Killed)));
     assert_eq!(seen.iter().filter(|(id, _)| id == "bash-1").count(), 1);
     assert_eq!(seen.iter().filter(|(id, _)| id == "bash-2").count(), 1);
     // The panicking listener did not affect the task either.
