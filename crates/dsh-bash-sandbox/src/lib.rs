@@ -50,6 +50,35 @@
 //! # }
 //! ```
 //!
+//! # The server's own walks
+//!
+//! Everything the server does to a tree a command can write runs
+//! unconfined, after or beside a hostile process that may rename anything
+//! under it. Each walk, and why it is safe:
+//!
+//! - **a private TMPDIR's removal** and **the sweep of a dead server's
+//!   ones**: descriptor-relative from a handle on the temp dir taken when
+//!   the directory was made, `O_NOFOLLOW` all the way down, a swapped-in
+//!   link unlinked as a link ([`dsh_bash_local::scratch`]); a temp dir or
+//!   spill parent inside the writable workspace is refused outright, so no
+//!   other command can write beneath one while it is removed;
+//! - **stand-ins** (made, claimed, removed): `openat2` beneath the
+//!   workspace handle with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, removal
+//!   only of the marked, empty entry whose identity was locked
+//!   (`dsh-sandbox-local`'s `stand_in`);
+//! - **protected-path binds**: every source opened beneath the workspace
+//!   handle without following a link, bound by descriptor;
+//! - **protected-path resolution** (`dsh_sandbox::ProtectedPaths::resolve`:
+//!   listing a home's dot-entries, reading git's config files and index):
+//!   reads only, by path; a swap can change what is *proposed* for
+//!   protection, never what is opened, created or removed, which is
+//!   decided by the descriptor-relative steps above;
+//! - **spill files**: created with `O_CREAT | O_EXCL | O_NOFOLLOW` relative
+//!   to the spill directory's handle, the directory checked to be the one
+//!   opened before every use and removed with the standard library's
+//!   descriptor-relative `remove_dir_all`; it lies outside every writable
+//!   workspace (refused otherwise).
+//!
 //! # Platform support
 //!
 //! Wherever the provider can confine; elsewhere confined modes fail closed.

@@ -850,7 +850,14 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             () = stop.cancelled() => break,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                // A result is one small write after the SSE priming event:
+                // without this it waits for the peer's delayed ACK (~40 ms).
+                if let Err(err) = stream.set_nodelay(true) {
+                    tracing::debug!(%err, "cannot set TCP_NODELAY");
+                }
+                stream
+            }
             Err(err) => {
                 // Out of descriptors, say: the next accept may succeed.
                 tracing::warn!(%err, "cannot accept a connection");
