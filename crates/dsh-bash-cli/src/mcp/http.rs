@@ -481,15 +481,19 @@ fn normal_origin(origin: &str) -> String {
 /// Why a request's authority cannot be judged, if it cannot: an
 /// absolute-form target (`POST http://evil.example/mcp`: which host is meant
 /// would be a guess between it and `Host`), or a `Host` carrying userinfo
-/// (`evil@127.0.0.1`: parsers disagree on which side is the host).
+/// (`evil@127.0.0.1`) or a list (`127.0.0.1:80,evil.example`): parsers
+/// disagree on which part is the host.
 fn authority_refused<B>(request: &Request<B>) -> Option<&'static str> {
     if request.uri().scheme().is_some() || request.uri().authority().is_some() {
         return Some("Bad Request: give the request target in origin form (POST /mcp), not as an absolute URL");
     }
-    let userinfo = request
-        .headers()
-        .get(hyper::header::HOST)
-        .is_some_and(|host| host.as_bytes().contains(&b'@'));
+    let host = request.headers().get(hyper::header::HOST);
+    if host.is_some_and(|host| host.as_bytes().contains(&b',')) {
+        return Some(
+            "Bad Request: a Host header names one host (no comma-separated list): give host[:port]",
+        );
+    }
+    let userinfo = host.is_some_and(|host| host.as_bytes().contains(&b'@'));
     userinfo.then_some("Bad Request: a Host header carries no userinfo (user@): give host[:port]")
 }
 

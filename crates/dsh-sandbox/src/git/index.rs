@@ -11,23 +11,25 @@ use std::path::Path;
 const MAX_INDEX: u64 = 64 << 20;
 
 /// Gitlinks returned at most (each is one more bind for every command).
-pub(crate) const MAX_GITLINKS: usize = 64;
+pub(crate) const MAX_GITLINKS: usize = 256;
 
 const GITLINK: u32 = 0o160000;
 
 /// The gitlink paths (relative to the worktree, as git writes them) of the
-/// index at `path`; empty when there is none or it cannot be read.
-pub(crate) fn gitlinks(path: &Path) -> Vec<String> {
+/// index at `path`, and whether that is all of them (false past the
+/// bounds); none when there is no index.
+pub(crate) fn gitlinks(path: &Path) -> (Vec<String>, bool) {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return Vec::new();
+        return (Vec::new(), true);
     };
     if !meta.is_file() || meta.len() > MAX_INDEX {
-        return Vec::new();
+        return (Vec::new(), !meta.is_file());
     }
-    std::fs::read(path)
-        .ok()
-        .and_then(|bytes| parse(&bytes))
-        .unwrap_or_default()
+    match std::fs::read(path).ok().and_then(|bytes| parse(&bytes)) {
+        Some((links, all)) => (links, all),
+        // Not an index git could read: nothing of it runs.
+        None => (Vec::new(), true),
+    }
 }
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -35,8 +37,9 @@ fn be32(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([word[0], word[1], word[2], word[3]]))
 }
 
-/// The gitlinks of an index's bytes; `None` if it is not a valid index.
-fn parse(bytes: &[u8]) -> Option<Vec<String>> {
+/// The gitlinks of an index's bytes, and whether that is all of them;
+/// `None` if it is not a valid index.
+fn parse(bytes: &[u8]) -> Option<(Vec<String>, bool)> {
     if bytes.get(..4)? != b"DIRC" {
         return None;
     }
@@ -48,6 +51,7 @@ fn parse(bytes: &[u8]) -> Option<Vec<String>> {
     let mut at = 12;
     let mut previous: Vec<u8> = Vec::new();
     let mut links = Vec::new();
+    let mut all = true;
     for _ in 0..count {
         // ctime, mtime (8+8), dev, ino (4+4), mode at 24.
         let mode = be32(bytes, at + 24)?;
@@ -78,12 +82,16 @@ fn parse(bytes: &[u8]) -> Option<Vec<String>> {
             at += (length + 8) & !7;
             name
         };
-        if mode == GITLINK && links.len() < MAX_GITLINKS {
-            links.push(String::from_utf8_lossy(&name).into_owned());
+        if mode == GITLINK {
+            if links.len() < MAX_GITLINKS {
+                links.push(String::from_utf8_lossy(&name).into_owned());
+            } else {
+                all = false;
+            }
         }
         previous = name;
     }
-    Some(links)
+    Some((links, all))
 }
 
 /// Git's offset varint (each continuation adds one before shifting).
@@ -148,8 +156,9 @@ mod tests {
                 // An extended flag (skip-worktree) forces the longer entry.
                 git(&["update-index", "--skip-worktree", "a.txt"]);
             }
-            let links = gitlinks(&dir.path().join(".git/index"));
+            let (links, all) = gitlinks(&dir.path().join(".git/index"));
             assert_eq!(links, ["deep/er/linked", "vendor/lib"], "version {version}");
+            assert!(all);
         }
         assert_eq!(parse(b"DIRC\0\0\0\x09"), None);
         assert_eq!(parse(b"nope"), None);

@@ -109,9 +109,10 @@ pub(crate) fn git_dirs(root: &Path) -> Vec<PathBuf> {
     git_dirs_in(root, root)
 }
 
-/// Targets inside `root` of the symlinks in `gitdir` (outside every git
-/// directory: those are protected already).
-fn linked_out(root: &Path, gitdir: &Path, gitdirs: &[PathBuf]) -> Vec<PathBuf> {
+/// Targets inside `root` of the symlinks in `gitdir`
+/// (outside every git directory: those are protected already), and whether
+/// the walk saw every entry.
+fn linked_out(root: &Path, gitdir: &Path, gitdirs: &[PathBuf]) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut pending = vec![gitdir.to_path_buf()];
     let mut walked = 0;
@@ -122,7 +123,7 @@ fn linked_out(root: &Path, gitdir: &Path, gitdirs: &[PathBuf]) -> Vec<PathBuf> {
         for entry in entries.flatten() {
             walked += 1;
             if walked > MAX_ENTRIES {
-                return found;
+                return (found, false);
             }
             let Ok(kind) = entry.file_type() else {
                 continue;
@@ -143,7 +144,7 @@ fn linked_out(root: &Path, gitdir: &Path, gitdirs: &[PathBuf]) -> Vec<PathBuf> {
             }
         }
     }
-    found
+    (found, true)
 }
 
 /// A place a protected `.git` takes along, relative to the root.
@@ -161,8 +162,9 @@ const MAX_DEPTH: usize = 4;
 /// Config includes followed at most (git's own limit is 10).
 const MAX_INCLUDES: usize = 10;
 
-/// Places added at most (each is one more bind for every command).
-const MAX_REACHED: usize = 256;
+/// Places added at most (each is one more bind for every command, and
+/// bubblewrap takes at most 9000 arguments).
+const MAX_REACHED: usize = 512;
 
 /// What a walk of a workspace's repositories found so far.
 struct Found<'a> {
@@ -170,6 +172,8 @@ struct Found<'a> {
     /// Every git directory met (its contents are protected with it).
     gitdirs: Vec<PathBuf>,
     reached: Vec<Reached>,
+    /// False once a bound left something out (the result says so).
+    complete: bool,
 }
 
 impl Found<'_> {
@@ -182,8 +186,11 @@ impl Found<'_> {
         if relative.as_os_str().is_empty()
             || self.gitdirs.iter().any(|g| path.starts_with(g))
             || self.reached.iter().any(|r| r.path == relative)
-            || self.reached.len() >= MAX_REACHED
         {
+            return;
+        }
+        if self.reached.len() >= MAX_REACHED {
+            self.complete = false;
             return;
         }
         self.reached.push(Reached {
@@ -197,7 +204,9 @@ impl Found<'_> {
     /// its config files name, its gitlinks' repositories (recursively), its
     /// linked worktrees' `.git` files.
     fn repository(&mut self, worktree: &Path, gitdir: &Path, depth: usize) {
-        for target in linked_out(self.root, gitdir, &self.gitdirs.clone()) {
+        let (targets, walked_all) = linked_out(self.root, gitdir, &self.gitdirs.clone());
+        self.complete &= walked_all;
+        for target in targets {
             self.add(&target, false);
         }
         for file in ["config", "config.worktree"] {
@@ -214,7 +223,9 @@ impl Found<'_> {
                 }
             }
         }
-        for link in index::gitlinks(&gitdir.join("index")) {
+        let (links, listed_all) = index::gitlinks(&gitdir.join("index"));
+        self.complete &= listed_all;
+        for link in links {
             let Some(relative) = lexically_inside(self.root, worktree, &link) else {
                 continue;
             };
@@ -222,6 +233,7 @@ impl Found<'_> {
             let dot_git = sub.join(".git");
             self.add(&dot_git, false);
             if depth >= MAX_DEPTH {
+                self.complete &= git_dirs_in(self.root, &sub).is_empty();
                 continue;
             }
             for nested in git_dirs_in(self.root, &sub) {
@@ -250,6 +262,8 @@ impl Found<'_> {
                 self.add(&included, true);
                 if depth < MAX_INCLUDES {
                     self.config(worktree, &included, depth + 1);
+                } else {
+                    self.complete = false;
                 }
             } else if config::is_path(&entry) {
                 if let Some(path) = expand(self.root, worktree, &entry.value) {
@@ -337,16 +351,26 @@ fn command_paths(root: &Path, worktree: &Path, line: &str) -> Vec<PathBuf> {
 }
 
 /// The git directories of the repository whose worktree is `worktree`
-/// (inside `root`): its `.git` directory, or what its `.git` file points
-/// to inside `root` and that one's common directory.
+/// (inside `root`), inside `root`: its `.git` directory, or what its `.git`
+/// file points to and that one's common directory.
 fn git_dirs_in(root: &Path, worktree: &Path) -> Vec<PathBuf> {
+    git_dirs_anywhere(worktree)
+        .into_iter()
+        .filter(|dir| dir.starts_with(root) && dir != root)
+        .collect()
+}
+
+/// [`git_dirs_in`] wherever they are (canonical): a worktree used as the
+/// workspace has its repository's config outside it, and that config names
+/// hooks and programs relative to the worktree.
+fn git_dirs_anywhere(worktree: &Path) -> Vec<PathBuf> {
     let dot_git = worktree.join(".git");
     let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
         return Vec::new();
     };
     if meta.is_dir() {
         return if is_git_directory(&dot_git) {
-            vec![dot_git]
+            std::fs::canonicalize(&dot_git).into_iter().collect()
         } else {
             Vec::new()
         };
@@ -358,11 +382,17 @@ fn git_dirs_in(root: &Path, worktree: &Path) -> Vec<PathBuf> {
         return Vec::new();
     };
     let mut dirs = Vec::new();
-    let Some(gitdir) = inside(root, &worktree.join(target.trim())).filter(|p| p.is_dir()) else {
+    let Some(gitdir) = std::fs::canonicalize(worktree.join(target.trim()))
+        .ok()
+        .filter(|p| p.is_dir())
+    else {
         return dirs;
     };
     if let Some(common) = read_small(&gitdir.join("commondir")) {
-        if let Some(common) = inside(root, &gitdir.join(common.trim())).filter(|p| p.is_dir()) {
+        if let Some(common) = std::fs::canonicalize(gitdir.join(common.trim()))
+            .ok()
+            .filter(|p| p.is_dir())
+        {
             dirs.push(common);
         }
     }
@@ -372,22 +402,26 @@ fn git_dirs_in(root: &Path, worktree: &Path) -> Vec<PathBuf> {
 
 /// Everything beyond the git directories a protected `.git` takes along,
 /// relative to `root`.
-pub(crate) fn reach(root: &Path) -> Vec<Reached> {
+/// The flag is false when a bound left something out.
+pub(crate) fn reach(root: &Path) -> (Vec<Reached>, bool) {
     let gitdirs = git_dirs(root);
+    // Those outside too (a worktree's repository): their config and index
+    // name places inside the workspace.
+    let anywhere = git_dirs_anywhere(root);
     let mut found = Found {
         root,
-        gitdirs: gitdirs.clone(),
+        gitdirs: anywhere.clone(),
         reached: Vec::new(),
+        complete: true,
     };
-    for gitdir in &gitdirs {
+    for gitdir in &anywhere {
         found.repository(root, gitdir, 0);
     }
     if let Some(text) = read_small(&root.join(".gitmodules")) {
         // Bounded: every entry is one more bind for every command.
         let paths = config::parse(&text)
             .into_iter()
-            .filter(|e| e.section == "submodule" && e.key == "path")
-            .take(index::MAX_GITLINKS);
+            .filter(|e| e.section == "submodule" && e.key == "path");
         for entry in paths {
             if let Some(relative) = lexically_inside(root, root, &entry.value) {
                 found.add(&root.join(relative).join(".git"), false);
@@ -398,7 +432,7 @@ pub(crate) fn reach(root: &Path) -> Vec<Reached> {
     if gitdirs.is_empty() {
         found.add(&root.join("HEAD"), false);
     }
-    found.reached
+    (found.reached, found.complete)
 }
 
 #[cfg(test)]
@@ -406,7 +440,7 @@ mod tests {
     use super::*;
 
     fn paths(root: &Path) -> Vec<PathBuf> {
-        reach(root).into_iter().map(|r| r.path).collect()
+        reach(root).0.into_iter().map(|r| r.path).collect()
     }
 
     fn repo(at: &Path) {
@@ -449,7 +483,8 @@ mod tests {
             "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.com/lib\n[submodule \"x\"]\n\tpath = ../escape\n",
         )
         .unwrap();
-        let reached = reach(&root);
+        let (reached, complete) = reach(&root);
+        assert!(complete);
         let found = |p: &str| reached.iter().find(|r| r.path == Path::new(p)).cloned();
         for expected in [
             "scripts/pre-commit",
@@ -554,6 +589,53 @@ mod tests {
                 "{expected} not in {reached:?}"
             );
         }
+    }
+
+    /// A worktree used as the workspace: its repository (outside) names a
+    /// hooks path relative to the worktree, which is protected.
+    #[test]
+    fn a_worktrees_repository_outside_still_names_what_runs_inside() {
+        if std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("SKIP worktrees: git is not installed");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let main = base.join("main");
+        std::fs::create_dir(&main).unwrap();
+        let git = |at: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@e"])
+                .args(args)
+                .current_dir(at)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", &base)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        git(&main, &["init", "-q"]);
+        std::fs::write(main.join("f"), "x").unwrap();
+        git(&main, &["add", "f"]);
+        git(&main, &["commit", "-qm", "one"]);
+        git(&main, &["config", "core.hooksPath", "hooks"]);
+        git(&main, &["config", "core.fsmonitor", "sh tools/fsmon.sh"]);
+        git(&main, &["worktree", "add", "-q", "../wt"]);
+        let wt = base.join("wt");
+        let (reached, complete) = reach(&wt);
+        let reached: Vec<PathBuf> = reached.into_iter().map(|r| r.path).collect();
+        assert!(complete);
+        for expected in ["hooks", "tools/fsmon.sh"] {
+            assert!(
+                reached.contains(&PathBuf::from(expected)),
+                "{expected}: {reached:?}"
+            );
+        }
+        assert!(reached.iter().all(|p| !p.starts_with("..")), "{reached:?}");
     }
 
     #[test]
