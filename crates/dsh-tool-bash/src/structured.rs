@@ -48,8 +48,10 @@ struct SandboxContent {
     enforcement: Option<String>,
     /// What the backend does not govern here (empty when `full`).
     gaps: Vec<String>,
-    /// The command failed with this backend's denial on stderr.
-    denied: bool,
+    /// The command failed and its stderr looks like this backend's denial:
+    /// a guess from the output (a command can print the same words), not
+    /// a report from the kernel.
+    looks_denied: bool,
     /// The sandbox runner failed; the command did not run.
     runner_failed: bool,
     /// The workspace as resolved.
@@ -67,7 +69,7 @@ impl From<&BashSandboxInfo> for SandboxContent {
             backend: info.backend.as_ref().map(ToString::to_string),
             enforcement: info.enforcement.map(|e| e.to_string()),
             gaps: info.gaps.iter().map(ToString::to_string).collect(),
-            denied: info.denied,
+            looks_denied: info.denied,
             runner_failed: info.runner_failed,
             workspace: path(&info.workspace),
             network: info.network.map(|n| n.to_string()),

@@ -115,26 +115,12 @@ mod tests {
     /// by hand (`git update-index --add --cacheinfo 160000,…`).
     #[test]
     fn gitlinks_of_real_indexes_in_every_version() {
-        if std::process::Command::new("git")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            eprintln!("SKIP index parsing: git is not installed");
+        if !crate::git::real_git::installed("index parsing") {
             return;
         }
         for version in ["2", "3", "4"] {
             let dir = tempfile::tempdir().unwrap();
-            let git = |args: &[&str]| {
-                let out = std::process::Command::new("git")
-                    .args(args)
-                    .current_dir(dir.path())
-                    .env("GIT_CONFIG_NOSYSTEM", "1")
-                    .env("HOME", dir.path())
-                    .output()
-                    .unwrap();
-                assert!(out.status.success(), "{args:?}: {out:?}");
-            };
+            let git = |args: &[&str]| crate::git::real_git::run(dir.path(), dir.path(), args);
             git(&["init", "-q"]);
             for name in ["a.txt", "deep/er/b.txt", "deep/er/c.txt"] {
                 let path = dir.path().join(name);

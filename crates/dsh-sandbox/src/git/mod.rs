@@ -435,6 +435,39 @@ pub(crate) fn reach(root: &Path) -> (Vec<Reached>, bool) {
     (found.reached, found.complete)
 }
 
+/// Real git for the tests: whether it is installed, and running it.
+#[cfg(test)]
+pub(crate) mod real_git {
+    use std::path::Path;
+
+    /// False (with a loud skip) when git is not installed.
+    pub(crate) fn installed(what: &str) -> bool {
+        let there = std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_ok();
+        if !there {
+            eprintln!("SKIP {what}: git is not installed");
+        }
+        there
+    }
+
+    /// Runs `git args` in `at` with `home` as HOME and no system config,
+    /// as a committer; panics on failure.
+    pub(crate) fn run(at: &Path, home: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@e"])
+            .args(["-c", "protocol.file.allow=always"])
+            .args(args)
+            .current_dir(at)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", home)
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,34 +554,12 @@ mod tests {
     /// real git.
     #[test]
     fn gitlinks_nested_repositories_and_worktrees_are_followed() {
-        if std::process::Command::new("git")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            eprintln!("SKIP gitlinks: git is not installed");
+        if !real_git::installed("gitlinks") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        let git = |at: &Path, args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@e",
-                    "-c",
-                    "protocol.file.allow=always",
-                ])
-                .args(args)
-                .current_dir(at)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("HOME", &root)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{args:?}: {out:?}");
-        };
+        let git = |at: &Path, args: &[&str]| real_git::run(at, &root, args);
         git(&root, &["init", "-q"]);
         std::fs::write(root.join("f"), "x").unwrap();
         git(&root, &["add", "f"]);
@@ -595,29 +606,14 @@ mod tests {
     /// hooks path relative to the worktree, which is protected.
     #[test]
     fn a_worktrees_repository_outside_still_names_what_runs_inside() {
-        if std::process::Command::new("git")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            eprintln!("SKIP worktrees: git is not installed");
+        if !real_git::installed("worktrees") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let main = base.join("main");
         std::fs::create_dir(&main).unwrap();
-        let git = |at: &Path, args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@e"])
-                .args(args)
-                .current_dir(at)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("HOME", &base)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{args:?}: {out:?}");
-        };
+        let git = |at: &Path, args: &[&str]| real_git::run(at, &base, args);
         git(&main, &["init", "-q"]);
         std::fs::write(main.join("f"), "x").unwrap();
         git(&main, &["add", "f"]);

@@ -105,7 +105,7 @@ async fn denials_are_marked_as_guesses_and_never_suggest_lifting_the_sandbox() {
             out.text
         );
         assert!(!out.text.contains("sandbox_permissions"), "{}", out.text);
-        assert_eq!(out.structured["sandbox"]["denied"], true);
+        assert_eq!(out.structured["sandbox"]["looks_denied"], true);
 
         let read = settled_read(&tools, executor.as_ref(), command, &ctx).await;
         assert!(
