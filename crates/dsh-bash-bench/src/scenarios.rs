@@ -495,11 +495,18 @@ fn sandboxed(
         ..LocalSandboxConfig::default()
     })
     .ok()?;
-    SandboxBashExecutor::new(
+    // A workspace of its own beside the spill parent and the temp dir
+    // (either inside a writable workspace is refused).
+    let workspace = options.scratch.join("dsh-bench-workspace");
+    std::fs::create_dir_all(&workspace).unwrap_or_else(|e| panic!("{e}"));
+    let made = SandboxBashExecutor::new(
         SandboxConfig {
-            local: local(options),
+            local: LocalConfig {
+                cwd: Some(workspace.clone()),
+                ..local(options)
+            },
             mode,
-            workspace_root: Some(options.scratch.clone()),
+            workspace_root: Some(workspace),
             network: Some(policy.network),
             protected: if policy.protected {
                 ProtectedPaths::default()
@@ -509,8 +516,10 @@ fn sandboxed(
             hidden: Vec::new(),
         },
         Arc::new(provider),
-    )
-    .ok()
+    );
+    // A backend that is missing skips its rows; a configuration the
+    // executor refuses is a bug of the bench, said so.
+    Some(made.unwrap_or_else(|e| panic!("the bench's sandbox configuration is refused: {e}")))
 }
 
 async fn sandbox_overhead(options: &Options) -> Vec<Row> {

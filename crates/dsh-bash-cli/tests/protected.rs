@@ -642,25 +642,45 @@ fn root_stayed_no_repository(ws: &Path, when: &str, result: &serde_json::Value) 
     );
 }
 
-/// The root's `HEAD` stays protected while another command's `.git`
-/// stand-in is there, and after a killed server left one behind.
-fn head_holds_beside_another_command_and_after_a_kill() {
-    let ws = base().join("protected-head");
+/// The root's `HEAD` stays protected while one or ten other commands'
+/// `.git` stand-ins are there, and after a killed server left one behind.
+fn head_holds_beside_other_commands_and_after_a_kill(user: User) {
+    let ws = base().join(format!("protected-head-{user:?}"));
     std::fs::create_dir_all(&ws).unwrap();
-    let release = base().join("protected-head-release");
-    let _ = std::fs::remove_file(&release);
-    let mut holder = spawn(
-        &ws,
-        &format!("while [ ! -e {} ]; do sleep 0.02; done", release.display()),
-    );
-    appears(&ws.join(".git"));
-    let result = run(User::Root, "bwrap", &ws, &[], BARE_ROOT);
-    root_stayed_no_repository(&ws, "beside another command", &result);
-    std::fs::write(&release, "").unwrap();
-    assert!(holder.wait().unwrap().success());
-    assert!(!ws.join(".git").exists(), "the holder's stand-in stayed");
+    if user == User::Nobody {
+        chown(&ws, NOBODY);
+    }
+    for others in [1, 10] {
+        let release = base().join(format!("protected-head-release-{user:?}-{others}"));
+        let holders: Vec<_> = (0..others)
+            .map(|n| {
+                spawn_as(
+                    user,
+                    &ws,
+                    &format!(
+                        "touch ready-{others}-{n}; while [ ! -e {} ]; do sleep 0.1; done",
+                        release.display()
+                    ),
+                )
+            })
+            .collect();
+        for n in 0..others {
+            appears(&ws.join(format!("ready-{others}-{n}")));
+        }
+        let result = run(user, "bwrap", &ws, &[], BARE_ROOT);
+        root_stayed_no_repository(
+            &ws,
+            &format!("beside {others} commands ({user:?})"),
+            &result,
+        );
+        std::fs::write(&release, "").unwrap();
+        for mut holder in holders {
+            assert!(holder.wait().unwrap().success());
+        }
+        assert!(!ws.join(".git").exists(), "the holders' stand-in stayed");
+    }
 
-    let mut killed = spawn(&ws, "sleep 60");
+    let mut killed = spawn_as(user, &ws, "sleep 60");
     appears(&ws.join(".git"));
     killed.kill().unwrap();
     killed.wait().unwrap();
@@ -668,8 +688,8 @@ fn head_holds_beside_another_command_and_after_a_kill() {
         ws.join(".git").is_dir(),
         "SIGKILL leaves the stand-in (the premise)"
     );
-    let result = run(User::Root, "bwrap", &ws, &[], BARE_ROOT);
-    root_stayed_no_repository(&ws, "after a killed server", &result);
+    let result = run(user, "bwrap", &ws, &[], BARE_ROOT);
+    root_stayed_no_repository(&ws, &format!("after a killed server ({user:?})"), &result);
 }
 
 /// A home inside the workspace that does not exist yet cannot be created
@@ -785,10 +805,10 @@ fn protected_paths_hold_under_bwrap_and_landlock_says_it_cannot() {
         if usable(user, "bwrap") {
             bwrap_keeps_them(user, false);
             bwrap_keeps_them(user, true);
+            head_holds_beside_other_commands_and_after_a_kill(user);
             if user == User::Root {
                 symlinked_protected_paths();
                 concurrent_commands_keep_each_others_stand_ins();
-                head_holds_beside_another_command_and_after_a_kill();
                 a_missing_home_cannot_be_created();
                 hangups_clean_up_and_kill_leftovers_are_reclaimed();
             }
