@@ -53,6 +53,7 @@
 
 mod approval;
 mod args;
+pub mod clean;
 mod render;
 mod session;
 mod structured;

@@ -30,8 +30,29 @@ fn truncation_notice(stream: &CollectedOutput) -> String {
     }
 }
 
-fn push_stream(text: &mut String, stream: &CollectedOutput) {
-    text.push_str(&stream.text);
+/// What cleaning took out of the streams of one result, summed.
+#[derive(Default)]
+struct Removed(crate::clean::Cleaned);
+
+impl Removed {
+    fn add(&mut self, cleaned: &crate::clean::Cleaned) {
+        self.0.sequences += cleaned.sequences;
+        self.0.redraws += cleaned.redraws;
+        self.0.repeats += cleaned.repeats;
+    }
+
+    /// The marker saying what was removed, if anything was.
+    fn marker(&self) -> Option<String> {
+        self.0.note().map(|note| {
+            format!("[output cleaned for reading: {note}; the full output files are byte-exact]")
+        })
+    }
+}
+
+fn push_stream(text: &mut String, stream: &CollectedOutput, removed: &mut Removed) {
+    let cleaned = crate::clean::clean(&stream.text);
+    removed.add(&cleaned);
+    text.push_str(&cleaned.text);
     if stream.truncated {
         push_line(text, &truncation_notice(stream));
     }
@@ -46,13 +67,17 @@ fn push_stream(text: &mut String, stream: &CollectedOutput) {
 /// signal or non-zero exit marker.
 pub fn render_run_result(result: &BashRunResult) -> String {
     let mut text = String::new();
-    push_stream(&mut text, &result.stdout);
+    let mut removed = Removed::default();
+    push_stream(&mut text, &result.stdout, &mut removed);
     if !result.stderr.text.is_empty() || result.stderr.truncated {
         push_line(&mut text, "[stderr]\n");
-        push_stream(&mut text, &result.stderr);
+        push_stream(&mut text, &result.stderr, &mut removed);
     }
     if text.is_empty() {
         text.push_str("(no output)");
+    }
+    if let Some(marker) = removed.marker() {
+        push_line(&mut text, &marker);
     }
     if result.leftovers_stopped > 0 {
         let n = result.leftovers_stopped;
@@ -111,11 +136,17 @@ fn sandbox_marker(task: &dsh_bash::BashTask) -> Option<String> {
 /// The text of a `bash_output` read: the delta or `(no new output)`, the
 /// lossy notice, the status line, then the task's sandbox marker.
 pub fn render_task_read(read: &dsh_bash::BashTaskRead) -> String {
+    let cleaned = crate::clean::clean(&read.delta);
+    let mut removed = Removed::default();
+    removed.add(&cleaned);
     let mut text = if read.delta.is_empty() {
         "(no new output)".to_owned()
     } else {
-        read.delta.clone()
+        cleaned.text
     };
+    if let Some(marker) = removed.marker() {
+        push_line(&mut text, &marker);
+    }
     if read.lossy {
         let paths: Vec<String> = [&read.stdout_spill_path, &read.stderr_spill_path]
             .into_iter()
@@ -258,6 +289,19 @@ mod tests {
         assert!(!plain.contains("sandbox_permissions"), "{plain}");
         r.sandbox.as_mut().unwrap().denied = false;
         assert!(!render_run_result(&r).contains("[sandbox:"));
+    }
+
+    #[test]
+    fn what_a_terminal_acts_on_is_cleaned_and_said_so() {
+        let r = result(
+            "\x1b[1mbold\x1b[0m\r\n 50%\r100%\n",
+            "\x1b]52;c;ZXZpbA==\x07err\n",
+            Some(0),
+        );
+        assert_eq!(
+            render_run_result(&r),
+            "bold\n100%\n[stderr]\nerr\n[output cleaned for reading: 3 terminal control sequences removed, 1 redrawn line shown in its final state; the full output files are byte-exact]"
+        );
     }
 
     #[test]

@@ -1,0 +1,240 @@
+//! Clean text for the model: what a terminal would show, without what only
+//! a terminal acts on. The spill files stay byte-exact; this is rendering.
+//!
+//! - control sequences are removed: CSI (`ESC [ … final`), OSC (`ESC ] …`
+//!   to BEL or `ESC \`, a clipboard write among them), DCS, SOS, PM and APC
+//!   strings, two-byte escapes, the C1 controls, and every C0 control but
+//!   `\n` and `\t`;
+//! - carriage-return redraws (progress bars, spinners) collapse to the
+//!   line's final state, as a terminal would leave it (a backspace steps
+//!   back over a character the same way);
+//! - a run of more than [`RUN`] identical lines keeps the first and says
+//!   how many more there were;
+//! - the caller's text is already valid UTF-8 (invalid bytes were replaced
+//!   with U+FFFD where the output was decoded).
+//!
+//! ```
+//! let cleaned = dsh_tool_bash::clean::clean("\x1b[32mok\x1b[0m\r\n10%\r55%\r100%\n");
+//! assert_eq!(cleaned.text, "ok\n100%\n");
+//! assert_eq!(cleaned.sequences, 2);
+//! assert_eq!(cleaned.redraws, 1);
+//! ```
+
+/// Identical consecutive lines kept before the rest of the run is counted.
+pub const RUN: usize = 3;
+
+/// A cleaned text and what was taken out of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cleaned {
+    /// The text as a terminal would leave it.
+    pub text: String,
+    /// Control sequences and control characters removed.
+    pub sequences: usize,
+    /// Lines redrawn over (by `\r` or backspace) whose earlier states were
+    /// dropped.
+    pub redraws: usize,
+    /// Repeated lines folded into a count.
+    pub repeats: usize,
+}
+
+impl Cleaned {
+    /// What was removed, for the reader (`12 control sequences removed, …`),
+    /// or `None` when nothing was.
+    pub fn note(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        if self.sequences > 0 {
+            parts.push(plural(
+                self.sequences,
+                "terminal control sequence removed",
+                "terminal control sequences removed",
+            ));
+        }
+        if self.redraws > 0 {
+            parts.push(plural(
+                self.redraws,
+                "redrawn line shown in its final state",
+                "redrawn lines shown in their final state",
+            ));
+        }
+        if self.repeats > 0 {
+            parts.push(plural(
+                self.repeats,
+                "repeated line folded",
+                "repeated lines folded",
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// Where the scanner is inside an escape.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    None,
+    /// Right after `ESC`.
+    Start,
+    /// Inside `ESC [ …` until a final byte.
+    Csi,
+    /// Inside a string (OSC, DCS, SOS, PM, APC) until BEL or `ESC \`.
+    Text,
+    /// An `ESC` inside a string: `\` ends it.
+    TextEscape,
+}
+
+/// One line being drawn: its cells and the cursor.
+#[derive(Default)]
+struct Line {
+    cells: Vec<char>,
+    cursor: usize,
+    redrawn: bool,
+}
+
+impl Line {
+    fn put(&mut self, c: char) {
+        if self.cursor < self.cells.len() {
+            self.cells[self.cursor] = c;
+            self.redrawn = true;
+        } else {
+            self.cells.push(c);
+        }
+        self.cursor += 1;
+    }
+}
+
+/// `text` cleaned as described in the module docs.
+pub fn clean(text: &str) -> Cleaned {
+    let mut cleaned = Cleaned::default();
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = Line::default();
+    let mut escape = Escape::None;
+    for c in text.chars() {
+        escape = match (escape, c) {
+            (Escape::None, '\u{1b}') => Escape::Start,
+            (Escape::None, '\u{9b}') => Escape::Csi,
+            (Escape::None, '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}') => Escape::Text,
+            (Escape::None, c) => {
+                draw(&mut line, &mut lines, &mut cleaned, c);
+                Escape::None
+            }
+            (Escape::Start, '[') => Escape::Csi,
+            (Escape::Start, ']' | 'P' | 'X' | '^' | '_') => Escape::Text,
+            // `ESC (`, `ESC )` and the like take one more byte; the rest
+            // are complete.
+            (Escape::Start, '(' | ')' | '*' | '+' | '#' | '%') => Escape::Csi,
+            (Escape::Start, _) => end(&mut cleaned),
+            (Escape::Csi, '\u{40}'..='\u{7e}') => end(&mut cleaned),
+            (Escape::Csi, _) => Escape::Csi,
+            (Escape::Text, '\u{7}' | '\u{9c}') => end(&mut cleaned),
+            (Escape::Text, '\u{1b}') => Escape::TextEscape,
+            (Escape::Text, _) => Escape::Text,
+            (Escape::TextEscape, '\\') => end(&mut cleaned),
+            (Escape::TextEscape, _) => Escape::Text,
+        };
+    }
+    if escape != Escape::None {
+        cleaned.sequences += 1;
+    }
+    let ended = text.ends_with('\n');
+    if !line.cells.is_empty() || !ended {
+        finish(&mut line, &mut lines, &mut cleaned);
+    }
+    cleaned.text = fold_repeats(&lines, ended, &mut cleaned.repeats);
+    cleaned
+}
+
+fn end(cleaned: &mut Cleaned) -> Escape {
+    cleaned.sequences += 1;
+    Escape::None
+}
+
+/// Draws one printable or control character onto the line.
+fn draw(line: &mut Line, lines: &mut Vec<String>, cleaned: &mut Cleaned, c: char) {
+    match c {
+        '\n' => finish(line, lines, cleaned),
+        '\r' => line.cursor = 0,
+        '\u{8}' => line.cursor = line.cursor.saturating_sub(1),
+        '\t' => line.put('\t'),
+        c if c.is_control() => cleaned.sequences += 1,
+        c => line.put(c),
+    }
+}
+
+fn finish(line: &mut Line, lines: &mut Vec<String>, cleaned: &mut Cleaned) {
+    if line.redrawn {
+        cleaned.redraws += 1;
+    }
+    let drawn = std::mem::take(line);
+    lines.push(drawn.cells.into_iter().collect());
+}
+
+/// The lines joined, each run of more than [`RUN`] identical lines kept to
+/// [`RUN`] and a count.
+fn fold_repeats(lines: &[String], ended: bool, folded: &mut usize) -> String {
+    let mut text = String::new();
+    let mut at = 0;
+    while at < lines.len() {
+        let run = lines[at..].iter().take_while(|l| **l == lines[at]).count();
+        let kept = if run > RUN { RUN } else { run };
+        for line in &lines[at..at + kept] {
+            text.push_str(line);
+            text.push('\n');
+        }
+        if run > kept {
+            let more = run - kept;
+            *folded += more;
+            text.push_str(&format!("[the line above repeated {more} more times]\n"));
+        }
+        at += run;
+    }
+    if !ended {
+        text.pop();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_of_every_kind_are_removed() {
+        let noisy = "\x1b[2K\x1b[1Aa\x1b]52;c;ZXZpbA==\x07b\x1b]0;title\x1b\\c\x1bPq#0\x1b\\d\x1b(Be\u{9b}31mf\u{85}g\x00h\x7fi";
+        let cleaned = clean(noisy);
+        assert_eq!(cleaned.text, "abcdefghi");
+        assert_eq!(cleaned.sequences, 10);
+        assert_eq!(cleaned.redraws, 0);
+        // An unterminated one at the end is removed too.
+        assert_eq!(clean("x\x1b[31").text, "x");
+    }
+
+    #[test]
+    fn redraws_keep_the_final_state_and_tabs_and_newlines_stay() {
+        let bar = "Downloading  10%\rDownloading  55%\rDownloading 100%\ndone\tok\n";
+        let cleaned = clean(bar);
+        assert_eq!(cleaned.text, "Downloading 100%\ndone\tok\n");
+        assert_eq!(cleaned.redraws, 1);
+        // A shorter redraw leaves the tail a terminal would show; a
+        // backspace steps back; \r\n is a plain line end.
+        assert_eq!(clean("abcdef\rxy\n").text, "xycdef\n");
+        assert_eq!(clean("ab\u{8}c\r\n").text, "ac\n");
+        assert_eq!(clean("plain\r\nlines\r\n").redraws, 0);
+        assert_eq!(clean("no newline").text, "no newline");
+        assert_eq!(clean("").text, "");
+    }
+
+    #[test]
+    fn long_runs_of_identical_lines_are_folded_with_a_count() {
+        let text = "start\n".to_owned() + &"same\n".repeat(10) + "end";
+        let cleaned = clean(&text);
+        assert_eq!(
+            cleaned.text,
+            "start\nsame\nsame\nsame\n[the line above repeated 7 more times]\nend"
+        );
+        assert_eq!(cleaned.repeats, 7);
+        assert_eq!(clean("a\na\na\n").text, "a\na\na\n");
+        assert_eq!(cleaned.note().as_deref(), Some("7 repeated lines folded"));
+        assert_eq!(clean("plain\n").note(), None);
+    }
+}
