@@ -78,9 +78,9 @@ enum Escape {
     /// Inside `ESC [ …` until a final byte.
     Csi,
     /// Inside a string (OSC, DCS, SOS, PM, APC) until BEL or `ESC \`.
-    Text,
+    String,
     /// An `ESC` inside a string: `\` ends it.
-    TextEscape,
+    StringEsc,
 }
 
 /// One line being drawn: its cells and the cursor.
@@ -113,24 +113,24 @@ pub fn clean(text: &str) -> Cleaned {
         escape = match (escape, c) {
             (Escape::None, '\u{1b}') => Escape::Start,
             (Escape::None, '\u{9b}') => Escape::Csi,
-            (Escape::None, '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}') => Escape::Text,
+            (Escape::None, '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}') => Escape::String,
             (Escape::None, c) => {
                 draw(&mut line, &mut lines, &mut cleaned, c);
                 Escape::None
             }
             (Escape::Start, '[') => Escape::Csi,
-            (Escape::Start, ']' | 'P' | 'X' | '^' | '_') => Escape::Text,
+            (Escape::Start, ']' | 'P' | 'X' | '^' | '_') => Escape::String,
             // `ESC (`, `ESC )` and the like take one more byte; the rest
             // are complete.
             (Escape::Start, '(' | ')' | '*' | '+' | '#' | '%') => Escape::Csi,
             (Escape::Start, _) => end(&mut cleaned),
             (Escape::Csi, '\u{40}'..='\u{7e}') => end(&mut cleaned),
             (Escape::Csi, _) => Escape::Csi,
-            (Escape::Text, '\u{7}' | '\u{9c}') => end(&mut cleaned),
-            (Escape::Text, '\u{1b}') => Escape::TextEscape,
-            (Escape::Text, _) => Escape::Text,
-            (Escape::TextEscape, '\\') => end(&mut cleaned),
-            (Escape::TextEscape, _) => Escape::Text,
+            (Escape::String, '\u{7}' | '\u{9c}') => end(&mut cleaned),
+            (Escape::String, '\u{1b}') => Escape::StringEsc,
+            (Escape::String, _) => Escape::String,
+            (Escape::StringEsc, '\\') => end(&mut cleaned),
+            (Escape::StringEsc, _) => Escape::String,
         };
     }
     if escape != Escape::None {
