@@ -80,10 +80,7 @@ fn malformed_messages_get_their_json_rpc_errors() {
     );
     let reply = server.next();
     assert_eq!(reply["id"], 9, "{reply}");
-    assert_eq!(
-        reply["result"]["structuredContent"]["stdout"]["text"],
-        "fine\n"
-    );
+    assert_eq!(reply["result"]["structuredContent"]["text"], "fine\n");
     drop(server.stdin.take());
     assert!(server.child.wait().unwrap().success());
 }
@@ -136,7 +133,7 @@ fn an_id_in_flight_and_a_second_initialize_are_refused() {
     let first = server.next();
     assert_eq!(first["id"], 5, "{first}");
     assert_eq!(
-        first["result"]["structuredContent"]["stdout"]["text"], "first\n",
+        first["result"]["structuredContent"]["text"], "first\n",
         "{first}"
     );
     // Answered: the id is free again.
@@ -145,7 +142,7 @@ fn an_id_in_flight_and_a_second_initialize_are_refused() {
     );
     let again = server.next();
     assert_eq!(
-        again["result"]["structuredContent"]["stdout"]["text"], "again\n",
+        again["result"]["structuredContent"]["text"], "again\n",
         "{again}"
     );
     server.send(r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);

@@ -1,163 +1,134 @@
-//! Structured content that stands alone: every tool result as one JSON
-//! object carrying the rendered text (exactly what the text content says)
-//! and every fact behind it, with a declared output schema generated from
-//! these types. Clients that hand the model only `structuredContent`
-//! (Codex, VS Code) lose nothing.
+//! Structured content designed to be read as JSON: the agents people use
+//! (Claude Code, Codex) hand the model `structuredContent`, serialized, not
+//! the text content. So every result carries the output once, in `text`
+//! (exactly what the text content says, markers included), and before it
+//! only the facts that are not defaults: nothing null, false, empty or
+//! zero. Keys are declared in alphabetical order, so a client that sorts
+//! them (or one that keeps them) shows the same order: the short facts
+//! (`exit_code`, `sandbox`, `status`) before the long `text`. The full fact
+//! set stays with programs: `dsh-bash run --json`, the executor API, and
+//! the executor `_meta` of `dsh_bash::wire`.
 
-use dsh_bash::{BashRunResult, BashSandboxInfo, BashTask, BashTaskRead, CollectedOutput};
+use dsh_bash::{BashRunResult, BashSandboxInfo, BashTask, BashTaskRead, SandboxEnforcement};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-/// One output stream.
-#[derive(Debug, Serialize, JsonSchema)]
-struct StreamContent {
-    /// The text kept in memory: the whole stream, or its tail when
-    /// truncated.
-    text: String,
-    /// True if and only if the stream was longer than what is kept.
-    truncated: bool,
-    /// How many bytes the stream produced in all.
-    total_bytes: u64,
-    /// The file with the stream's bytes, when it was truncated.
-    spill_path: Option<String>,
-    /// Why that file is partial or missing, if it is.
-    spill_note: Option<String>,
-}
-
-impl From<&CollectedOutput> for StreamContent {
-    fn from(stream: &CollectedOutput) -> Self {
-        StreamContent {
-            text: stream.text.clone(),
-            truncated: stream.truncated,
-            total_bytes: stream.total_bytes,
-            spill_path: stream.spill_path.as_ref().map(|p| p.display().to_string()),
-            spill_note: stream.spill_note.clone(),
-        }
-    }
-}
-
-/// What the sandbox did.
-#[derive(Debug, Serialize, JsonSchema)]
+/// What the sandbox did, when it is worth saying: a partial enforcement,
+/// a failure that looks like a denial, a runner failure, the network on.
+#[derive(Debug, Default, Serialize, JsonSchema)]
 struct SandboxContent {
-    /// The mode the command ran under.
-    mode: String,
-    /// The backend that confined it (`bwrap`, `landlock`), if any.
-    backend: Option<String>,
-    /// `full` or `partial`; absent for `danger-full-access`.
-    enforcement: Option<String>,
-    /// What the backend does not govern here (empty when `full`).
+    /// What the backend does not govern here (absent when `full`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     gaps: Vec<String>,
     /// The command failed and its stderr looks like this backend's denial:
     /// a guess from the output (a command can print the same words), not
     /// a report from the kernel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     looks_denied: bool,
-    /// The sandbox runner failed; the command did not run.
-    runner_failed: bool,
-    /// The workspace as resolved.
-    workspace: Option<String>,
-    /// `off` or `on`: whether the command could use the network.
+    /// The mode the command ran under.
+    mode: String,
+    /// `on` when a confined command could use the network.
+    #[serde(skip_serializing_if = "Option::is_none")]
     network: Option<String>,
-    /// Paths inside the workspace kept read-only (`workspace-write`).
-    protected: Vec<String>,
+    /// The sandbox runner failed; the command did not run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    runner_failed: bool,
 }
 
-impl From<&BashSandboxInfo> for SandboxContent {
-    fn from(info: &BashSandboxInfo) -> Self {
-        SandboxContent {
-            mode: info.mode.to_string(),
-            backend: info.backend.as_ref().map(ToString::to_string),
-            enforcement: info.enforcement.map(|e| e.to_string()),
-            gaps: info.gaps.iter().map(ToString::to_string).collect(),
-            looks_denied: info.denied,
-            runner_failed: info.runner_failed,
-            workspace: path(&info.workspace),
-            network: info.network.map(|n| n.to_string()),
-            protected: info
-                .protected
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect(),
-        }
+/// The sandbox facts worth a model's attention, if any.
+fn sandbox(info: Option<&BashSandboxInfo>) -> Option<SandboxContent> {
+    let info = info?;
+    let partial = info.enforcement == Some(SandboxEnforcement::Partial);
+    let network_on = info.mode.confines() && info.network == Some(dsh_bash::NetworkPolicy::On);
+    if !(partial || info.denied || info.runner_failed || network_on) {
+        return None;
     }
+    Some(SandboxContent {
+        gaps: info.gaps.iter().map(ToString::to_string).collect(),
+        looks_denied: info.denied,
+        mode: info.mode.to_string(),
+        network: network_on.then(|| "on".to_owned()),
+        runner_failed: info.runner_failed,
+    })
+}
+
+/// The files holding the complete streams, when what `text` shows was cut.
+fn output_files(paths: [Option<&std::path::PathBuf>; 2]) -> Vec<String> {
+    paths
+        .into_iter()
+        .flatten()
+        .map(|p| p.display().to_string())
+        .collect()
 }
 
 /// The structured result of `bash`: a finished foreground run, or a
-/// background task just started (then only `text`, `task_id`, `status`).
+/// background task just started.
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub(crate) struct BashContent {
-    /// The result exactly as the text content renders it (output, markers).
-    text: String,
-    /// The background task started by this call.
+    /// The exit code, when it is not 0 (absent also when a signal ended
+    /// the shell: see `signal`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    task_id: Option<String>,
-    /// `running` for a task just started.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<String>,
-    /// The exit code; null when the shell was killed by a signal.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exit_code: Option<Option<i32>>,
-    /// The signal that killed the shell (`SIGTERM`), or null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signal: Option<Option<String>>,
-    /// The timeout fired.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    timed_out: Option<bool>,
-    /// The timeout in force, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    timeout_ms: Option<u64>,
-    /// Either stream was truncated.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    truncated: Option<bool>,
-    /// Stdout.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stdout: Option<StreamContent>,
-    /// Stderr.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stderr: Option<StreamContent>,
-    /// Stdout's spill file (also in `stdout.spill_path`), or null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stdout_spill_path: Option<Option<String>>,
-    /// Stderr's spill file (also in `stderr.spill_path`), or null.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stderr_spill_path: Option<Option<String>>,
+    exit_code: Option<i32>,
     /// Processes still running when the command exited, stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     leftovers_stopped: Option<u32>,
-    /// `cgroup` or `process-tree`, or null.
+    /// The files with the complete output, when `text` shows only part.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    output_files: Vec<String>,
+    /// What the sandbox did, when it is worth saying.
     #[serde(skip_serializing_if = "Option::is_none")]
-    containment: Option<Option<String>>,
-    /// Sandbox facts (sandboxing executors only), or null.
+    sandbox: Option<SandboxContent>,
+    /// The signal that ended the shell (`SIGTERM`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    sandbox: Option<Option<SandboxContent>>,
+    signal: Option<String>,
+    /// In a few words: `ok`, `exit 3`, `killed by SIGKILL`, `timed out
+    /// after 1500 ms`, `started in the background`.
+    status: String,
+    /// The background task started by this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    task_id: Option<String>,
+    /// The result exactly as the text content renders it: the output
+    /// (cleaned for reading), then the markers.
+    text: String,
 }
 
-fn path(p: &Option<std::path::PathBuf>) -> Option<String> {
-    p.as_ref().map(|p| p.display().to_string())
+/// The few words of a run's ending.
+fn run_status(result: &BashRunResult) -> String {
+    let ending = match (&result.signal, result.exit_code) {
+        (Some(signal), _) => format!("killed by {signal}"),
+        (None, Some(0) | None) => "ok".to_owned(),
+        (None, Some(code)) => format!("exit {code}"),
+    };
+    if result.timed_out {
+        format!("timed out after {} ms, {ending}", result.timeout_ms)
+    } else {
+        ending
+    }
 }
 
 /// A finished foreground run.
 pub(crate) fn run(text: String, result: &BashRunResult) -> Value {
     let content = BashContent {
+        exit_code: result.exit_code.filter(|code| *code != 0),
+        leftovers_stopped: Some(result.leftovers_stopped).filter(|n| *n > 0),
+        output_files: output_files([
+            result
+                .stdout
+                .spill_path
+                .as_ref()
+                .filter(|_| result.stdout.truncated),
+            result
+                .stderr
+                .spill_path
+                .as_ref()
+                .filter(|_| result.stderr.truncated),
+        ]),
+        sandbox: sandbox(result.sandbox.as_ref()),
+        signal: result.signal.clone(),
+        status: run_status(result),
+        task_id: None,
         text,
-        exit_code: Some(result.exit_code),
-        signal: Some(result.signal.clone()),
-        timed_out: Some(result.timed_out),
-        timeout_ms: Some(result.timeout_ms),
-        truncated: Some(result.stdout.truncated || result.stderr.truncated),
-        stdout: Some((&result.stdout).into()),
-        stderr: Some((&result.stderr).into()),
-        stdout_spill_path: Some(path(&result.stdout.spill_path)),
-        stderr_spill_path: Some(path(&result.stderr.spill_path)),
-        leftovers_stopped: Some(result.leftovers_stopped),
-        containment: Some(result.containment.map(|c| {
-            serde_json::to_value(c)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default()
-        })),
-        sandbox: Some(result.sandbox.as_ref().map(Into::into)),
-        ..BashContent::default()
     };
     serde_json::to_value(content).unwrap_or(Value::Null)
 }
@@ -165,9 +136,9 @@ pub(crate) fn run(text: String, result: &BashRunResult) -> Value {
 /// A background task just started.
 pub(crate) fn started(text: String, task: &BashTask) -> Value {
     let content = BashContent {
-        text,
+        status: "started in the background".into(),
         task_id: Some(task.id.to_string()),
-        status: Some("running".into()),
+        text,
         ..BashContent::default()
     };
     serde_json::to_value(content).unwrap_or(Value::Null)
@@ -176,45 +147,48 @@ pub(crate) fn started(text: String, task: &BashTask) -> Value {
 /// The structured result of `bash_output`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct OutputContent {
-    /// The read exactly as the text content renders it.
-    text: String,
-    /// The task read.
-    task_id: String,
+    /// The exit code once settled by an exit, when it is not 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    /// Some unread output had slid out of memory (see `output_files`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    lossy: bool,
+    /// The files with the task's complete output, when it spilled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    output_files: Vec<String>,
+    /// What the sandbox did, once settled, when it is worth saying.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<SandboxContent>,
+    /// The signal that ended the shell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<String>,
     /// `running`, `completed` or `killed`.
     status: String,
-    /// The exit code once settled by an exit, else null.
-    exit_code: Option<i32>,
-    /// The signal that ended the shell, or null.
-    signal: Option<String>,
-    /// The new output since the last read (stdout, then `[stderr]`).
-    delta: String,
-    /// Some unread output had slid out of memory (see the spill paths).
-    lossy: bool,
-    /// Stdout's spill file, or null.
-    stdout_spill_path: Option<String>,
-    /// Stderr's spill file, or null.
-    stderr_spill_path: Option<String>,
-    /// Sandbox facts once settled (sandboxing executors only), or null.
-    sandbox: Option<SandboxContent>,
+    /// The task read.
+    task_id: String,
+    /// The read exactly as the text content renders it: the new output
+    /// since the last read (cleaned), then the status line.
+    text: String,
 }
 
 /// A `bash_output` read.
 pub(crate) fn read(text: String, read: &BashTaskRead) -> Value {
     let task = &read.task;
     let content = OutputContent {
-        text,
-        task_id: task.id.to_string(),
+        exit_code: task.exit_code.filter(|code| *code != 0),
+        lossy: read.lossy,
+        output_files: output_files([
+            read.stdout_spill_path.as_ref(),
+            read.stderr_spill_path.as_ref(),
+        ]),
+        sandbox: sandbox(task.sandbox.as_ref()),
+        signal: task.signal.clone(),
         status: serde_json::to_value(task.status)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default(),
-        exit_code: task.exit_code,
-        signal: task.signal.clone(),
-        delta: read.delta.clone(),
-        lossy: read.lossy,
-        stdout_spill_path: path(&read.stdout_spill_path),
-        stderr_spill_path: path(&read.stderr_spill_path),
-        sandbox: task.sandbox.as_ref().map(Into::into),
+        task_id: task.id.to_string(),
+        text,
     };
     serde_json::to_value(content).unwrap_or(Value::Null)
 }
@@ -222,20 +196,20 @@ pub(crate) fn read(text: String, read: &BashTaskRead) -> Value {
 /// The structured result of `bash_kill`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct KillContent {
-    /// The outcome exactly as the text content says it.
-    text: String,
-    /// The task.
-    task_id: String,
     /// True if and only if this call stopped a running task.
     killed: bool,
+    /// The task.
+    task_id: String,
+    /// The outcome exactly as the text content says it.
+    text: String,
 }
 
 /// A `bash_kill` outcome.
 pub(crate) fn kill(text: String, task_id: &str, killed: bool) -> Value {
     serde_json::to_value(KillContent {
-        text,
-        task_id: task_id.to_owned(),
         killed,
+        task_id: task_id.to_owned(),
+        text,
     })
     .unwrap_or(Value::Null)
 }
@@ -252,12 +226,33 @@ pub(crate) fn schema<T: JsonSchema>() -> Value {
 }
 
 /// Removes what strict validators reject or clients need not see:
-/// non-standard `format`s, the root `$schema`/`title`.
+/// non-standard `format`s, the root `$schema`/`title`, and the `null` that
+/// `Option` adds (`"type": ["integer", "null"]`, an `anyOf` with a null
+/// branch): an absent field is how a fact says "none", and some clients'
+/// validators refuse type arrays.
 fn strip(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for key in ["format", "$schema", "title"] {
                 map.remove(key);
+            }
+            if let Some(Value::Array(types)) = map.get("type") {
+                let named: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+                if let [only] = named.as_slice() {
+                    map.insert("type".into(), only.clone());
+                }
+            }
+            if let Some(Value::Array(branches)) = map.get("anyOf") {
+                let named: Vec<Value> = branches
+                    .iter()
+                    .filter(|b| b.get("type").is_none_or(|t| t != "null"))
+                    .cloned()
+                    .collect();
+                if let [Value::Object(only)] = named.as_slice() {
+                    let only = only.clone();
+                    map.remove("anyOf");
+                    map.extend(only);
+                }
             }
             map.values_mut().for_each(strip);
         }
@@ -270,6 +265,60 @@ fn strip(value: &mut Value) {
 mod tests {
     use super::*;
 
+    fn fact(stdout: &str, exit_code: Option<i32>) -> BashRunResult {
+        let out = |text: &str| dsh_bash::CollectedOutput {
+            text: text.into(),
+            truncated: false,
+            spill_path: None,
+            total_bytes: text.len() as u64,
+            spill_note: None,
+        };
+        BashRunResult {
+            exit_code,
+            signal: None,
+            stdout: out(stdout),
+            stderr: out("err\n"),
+            timed_out: false,
+            timeout_ms: 120_000,
+            aborted: false,
+            leftovers_stopped: 0,
+            containment: None,
+            sandbox: None,
+        }
+    }
+
+    /// The output once, the facts that are not defaults first, nothing
+    /// else: for `echo hello; echo err >&2; exit 3` well under 200 bytes.
+    #[test]
+    fn a_run_says_its_output_once_and_only_facts_that_matter() {
+        let result = fact("hello\n", Some(3));
+        let text = "hello\n[stderr]\nerr\n[exit code: 3]".to_owned();
+        let value = run(text.clone(), &result);
+        let json = value.to_string();
+        assert_eq!(
+            json,
+            format!(
+                "{{\"exit_code\":3,\"status\":\"exit 3\",\"text\":{}}}",
+                Value::from(text)
+            )
+        );
+        assert!(json.len() < 200, "{} bytes: {json}", json.len());
+        let ok = run("hello\n".into(), &fact("hello\n", Some(0))).to_string();
+        assert_eq!(ok, "{\"status\":\"ok\",\"text\":\"hello\\n\"}");
+        // A timeout says so before the text.
+        let mut slow = fact("1\n", None);
+        slow.timed_out = true;
+        slow.timeout_ms = 1500;
+        slow.signal = Some("SIGTERM".into());
+        let slow = run("1\n".into(), &slow).to_string();
+        assert!(
+            slow.starts_with(
+                "{\"signal\":\"SIGTERM\",\"status\":\"timed out after 1500 ms, killed by SIGTERM\""
+            ),
+            "{slow}"
+        );
+    }
+
     #[test]
     fn schemas_are_self_contained_objects_with_the_text() {
         for schema in [
@@ -279,15 +328,19 @@ mod tests {
         ] {
             assert_eq!(schema["type"], "object", "{schema}");
             assert!(schema["properties"]["text"].is_object(), "{schema}");
-            assert!(schema["required"]
-                .as_array()
-                .unwrap()
-                .contains(&Value::from("text")));
+            let required = schema["required"].as_array().unwrap();
+            assert!(required.contains(&Value::from("text")));
+            // Only what every result carries is required.
+            for optional in ["exit_code", "output_files", "sandbox", "lossy", "signal"] {
+                assert!(!required.contains(&Value::from(optional)), "{schema}");
+            }
             let flat = schema.to_string();
             assert!(
                 !flat.contains("$ref") && !flat.contains("\"format\""),
                 "{flat}"
             );
+            // Portable: every `type` is one name, never an array.
+            assert!(!flat.contains("\"type\":["), "{flat}");
         }
     }
 }

@@ -105,7 +105,7 @@ async def modern(url: str, token: str):
             while "first" not in seen:
                 read = await client.call_tool("bash_output", {"task_id": task_id})
                 assert not read.is_error, text_of(read)
-                seen += read.structured_content["delta"]
+                seen += read.structured_content["text"]
                 await anyio.sleep(0.05)
         killed = await client.call_tool("bash_kill", {"task_id": task_id})
         assert killed.structured_content["killed"] is True, killed.structured_content

@@ -66,7 +66,7 @@ function standalone(name, result) {
 
 const ran = await client.callTool(bash("echo out; echo err >&2; exit 3"));
 const facts = standalone("bash", ran);
-assert(facts.exit_code === 3 && facts.stdout.text === "out\n", JSON.stringify(facts));
+assert(facts.exit_code === 3 && facts.status === "exit 3" && !("stdout" in facts), JSON.stringify(facts));
 assert(facts.text === "out\n[stderr]\nerr\n[exit code: 3]", JSON.stringify(facts.text));
 console.log("ok structured content validates and stands alone");
 
