@@ -829,7 +829,7 @@ fn bad_protect_arguments_run_nothing_and_say_what_is_allowed() {
         ),
         (
             vec!["--unprotect", "nothing/deeper"],
-            "\"nothing/deeper\" is not a protected path; protected: .aws, .bash_aliases",
+            "\"nothing/deeper\" is not a protected path; protected: .Rprofile, .aws, .bash_aliases",
         ),
         (
             vec!["--network", "maybe"],

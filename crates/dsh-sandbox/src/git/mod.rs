@@ -400,6 +400,33 @@ fn git_dirs_anywhere(worktree: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// The repository git would discover from `root` by walking up (its
+/// worktree and git directories), when `root` has none of its own.
+fn enclosing(root: &Path) -> Option<(PathBuf, Vec<PathBuf>)> {
+    if !git_dirs_anywhere(root).is_empty() {
+        return Some((root.to_path_buf(), git_dirs_anywhere(root)));
+    }
+    root.ancestors().skip(1).find_map(|above| {
+        let dirs = git_dirs_anywhere(above);
+        (!dirs.is_empty()).then(|| (above.to_path_buf(), dirs))
+    })
+}
+
+/// The config files git reads besides a repository's own: the system's,
+/// the user's (`~/.gitconfig` and the XDG one).
+fn global_configs() -> Vec<PathBuf> {
+    let mut files = vec![PathBuf::from("/etc/gitconfig")];
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        files.push(home.join(".gitconfig"));
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".config"));
+        files.push(xdg.join("git/config"));
+    }
+    files
+}
+
 /// Everything beyond the git directories a protected `.git` takes along,
 /// relative to `root`.
 /// The flag is false when a bound left something out.
@@ -416,6 +443,22 @@ pub(crate) fn reach(root: &Path) -> (Vec<Reached>, bool) {
     };
     for gitdir in &anywhere {
         found.repository(root, gitdir, 0);
+    }
+    // A workspace inside a repository (a package of a monorepo): that
+    // repository's config and index name places inside the workspace too.
+    if anywhere.is_empty() {
+        if let Some((worktree, dirs)) = enclosing(root) {
+            found.gitdirs.extend(dirs.iter().cloned());
+            for gitdir in &dirs {
+                found.repository(&worktree, gitdir, 0);
+            }
+        }
+    }
+    // The person's own config files, read for every repository: what they
+    // name relative to a worktree, and what they include from inside it.
+    let worktree = enclosing(root).map_or_else(|| root.to_path_buf(), |(w, _)| w);
+    for file in global_configs() {
+        found.config(&worktree, &file, 0);
     }
     if let Some(text) = read_small(&root.join(".gitmodules")) {
         // Bounded: every entry is one more bind for every command.
@@ -632,6 +675,64 @@ mod tests {
             );
         }
         assert!(reached.iter().all(|p| !p.starts_with("..")), "{reached:?}");
+    }
+
+    /// A workspace that is a package of a repository above it: that
+    /// repository's hooks path and gitlinks inside the package are
+    /// protected; so is what the person's own config names and includes.
+    #[test]
+    fn a_repository_above_and_the_persons_config_name_places_inside() {
+        if !real_git::installed("enclosing repositories") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let repo = std::fs::canonicalize(dir.path()).unwrap();
+        let git = |at: &Path, args: &[&str]| real_git::run(at, &repo, args);
+        git(&repo, &["init", "-q"]);
+        std::fs::create_dir_all(repo.join("pkg")).unwrap();
+        std::fs::write(repo.join("pkg/f"), "x").unwrap();
+        git(&repo, &["add", "pkg/f"]);
+        git(
+            &repo,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                "160000,1111111111111111111111111111111111111111,pkg/vendor/lib",
+            ],
+        );
+        git(&repo, &["config", "core.hooksPath", "pkg/hooks"]);
+        let pkg = repo.join("pkg");
+        let (reached, complete) = reach(&pkg);
+        assert!(complete);
+        let reached: Vec<PathBuf> = reached.into_iter().map(|r| r.path).collect();
+        for expected in ["hooks", "vendor/lib/.git", "HEAD"] {
+            assert!(
+                reached.contains(&PathBuf::from(expected)),
+                "{expected}: {reached:?}"
+            );
+        }
+        // A global config (read like ~/.gitconfig): a relative hooks path
+        // resolves against the worktree, an include into the workspace is
+        // protected whether it exists or not.
+        let global = repo.join("global.gitconfig");
+        std::fs::write(
+            &global,
+            format!("[core]\n\thooksPath = .hooks\n[includeIf \"gitdir:{}/\"]\n\tpath = {}/pkg/.team.gitconfig\n", repo.display(), repo.display()),
+        )
+        .unwrap();
+        let mut found = Found {
+            root: &pkg,
+            gitdirs: Vec::new(),
+            reached: Vec::new(),
+            complete: true,
+        };
+        found.config(&pkg, &global, 0);
+        let named: Vec<&Path> = found.reached.iter().map(|r| r.path.as_path()).collect();
+        assert!(
+            named.contains(&Path::new(".hooks")) && named.contains(&Path::new(".team.gitconfig")),
+            "{named:?}"
+        );
     }
 
     #[test]
