@@ -87,6 +87,7 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
     LocalConfig {
         scrub,
         max_spill_bytes: args.max_spill_bytes,
+        max_output_bytes: MODEL_STREAM_BYTES,
         containment: match args.containment.as_str() {
             "process-tree" => dsh_bash_local::ContainmentChoice::ProcessTree,
             _ => dsh_bash_local::ContainmentChoice::Auto,
@@ -101,6 +102,12 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
         ..LocalConfig::default()
     }
 }
+
+/// The tail of each stream kept for the model, in bytes: two of them with
+/// their markers stay under 30,000 characters, what Claude Code shows
+/// inline and well inside Codex's cut (anything longer is in a spill file,
+/// its head and tail shown around a marker).
+pub const MODEL_STREAM_BYTES: u64 = 14_000;
 
 /// The executor: unconfined, or confined when a mode is given.
 pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<dyn BashExecutor>> {

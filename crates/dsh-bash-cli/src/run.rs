@@ -73,12 +73,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     executor.shutdown().await;
     let result = result?;
 
-    let mut stdout = std::io::stdout().lock();
     let text = if args.json {
         serde_json::to_string(&result).context("encoding the result as JSON")?
     } else {
-        dsh_tool_bash::render_run_result(&result)
+        let streams = (result.stdout.clone(), result.stderr.clone());
+        let heads =
+            tokio::task::spawn_blocking(move || dsh_tool_bash::Heads::of(&streams.0, &streams.1))
+                .await
+                .unwrap_or_default();
+        dsh_tool_bash::render_run_result_with(&result, &heads)
     };
+    let mut stdout = std::io::stdout().lock();
     let printed = if text.ends_with('\n') {
         stdout.write_all(text.as_bytes())
     } else {

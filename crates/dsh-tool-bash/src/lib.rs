@@ -61,7 +61,9 @@ mod tools;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 pub use args::Escalation;
-pub use render::{render_run_result, render_task_read, status_line};
+pub use render::{
+    render_run_result, render_run_result_with, render_task_read, status_line, Heads, HEAD_BYTES,
+};
 pub use session::{
     effective_sandbox_mode, set_sandbox_mode, NoticeSink, Session, SessionEvent, SANDBOX_MODE_EVENT,
 };

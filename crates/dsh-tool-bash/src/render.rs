@@ -17,16 +17,81 @@ fn push_line(text: &mut String, line: &str) {
     text.push_str(line);
 }
 
-fn truncation_notice(stream: &CollectedOutput) -> String {
+/// Where the complete output of a truncated stream is, for its marker.
+fn where_complete(stream: &CollectedOutput) -> String {
     match (&stream.spill_path, &stream.spill_note) {
-        (Some(path), None) => format!("[output truncated; full output: {}]", path.display()),
-        (Some(path), Some(note)) => format!(
-            "[output truncated; partial output ({note}; the stream produced {} bytes): {}]",
-            stream.total_bytes,
-            path.display()
-        ),
-        (None, Some(note)) => format!("[output truncated; full output unavailable: {note}]"),
-        (None, None) => "[output truncated; full output: (unavailable)]".to_owned(),
+        (Some(path), None) => format!("full output: {}", path.display()),
+        (Some(path), Some(note)) => format!("partial output ({note}): {}", path.display()),
+        (None, Some(note)) => format!("full output unavailable: {note}"),
+        (None, None) => "full output: (unavailable)".to_owned(),
+    }
+}
+
+/// Bytes of a truncated stream's beginning shown before its tail.
+pub const HEAD_BYTES: usize = 2_000;
+
+/// The beginnings of a result's truncated streams, read from their spill
+/// files: a truncated stream is shown as its head and its tail around a
+/// marker. Reading is blocking file I/O: do it off the async runtime.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Heads {
+    /// Stdout's first bytes, up to the last whole line in [`HEAD_BYTES`].
+    pub stdout: Option<String>,
+    /// Stderr's, likewise.
+    pub stderr: Option<String>,
+}
+
+impl Heads {
+    /// Reads the heads of `result`'s truncated streams (blocking).
+    pub fn read(result: &BashRunResult) -> Heads {
+        Heads::of(&result.stdout, &result.stderr)
+    }
+
+    /// Reads the heads of these streams, the truncated ones (blocking).
+    pub fn of(stdout: &CollectedOutput, stderr: &CollectedOutput) -> Heads {
+        Heads {
+            stdout: head_of(stdout),
+            stderr: head_of(stderr),
+        }
+    }
+}
+
+/// The first whole lines (up to [`HEAD_BYTES`]) of a truncated stream's
+/// spill file; `None` without one, or without a line end in that much.
+fn head_of(stream: &CollectedOutput) -> Option<String> {
+    use std::io::Read;
+    if !stream.truncated {
+        return None;
+    }
+    let file = std::fs::File::open(stream.spill_path.as_ref()?).ok()?;
+    let mut bytes = Vec::with_capacity(HEAD_BYTES);
+    file.take(HEAD_BYTES as u64).read_to_end(&mut bytes).ok()?;
+    let end = bytes.iter().rposition(|b| *b == b'\n')? + 1;
+    Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+}
+
+/// `text` without its first line when more follows: a tail kept in memory
+/// starts wherever the cut fell, mid-line.
+fn from_a_line_start(text: &str) -> &str {
+    match text.find('\n') {
+        Some(end) if end + 1 < text.len() => &text[end + 1..],
+        _ => text,
+    }
+}
+
+/// `text` without at least its first `bytes` bytes, from the next line
+/// start (or that char boundary, if no line starts after it).
+fn without_first(text: &str, bytes: usize) -> &str {
+    if bytes >= text.len() {
+        return "";
+    }
+    let mut at = bytes;
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    match text[at..].find('\n') {
+        Some(end) if at + end + 1 < text.len() => &text[at + end + 1..],
+        _ => &text[at..],
     }
 }
 
@@ -49,13 +114,54 @@ impl Removed {
     }
 }
 
-fn push_stream(text: &mut String, stream: &CollectedOutput, removed: &mut Removed) {
-    let cleaned = crate::clean::clean(&stream.text);
+fn push_cleaned(text: &mut String, part: &str, removed: &mut Removed) {
+    let cleaned = crate::clean::clean(part);
     removed.add(&cleaned);
     text.push_str(&cleaned.text);
-    if stream.truncated {
-        push_line(text, &truncation_notice(stream));
+}
+
+/// A stream: whole, or, truncated, a marker first (how much there was, what
+/// is shown, where the rest is), then its head and its tail around the
+/// count of what was left out; the tail from a line start, no longer than
+/// what was kept in memory.
+fn push_stream(
+    text: &mut String,
+    stream: &CollectedOutput,
+    head: Option<&str>,
+    removed: &mut Removed,
+) {
+    if !stream.truncated {
+        push_cleaned(text, &stream.text, removed);
+        return;
     }
+    let tail = from_a_line_start(&stream.text);
+    let shown = head.map(|head| (head, without_first(tail, head.len())));
+    let (head, tail) = match shown {
+        Some((head, trimmed))
+            if (head.len() as u64) < stream.total_bytes.saturating_sub(trimmed.len() as u64) =>
+        {
+            (Some(head), trimmed)
+        }
+        _ => (None, tail),
+    };
+    let total = stream.total_bytes;
+    let shown = match head {
+        Some(head) => format!("the first {} and the last {} bytes", head.len(), tail.len()),
+        None => format!("the last {} bytes", tail.len()),
+    };
+    push_line(
+        text,
+        &format!(
+            "[output truncated: {total} bytes in all, shown: {shown}; {}]\n",
+            where_complete(stream)
+        ),
+    );
+    if let Some(head) = head {
+        push_cleaned(text, head, removed);
+        let left = total.saturating_sub((head.len() + tail.len()) as u64);
+        push_line(text, &format!("[… {left} bytes left out …]\n"));
+    }
+    push_cleaned(text, tail, removed);
 }
 
 /// The text of a finished foreground run, as the `bash` tool returns it and
@@ -66,12 +172,28 @@ fn push_stream(text: &mut String, stream: &CollectedOutput, removed: &mut Remove
 /// [`dsh_bash::BashSandboxInfo::denied`]), the timeout marker, and the
 /// signal or non-zero exit marker.
 pub fn render_run_result(result: &BashRunResult) -> String {
+    render_run_result_with(result, &Heads::default())
+}
+
+/// [`render_run_result`] with the heads of the truncated streams
+/// ([`Heads::read`]) shown before their tails.
+pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
     let mut text = String::new();
     let mut removed = Removed::default();
-    push_stream(&mut text, &result.stdout, &mut removed);
+    push_stream(
+        &mut text,
+        &result.stdout,
+        heads.stdout.as_deref(),
+        &mut removed,
+    );
     if !result.stderr.text.is_empty() || result.stderr.truncated {
         push_line(&mut text, "[stderr]\n");
-        push_stream(&mut text, &result.stderr, &mut removed);
+        push_stream(
+            &mut text,
+            &result.stderr,
+            heads.stderr.as_deref(),
+            &mut removed,
+        );
     }
     if text.is_empty() {
         text.push_str("(no output)");
@@ -241,26 +363,45 @@ mod tests {
     }
 
     #[test]
-    fn truncation_notice_follows_its_stream() {
-        let mut r = result("tail\n", "etail", Some(0));
+    fn a_truncated_stream_says_so_first_and_shows_whole_lines() {
+        let mut r = result("ial\nline 2\nline 3\n", "etail", Some(0));
         r.stdout.truncated = true;
+        r.stdout.total_bytes = 5000;
         r.stdout.spill_path = Some(PathBuf::from("/tmp/x/stdout-1"));
         r.stderr.truncated = true;
+        r.stderr.total_bytes = 70000;
         assert_eq!(
             render_run_result(&r),
-            "tail\n[output truncated; full output: /tmp/x/stdout-1]\n[stderr]\netail\n[output truncated; full output: (unavailable)]"
+            "[output truncated: 5000 bytes in all, shown: the last 14 bytes; full output: /tmp/x/stdout-1]\nline 2\nline 3\n[stderr]\n[output truncated: 70000 bytes in all, shown: the last 5 bytes; full output: (unavailable)]\netail"
         );
-        // A capped or cut-short file is advertised as partial, with why and
-        // how much the stream produced; a missing one says why.
+        // A capped or cut-short file is advertised as partial, with why; a
+        // missing one says why.
         r.stdout.spill_note = Some("capped at 1024 bytes".into());
-        r.stdout.total_bytes = 5000;
         r.stderr.spill_note = Some(
             "the spill file could not be created: No space left on device (os error 28)".into(),
         );
+        let text = render_run_result(&r);
+        assert!(text.starts_with("[output truncated: 5000 bytes in all, shown: the last 14 bytes; partial output (capped at 1024 bytes): /tmp/x/stdout-1]\n"), "{text}");
+        assert!(text.contains("; full output unavailable: the spill file could not be created: No space left on device (os error 28)]\netail"), "{text}");
+    }
+
+    #[test]
+    fn a_head_and_a_tail_around_what_was_left_out() {
+        let mut r = result("9997\n9998\n9999\n10000\n", "", Some(0));
+        r.stdout.truncated = true;
+        r.stdout.total_bytes = 48894;
+        r.stdout.spill_path = Some(PathBuf::from("/tmp/x/stdout-1"));
+        let heads = Heads {
+            stdout: Some("1\n2\n".into()),
+            stderr: None,
+        };
         assert_eq!(
-            render_run_result(&r),
-            "tail\n[output truncated; partial output (capped at 1024 bytes; the stream produced 5000 bytes): /tmp/x/stdout-1]\n[stderr]\netail\n[output truncated; full output unavailable: the spill file could not be created: No space left on device (os error 28)]"
+            render_run_result_with(&r, &heads),
+            "[output truncated: 48894 bytes in all, shown: the first 4 and the last 11 bytes; full output: /tmp/x/stdout-1]\n1\n2\n[… 48879 bytes left out …]\n9999\n10000\n"
         );
+        // A head that would reach into the tail is not shown.
+        r.stdout.total_bytes = 15;
+        assert!(!render_run_result_with(&r, &heads).contains("left out"));
     }
 
     #[test]

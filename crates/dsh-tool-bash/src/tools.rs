@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 use crate::args::{self, BashCall};
-use crate::render::{render_run_result, render_task_read, status_line};
+use crate::render::{render_run_result_with, render_task_read, status_line, Heads};
 use crate::session::{effective_sandbox_mode, Session};
 use crate::structured;
 
@@ -19,7 +19,7 @@ use crate::structured;
 /// carries it in its instructions).
 pub const STANDING_INSTRUCTION: &str = "Every bash result ends with a status marker when something went wrong: check for \"[exit code: N]\", \"[killed by signal: …]\", \"[timed out after …]\" and \"[sandbox: …]\" on every result, and investigate a failure before moving on.";
 
-const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut to its tail, followed by \"[output truncated; full output: <path>]\" naming a file with everything. A \"[sandbox: stderr looks like a permission error under <mode> mode; …]\" marker means the command failed with output that reads like a sandbox refusal (a guess: a program can print the same words): the sandbox's limits are a policy decision, not a bug, so do not work around them. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
+const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut: \"[output truncated: N bytes in all, shown: …; full output: <path>]\" comes first and names a file with everything, then the first lines and the last lines around a count of what was left out. A \"[sandbox: stderr looks like a permission error under <mode> mode; …]\" marker means the command failed with output that reads like a sandbox refusal (a guess: a program can print the same words): the sandbox's limits are a policy decision, not a bug, so do not work around them. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
 
 const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. The network is off in the sandbox: a command that genuinely needs it (installing packages, fetching) may ask with network: \"on\" and a justification, the same way. Never ask speculatively, and treat a rejection as final for that command.";
 
@@ -460,7 +460,15 @@ impl BashTools {
         if result.aborted {
             return Err(ToolError::Aborted);
         }
-        let text = render_run_result(&result);
+        let heads = if result.stdout.truncated || result.stderr.truncated {
+            let streams = (result.stdout.clone(), result.stderr.clone());
+            tokio::task::spawn_blocking(move || Heads::of(&streams.0, &streams.1))
+                .await
+                .unwrap_or_default()
+        } else {
+            Heads::default()
+        };
+        let text = render_run_result_with(&result, &heads);
         Ok(ToolOutput {
             structured: structured::run(text.clone(), &result),
             text,

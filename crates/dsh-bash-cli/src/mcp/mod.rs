@@ -68,7 +68,7 @@ pub struct McpArgs {
     #[arg(long, value_name = "MS", default_value_t = 600_000.0)]
     max_timeout: f64,
     /// Bytes of each output stream kept in memory (the rest goes to a spill file).
-    #[arg(long, value_name = "BYTES", default_value_t = 64_000)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::compose::MODEL_STREAM_BYTES)]
     max_output_bytes: u64,
     /// Commands one session may have running at once: foreground calls in
     /// flight plus running background tasks. Past it a `bash` call is

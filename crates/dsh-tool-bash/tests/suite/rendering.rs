@@ -46,9 +46,22 @@ async fn results_render_as_specified() {
     let big = call(&tools, "bash", bash("seq 1 100000"), &ctx)
         .await
         .unwrap();
-    assert!(big
-        .text
-        .contains("100000\n[output truncated; full output: /"));
+    // Said first, then the head from the spill file, what was left out,
+    // and the tail from a line start to the last line.
+    assert!(
+        big.text.starts_with("[output truncated: 588895 bytes in all, shown: the first "),
+        "{}",
+        &big.text[..200]
+    );
+    assert!(big.text.contains("; full output: /"), "{}", &big.text[..200]);
+    let (head, tail) = big.text.split_once(" bytes left out …]\n").unwrap();
+    assert!(head.contains("]\n1\n2\n3\n"), "{head}");
+    assert!(tail.ends_with("\n100000\n"), "{}", &tail[tail.len() - 50..]);
+    // A whole first line: a fragment ("90858" of "190858") would not be
+    // followed by its successor.
+    let mut lines = tail.lines().map(|l| l.parse::<u64>().unwrap());
+    let (first, second) = (lines.next().unwrap(), lines.next().unwrap());
+    assert_eq!(second, first + 1, "{}", &tail[..20]);
     assert!(
         big.structured["output_files"][0].is_string(),
         "{}",
