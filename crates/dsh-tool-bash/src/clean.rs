@@ -92,11 +92,41 @@ struct Line {
 }
 
 impl Line {
+    /// The CSI sequences that redraw within a line, as a terminal does:
+    /// `G` (to a column), `C`/`D` (right, left), `K` (erase in line). The
+    /// rest (colours, cursor moves between lines) only change the look.
+    fn csi(&mut self, params: &str, last: char) {
+        let n: usize = params.parse().unwrap_or(0);
+        match last {
+            'G' => self.cursor = n.max(1) - 1,
+            'C' => self.cursor += n.max(1),
+            'D' => self.cursor = self.cursor.saturating_sub(n.max(1)),
+            'K' => {
+                let keep = match n {
+                    // To the end of the line, or the whole line.
+                    0 => self.cursor,
+                    2 => 0,
+                    _ => return,
+                };
+                if keep < self.cells.len() {
+                    self.cells.truncate(keep);
+                    self.redrawn = true;
+                }
+                if n == 2 {
+                    self.cursor = 0;
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn put(&mut self, c: char) {
         if self.cursor < self.cells.len() {
             self.cells[self.cursor] = c;
             self.redrawn = true;
         } else {
+            // A cursor moved past the end leaves blanks, as on a screen.
+            self.cells.resize(self.cursor, ' ');
             self.cells.push(c);
         }
         self.cursor += 1;
@@ -109,7 +139,19 @@ pub fn clean(text: &str) -> Cleaned {
     let mut lines: Vec<String> = Vec::new();
     let mut line = Line::default();
     let mut escape = Escape::None;
+    // A CSI's parameter bytes, for the few that move within the line.
+    let mut params = String::new();
     for c in text.chars() {
+        if escape == Escape::Csi && ('\u{40}'..='\u{7e}').contains(&c) {
+            line.csi(&params, c);
+            params.clear();
+            escape = end(&mut cleaned);
+            continue;
+        }
+        if escape == Escape::Csi {
+            params.push(c);
+            continue;
+        }
         escape = match (escape, c) {
             (Escape::None, '\u{1b}') => Escape::Start,
             (Escape::None, '\u{9b}') => Escape::Csi,
@@ -124,7 +166,6 @@ pub fn clean(text: &str) -> Cleaned {
             // are complete.
             (Escape::Start, '(' | ')' | '*' | '+' | '#' | '%') => Escape::Csi,
             (Escape::Start, _) => end(&mut cleaned),
-            (Escape::Csi, '\u{40}'..='\u{7e}') => end(&mut cleaned),
             (Escape::Csi, _) => Escape::Csi,
             (Escape::String, '\u{7}' | '\u{9c}') => end(&mut cleaned),
             (Escape::String, '\u{1b}') => Escape::StringEsc,
@@ -222,6 +263,18 @@ mod tests {
         assert_eq!(clean("plain\r\nlines\r\n").redraws, 0);
         assert_eq!(clean("no newline").text, "no newline");
         assert_eq!(clean("").text, "");
+    }
+
+    /// npm's spinner: a glyph, back to column 1, erase to the end of line.
+    #[test]
+    fn spinners_that_redraw_with_csi_leave_their_final_state() {
+        let spinner = "\u{2819}\x1b[1G\x1b[0K\u{2839}\x1b[1G\x1b[0K\r\nadded 8 packages in 1s\r\n\u{2807}\x1b[1G\x1b[0K";
+        let cleaned = clean(spinner);
+        assert_eq!(cleaned.text, "\nadded 8 packages in 1s\n");
+        assert_eq!(cleaned.sequences, 6);
+        assert_eq!(clean("ab\x1b[2Kc\n").text, "c\n");
+        assert_eq!(clean("abcd\x1b[2D\x1b[Kx\n").text, "abx\n");
+        assert_eq!(clean("a\x1b[3Cb\n").text, "a   b\n");
     }
 
     #[test]
