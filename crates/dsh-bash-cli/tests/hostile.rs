@@ -217,3 +217,71 @@ fn promises_around_the_sandbox_hold() {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The cgroup2 directory this process is in, if it may make cgroups there.
+fn own_cgroup() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|line| {
+        let (_, after) = line.split_once(" - ")?;
+        after
+            .starts_with("cgroup2 ")
+            .then(|| line.split_whitespace().nth(4).map(PathBuf::from))?
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = mount.join(own.trim_start_matches('/'));
+    let probe = dir.join(format!("dsh-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).ok()?;
+    let usable = probe.join("cgroup.kill").exists();
+    let _ = std::fs::remove_dir(&probe);
+    usable.then_some(dir)
+}
+
+/// A server and its watchdog killed together (an OOM kill, a group kill)
+/// leave their cgroup, processes and all: the next server sweeps it when
+/// it starts, before any command.
+#[test]
+fn a_dead_servers_cgroup_is_swept_when_the_next_one_starts() {
+    let Some(base) = own_cgroup() else {
+        skip("the stale-cgroup sweep: no writable cgroup2 with cgroup.kill here");
+        return;
+    };
+    // A pid no process has: the dead host.
+    let dead = (4_000_000..4_100_000)
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .unwrap();
+    let stale = base.join(format!("dsh-bash-{dead}"));
+    std::fs::create_dir_all(&stale).unwrap();
+    let mut survivor = Command::new("sleep").arg("600").spawn().unwrap();
+    std::fs::write(stale.join("cgroup.procs"), survivor.id().to_string()).unwrap();
+    // Reaped here (it is our child) once the sweep kills it.
+    let mut server = Command::new(binary())
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let swept = loop {
+        if survivor.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    if !swept {
+        let _ = survivor.kill();
+        let _ = survivor.wait();
+    }
+    let _ = std::fs::remove_dir(&stale);
+    assert!(
+        swept,
+        "a dead server's process outlived the next server's start"
+    );
+    assert!(!stale.exists(), "the stale cgroup was not removed");
+}

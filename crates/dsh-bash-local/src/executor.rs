@@ -102,6 +102,15 @@ impl LocalBashExecutor {
         if config.adopt_orphans {
             crate::adopt::enable();
         }
+        if config.containment != crate::ContainmentChoice::ProcessTree {
+            // A host killed outright together with its watchdog leaves its
+            // cgroup behind, processes and all: swept now, when the next
+            // host starts, not at its first command (on a thread of its
+            // own: killing a stale tree may take a moment).
+            std::thread::spawn(|| {
+                let _ = crate::cgroup::CgroupHost::get();
+            });
+        }
         let spill = SpillDir::new(
             config.spill_parent.clone(),
             SpillLimits {
