@@ -49,11 +49,16 @@ async fn results_render_as_specified() {
     // Said first, then the head from the spill file, what was left out,
     // and the tail from a line start to the last line.
     assert!(
-        big.text.starts_with("[output truncated: 588895 bytes in all, shown: the first "),
+        big.text
+            .starts_with("[output truncated: 588895 bytes in all, shown: the first "),
         "{}",
         &big.text[..200]
     );
-    assert!(big.text.contains("; full output: /"), "{}", &big.text[..200]);
+    assert!(
+        big.text.contains("; full output: /"),
+        "{}",
+        &big.text[..200]
+    );
     let (head, tail) = big.text.split_once(" bytes left out …]\n").unwrap();
     assert!(head.contains("]\n1\n2\n3\n"), "{head}");
     assert!(tail.ends_with("\n100000\n"), "{}", &tail[tail.len() - 50..]);
