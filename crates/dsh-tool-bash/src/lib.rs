@@ -68,5 +68,6 @@ pub use session::{
     effective_sandbox_mode, set_sandbox_mode, NoticeSink, Session, SessionEvent, SANDBOX_MODE_EVENT,
 };
 pub use tools::{
-    BashTools, CallContext, Tool, ToolAnnotations, ToolError, ToolOutput, STANDING_INSTRUCTION,
+    completion_notice, notice_is_about, BashTools, CallContext, Tool, ToolAnnotations, ToolError,
+    ToolOutput, STANDING_INSTRUCTION,
 };

@@ -188,12 +188,25 @@ fn owner_notice(sessions: &Sessions, executor: &dyn BashExecutor, task: &dsh_bas
         .get(owner.as_str())
         .and_then(Weak::upgrade);
     if let Some(session) = session {
-        session.notify(&format!(
-            "background bash task {} finished {}. Read its output with bash_output.",
-            task.id,
-            status_line(task)
-        ));
+        session.notify(&completion_notice(task));
     }
+}
+
+/// The notice of a background task's completion, as its owner receives it.
+pub fn completion_notice(task: &dsh_bash::BashTask) -> String {
+    format!(
+        "background bash task {} finished {}. Read its output with bash_output.",
+        task.id,
+        status_line(task)
+    )
+}
+
+/// True if and only if `notice` is the completion notice of task `id`.
+pub fn notice_is_about(notice: &str, id: &str) -> bool {
+    notice
+        .strip_prefix("background bash task ")
+        .and_then(|rest| rest.strip_prefix(id))
+        .is_some_and(|rest| rest.starts_with(" finished "))
 }
 
 impl BashTools {

@@ -13,7 +13,7 @@
 //! | | up to 2025-11-25 | 2026-07-28 |
 //! |---|---|---|
 //! | approvals | `elicitation/create` mid-call | input-required result, retried with the answer |
-//! | background completion | `notifications/message` (`logging` advertised, `logging/setLevel` honoured) | carried by the next tool result (`notices`), `logging` not advertised |
+//! | background completion | carried by the next tool result (`notices`), and `notifications/message` (`logging` advertised, `logging/setLevel` honoured) | carried by the next tool result (`notices`), `logging` not advertised |
 //!
 //! Polling with `bash_output` works in both. A client that declares the
 //! tasks extension (`io.modelcontextprotocol/tasks`) gets a foreground
@@ -192,6 +192,7 @@ impl Hub {
             level: AtomicU8::new(rank(LoggingLevel::Debug)),
             stateless: AtomicBool::new(false),
             kept: Mutex::default(),
+            reported: Mutex::default(),
         });
         let sink = Arc::clone(&notices);
         let id = format!("mcp-{}", uuid::Uuid::new_v4().simple());
@@ -337,10 +338,13 @@ fn stateless(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
-/// Background-completion notices of one session, delivered the way the
-/// client's protocol allows: a log-message notification up to 2025-11-25
-/// (when `logging/setLevel` lets `info` through), else kept and carried by
-/// the next tool result. Each notice is delivered once.
+/// Background-completion notices of one session: kept and carried by the
+/// next tool result on every protocol version (clients such as Codex show
+/// the model results, not log messages), and up to 2025-11-25 also sent
+/// as a log-message notification for clients that show those (when
+/// `logging/setLevel` lets `info` through). Each result carries a notice
+/// once, and none carries the notice of a task whose completion it already
+/// reports (that task's own `bash_output`).
 struct Notices {
     peer: Arc<OnceLock<Peer<RoleServer>>>,
     /// The least severe log level the client wants (`logging/setLevel`);
@@ -350,23 +354,23 @@ struct Notices {
     stateless: AtomicBool,
     /// Notices waiting for the next tool result.
     kept: Mutex<Vec<String>>,
+    /// Tasks whose completion a result already reported (their late
+    /// notices are dropped), the newest [`MAX_KEPT_NOTICES`].
+    reported: Mutex<std::collections::VecDeque<String>>,
 }
 
 impl Notices {
     fn deliver(&self, text: &str) {
+        self.keep(text);
         if self.stateless.load(Ordering::Relaxed) {
-            self.keep(text);
             return;
         }
-        // A client that silenced `info`, or one not initialized yet, finds
-        // the notice on its next result instead.
         let Some(peer) = self
             .peer
             .get()
             .cloned()
             .filter(|_| self.level.load(Ordering::Relaxed) <= rank(LoggingLevel::Info))
         else {
-            self.keep(text);
             return;
         };
         let message =
@@ -381,6 +385,14 @@ impl Notices {
     /// oldest goes (a session that never reads results, such as a remote
     /// executor's, must not grow without bound).
     fn keep(&self, text: &str) {
+        let reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        if reported
+            .iter()
+            .any(|id| dsh_tool_bash::notice_is_about(text, id))
+        {
+            return;
+        }
+        drop(reported);
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.len() >= MAX_KEPT_NOTICES {
             kept.remove(0);
@@ -390,6 +402,37 @@ impl Notices {
 
     fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The kept notices for the result of tool `name`: all of them, but
+    /// for a result that reports a task's completion itself (a settled
+    /// task's `bash_output`, a `bash_kill` that stopped it): that task's
+    /// notice is dropped, now and should it come later.
+    fn take_for(&self, name: &str, outcome: &Result<ToolOutput, ToolError>) -> Vec<String> {
+        let structured = outcome.as_ref().ok().map(|output| &output.structured);
+        let reports = structured.is_some_and(|s| match name {
+            "bash_output" => s.get("status").and_then(Value::as_str) != Some("running"),
+            "bash_kill" => s.get("killed") == Some(&Value::Bool(true)),
+            _ => false,
+        });
+        let task = structured
+            .filter(|_| reports)
+            .and_then(|s| s.get("task_id"))
+            .and_then(Value::as_str);
+        let Some(id) = task else {
+            return self.take();
+        };
+        {
+            let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+            if reported.len() >= MAX_KEPT_NOTICES {
+                reported.pop_front();
+            }
+            reported.push_back(id.to_owned());
+        }
+        self.take()
+            .into_iter()
+            .filter(|notice| !dsh_tool_bash::notice_is_about(notice, id))
+            .collect()
     }
 }
 
@@ -794,7 +837,8 @@ impl ServerHandler for BashServer {
             let question = self.state.questions.ask(&request.name, args, asked);
             return Ok(CallToolResponse::InputRequired(question));
         }
-        Ok(tool_result(outcome, self.state.notices.take()).into())
+        let notices = self.state.notices.take_for(&request.name, &outcome);
+        Ok(tool_result(outcome, notices).into())
     }
 
     async fn get_task(

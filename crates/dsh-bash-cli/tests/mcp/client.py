@@ -161,7 +161,25 @@ async def background(session, init):
     result = await session.call_tool("bash_output", {"task_id": killed_id})
     assert text_of(result).endswith("[status: killed by SIGTERM]"), text_of(result)
     assert standalone("bash_output", result)["status"] == "killed"
+    assert "finished" not in text_of(result), text_of(result)
     print("ok background task killed")
+
+    # A completion the model has not read reaches it on the next result of
+    # any tool, on this (2025) protocol too, exactly once; the task's own
+    # settled read carries none.
+    result = await session.call_tool("bash", bash("echo quick", run_in_background=True))
+    quick = result.structured_content["task_id"]
+    notice = f"background bash task {quick} finished [status: completed, exit code: 0]"
+    with anyio.fail_after(30):
+        while True:
+            text = text_of(await session.call_tool("bash", bash("echo next")))
+            if notice in text:
+                break
+            await anyio.sleep(0.05)
+    assert notice not in text_of(await session.call_tool("bash", bash("echo again"))), "told twice"
+    read = await session.call_tool("bash_output", {"task_id": quick})
+    assert "finished" not in text_of(read), text_of(read)
+    print("ok a completion notice rides on the next result, once")
 
 
 async def progress(session, init):
