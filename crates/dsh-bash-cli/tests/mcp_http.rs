@@ -968,3 +968,81 @@ fn no_confined_command_can_learn_a_token() {
         "{said}"
     );
 }
+
+/// Bodies that one token declares and never sends hold that token's share
+/// of the body budget, not everyone's: another token is answered while
+/// they still hang, and no more of them are admitted than the share holds
+/// (hyper answers `100 Continue` only once a body is admitted and read).
+#[test]
+fn one_tokens_hanging_bodies_do_not_starve_another_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let (first, second) = (
+        "first-token-0123456789abcdef",
+        "second-token-0123456789abcdef",
+    );
+    std::fs::write(&tokens, format!("{first}\n{second}\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let server = Listening::with_tokens(tempfile::tempdir().unwrap(), &tokens, &[]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    // 16 × 4 MiB: the whole server-wide budget, were one token allowed it.
+    let mut hanging: Vec<TcpStream> = (0..16)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&address).unwrap();
+            stream
+                .write_all(
+                    format!(
+                        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {first}\r\nContent-Type: application/json\r\nContent-Length: 4194304\r\nExpect: 100-continue\r\n\r\n"
+                    )
+                    .as_bytes(),
+                )
+                .unwrap();
+            stream
+        })
+        .collect();
+    // Wait (bounded) until the share's worth of them is admitted.
+    let mut admitted = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for stream in &mut hanging {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+    }
+    while admitted < 4 {
+        assert!(Instant::now() < deadline, "only {admitted} bodies admitted");
+        for stream in &mut hanging {
+            let mut buf = [0u8; 64];
+            if let Ok(n) = stream.read(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                assert!(text.starts_with("HTTP/1.1 100"), "{text}");
+                admitted += 1;
+            }
+        }
+    }
+    // The other token's call is answered while the first token's hang.
+    let session = open_session(&server, second);
+    let answer = call_bash(
+        &server,
+        second,
+        &session,
+        &[],
+        serde_json::json!({"command": "echo served", "description": "d"}),
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body.contains("served"), "{}", answer.body);
+    for stream in &mut hanging {
+        let mut buf = [0u8; 64];
+        if let Ok(n) = stream.read(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            assert!(
+                !text.starts_with("HTTP/1.1 100"),
+                "more than the token's share was admitted"
+            );
+            panic!("a hanging body was answered before the other token: {text}");
+        }
+    }
+    assert_eq!(
+        admitted, 4,
+        "the token's share is 16 MiB: four 4 MiB bodies"
+    );
+}

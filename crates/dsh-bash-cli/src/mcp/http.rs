@@ -58,6 +58,11 @@ const MAX_BODY_BYTES: usize = 4 << 20;
 /// is parsed here and again by rmcp: the budget bounds what that costs).
 const BODY_BUDGET: usize = 64 << 20;
 
+/// The share of [`BODY_BUDGET`] one token's requests may hold at once:
+/// bodies that trickle in (or never arrive) under one token wait for that
+/// token's share, not for everyone's.
+const TOKEN_BODY_BUDGET: usize = BODY_BUDGET / 4;
+
 /// What routing needs from a JSON-RPC message, read without building it
 /// (everything else is skipped, allocation-free).
 #[derive(serde::Deserialize)]
@@ -409,6 +414,8 @@ struct Door {
     /// 2026-07-28 requests, which have no session.
     stateless: Endpoint,
     shared: Arc<Mutex<Option<Shared>>>,
+    /// This token's share of the body budget ([`TOKEN_BODY_BUDGET`]).
+    budget: tokio::sync::Semaphore,
 }
 
 /// The token's shared (2026-07-28) session in `slot`, touched; opened
@@ -602,12 +609,17 @@ impl Gate {
                 ),
             );
         }
-        // The body's share of the budget, held until the request is
-        // answered (rmcp parses it again meanwhile).
+        // The body's share of its token's budget and of everyone's, held
+        // until the request is answered (rmcp parses it again meanwhile).
         let share = u32::try_from(declared.unwrap_or(MAX_BODY_BYTES).max(1)).unwrap_or(u32::MAX);
         let _budget = if parts.method == hyper::Method::POST {
-            match tokio::time::timeout(BODY_DEADLINE, self.budget.acquire_many(share)).await {
-                Ok(Ok(permit)) => Some(permit),
+            let both = async {
+                let token = door.budget.acquire_many(share).await?;
+                let all = self.budget.acquire_many(share).await?;
+                Ok::<_, tokio::sync::AcquireError>((token, all))
+            };
+            match tokio::time::timeout(BODY_DEADLINE, both).await {
+                Ok(Ok(permits)) => Some(permits),
                 _ => {
                     return plain(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -817,6 +829,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
                 live,
                 stateless,
                 shared,
+                budget: tokio::sync::Semaphore::new(TOKEN_BODY_BUDGET),
             }
         })
         .collect();
