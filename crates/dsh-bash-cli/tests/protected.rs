@@ -71,17 +71,18 @@ fn repository(dir: &Path, user: User) {
     )
     .unwrap();
     std::fs::write(dir.join("lib/.git"), "gitdir: ../.git/modules/lib\n").unwrap();
-    let git = |args: &[&str]| {
+    let git_in = |at: &Path, args: &[&str]| {
         let status = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
             .args(["-c", "advice.addEmbeddedRepo=false"])
             .args(args)
-            .current_dir(dir)
+            .current_dir(at)
             .stdout(Stdio::null())
             .status()
             .unwrap();
         assert!(status.success(), "git {args:?}");
     };
+    let git = |args: &[&str]| git_in(dir, args);
     git(&["init", "-q"]);
     git(&[
         "add",
@@ -97,16 +98,6 @@ fn repository(dir: &Path, user: User) {
     // with a gitlink of its own not checked out (a nested submodule).
     let embedded = dir.join("vendor/embedded");
     std::fs::create_dir_all(&embedded).unwrap();
-    let git_in = |at: &Path, args: &[&str]| {
-        let status = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(at)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    };
     git_in(&embedded, &["init", "-q"]);
     std::fs::write(embedded.join("g"), "inner\n").unwrap();
     git_in(&embedded, &["add", "g"]);
