@@ -111,6 +111,19 @@ impl LocalBashExecutor {
                 let _ = crate::cgroup::CgroupHost::get();
             });
         }
+        // So are the scratch directories of dead owners (spill directories,
+        // private TMPDIRs): at start, before any command, beside the above.
+        let spill_parent = config
+            .spill_parent
+            .clone()
+            .unwrap_or_else(crate::scratch::temp_dir);
+        std::thread::spawn(move || {
+            crate::scratch::sweep_dead(&spill_parent, crate::scratch::SPILL_PREFIX);
+            crate::scratch::sweep_dead(
+                &crate::scratch::temp_dir(),
+                crate::scratch::PRIVATE_TMP_PREFIX,
+            );
+        });
         let spill = SpillDir::new(
             config.spill_parent.clone(),
             SpillLimits {

@@ -45,6 +45,23 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
+/// What a spill directory's name starts with, before its owner.
+pub const SPILL_PREFIX: &str = "dsh-bash-";
+
+/// What a command's private `TMPDIR`'s name starts with, before its owner.
+pub const PRIVATE_TMP_PREFIX: &str = "dsh-bash-tmp-";
+
+/// The temp dir scratch directories go in by default: the host's, unless
+/// `TMPDIR` is empty or relative (then `/tmp`).
+pub fn temp_dir() -> std::path::PathBuf {
+    let temp = std::env::temp_dir();
+    if temp.is_absolute() {
+        temp
+    } else {
+        std::path::PathBuf::from("/tmp")
+    }
+}
+
 /// Directories held open at once on the way down; deeper ones are moved up.
 pub const MAX_DEPTH: usize = 64;
 
@@ -205,7 +222,13 @@ struct Level {
     name: OsString,
     pending: Vec<(OsString, Option<FileType>)>,
     kept: Vec<OsString>,
+    /// Names met changing under the walk, and how often: past
+    /// [`RETRIES`] they are kept, so nothing is retried forever.
+    changing: Vec<(OsString, u8)>,
 }
+
+/// Times an entry may change under the walk before it is left.
+const RETRIES: u8 = 3;
 
 impl Level {
     fn new(dir: OwnedFd, name: OsString) -> Self {
@@ -214,7 +237,25 @@ impl Level {
             name,
             pending: Vec::new(),
             kept: Vec::new(),
+            changing: Vec::new(),
         }
+    }
+
+    /// Notes that `name` changed under the walk (to be looked at again);
+    /// true once it has too often, and is kept.
+    fn changed(&mut self, name: &OsString) -> bool {
+        let count = match self.changing.iter_mut().find(|(n, _)| n == name) {
+            Some((_, count)) => count,
+            None => {
+                self.changing.push((name.clone(), 0));
+                match self.changing.last_mut() {
+                    Some((_, count)) => count,
+                    None => return true,
+                }
+            }
+        };
+        *count += 1;
+        *count > RETRIES
     }
 
     /// The next entry to deal with (neither `.`, `..` nor one kept),
@@ -278,18 +319,36 @@ fn empty_tree(top: OwnedFd, removal: &mut Removal) {
         if !directory {
             match unlink(level.dir.as_fd(), &name, false) {
                 // A directory swapped in since it was listed: next batch.
-                Ok(()) | Err(rustix::io::Errno::ISDIR | rustix::io::Errno::NOENT) => {}
+                Ok(()) => {}
+                // A directory swapped in since it was listed, or gone: the
+                // next batch sees.
+                Err(err @ (rustix::io::Errno::ISDIR | rustix::io::Errno::NOENT)) => {
+                    if level.changed(&name) {
+                        keep(level, name, err, removal);
+                    }
+                }
                 Err(err) => keep(level, name, err, removal),
             }
             continue;
         }
         if depth >= MAX_DEPTH {
-            // Too deep to hold open: move it up to the top and go on there.
-            let to = OsString::from(format!(".dsh-bash-moved-{moved}"));
-            moved += 1;
+            // Too deep to hold open: move it up to the top and go on there,
+            // under a name nothing there has (never replacing an entry).
             let top = levels[0].dir.as_fd();
             let level = &levels[depth - 1];
-            if let Err(err) = rustix::fs::renameat(&level.dir, &name, top, &to) {
+            let mut outcome = Err(rustix::io::Errno::EXIST);
+            while outcome == Err(rustix::io::Errno::EXIST) && moved < u64::MAX {
+                let to = OsString::from(format!(".dsh-bash-moved-{moved}"));
+                moved += 1;
+                outcome = rustix::fs::renameat_with(
+                    &level.dir,
+                    &name,
+                    top,
+                    &to,
+                    rustix::fs::RenameFlags::NOREPLACE,
+                );
+            }
+            if let Err(err) = outcome {
                 keep(&mut levels[depth - 1], name, err, removal);
             }
             continue;
@@ -297,7 +356,11 @@ fn empty_tree(top: OwnedFd, removal: &mut Removal) {
         match enter(level.dir.as_fd(), &name) {
             Ok(dir) => levels.push(Level::new(dir, name)),
             // Swapped for a link or a file, or gone: the next batch sees.
-            Err(err) if not_a_directory(&err) || err == rustix::io::Errno::NOENT => {}
+            Err(err) if not_a_directory(&err) || err == rustix::io::Errno::NOENT => {
+                if level.changed(&name) {
+                    keep(level, name, err, removal);
+                }
+            }
             Err(err) => keep(level, name, err, removal),
         }
     }

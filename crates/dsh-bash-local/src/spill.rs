@@ -81,12 +81,7 @@ impl std::fmt::Debug for SpillDir {
 /// Where spill directories go when none is configured: the temp dir, unless
 /// `TMPDIR` is empty or relative (then `/tmp`).
 fn default_parent() -> PathBuf {
-    let temp = std::env::temp_dir();
-    if temp.is_absolute() {
-        temp
-    } else {
-        PathBuf::from("/tmp")
-    }
+    crate::scratch::temp_dir()
 }
 
 /// `dsh-bash-<pid>.<start time>-<random>`: the owner, recorded in the name.
@@ -94,8 +89,7 @@ fn directory_name(random: &str) -> String {
     format!("{SPILL_PREFIX}{}-{random}", crate::scratch::owner_tag())
 }
 
-/// What a spill directory's name starts with, before its owner.
-const SPILL_PREFIX: &str = "dsh-bash-";
+use crate::scratch::SPILL_PREFIX;
 
 /// Removes the spill directories of dead hosts (ours: same user) in
 /// `parent`: their paths mean nothing any more.

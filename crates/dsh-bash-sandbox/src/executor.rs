@@ -294,7 +294,12 @@ impl SandboxBashExecutor {
             return Err(SandboxUnavailable::new(mode, Some(why.clone())).into());
         }
         let private_tmp = if mode == SandboxMode::WorkspaceWrite {
-            let dir = PrivateTmp::create().map_err(|err| {
+            // Making it (and sweeping dead owners' ones, the first time)
+            // touches the file system: off the runtime threads.
+            let made = tokio::task::spawn_blocking(PrivateTmp::create)
+                .await
+                .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())));
+            let dir = made.map_err(|err| {
                 SandboxUnavailable::new(
                     mode,
                     Some(format!("cannot create the command's private TMPDIR: {err}")),

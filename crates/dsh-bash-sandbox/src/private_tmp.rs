@@ -17,8 +17,7 @@ use std::sync::Once;
 
 use dsh_bash_local::scratch;
 
-/// What a private TMPDIR's name starts with, before its owner.
-pub(crate) const PREFIX: &str = "dsh-bash-tmp-";
+use dsh_bash_local::scratch::PRIVATE_TMP_PREFIX as PREFIX;
 
 /// The directory; removed by [`PrivateTmp::remove`] on the paths that know
 /// the command is over, and otherwise when dropped (a cancelled call, a
@@ -58,7 +57,7 @@ fn remove_logged(path: &Path, (parent, name): &(File, OsString)) {
 
 /// The temp dir private TMPDIRs are made in.
 pub(crate) fn parent() -> PathBuf {
-    std::env::temp_dir()
+    scratch::temp_dir()
 }
 
 impl PrivateTmp {

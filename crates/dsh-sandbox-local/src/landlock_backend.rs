@@ -139,12 +139,10 @@ pub(crate) fn gaps(policy: &SandboxPolicy, abi: i64, filtered: bool) -> Vec<Sand
     if !filtered {
         gaps.push(SandboxGap::Syscalls);
     }
-    // Named when something would be protected here: the classes (a home's
-    // dot-entries) resolve to nothing once each is unprotected by name.
-    if mode == SandboxMode::WorkspaceWrite
-        && !policy.protected.is_empty()
-        && !policy.protected.resolve(&policy.workspace).paths.is_empty()
-    {
+    // (The provider empties `protected` when nothing resolves in the
+    // workspace: the classes resolve to nothing once each member is
+    // unprotected by name.)
+    if mode == SandboxMode::WorkspaceWrite && !policy.protected.is_empty() {
         gaps.push(SandboxGap::ProtectedPaths);
     }
     // The filter refuses every Internet socket; without it Landlock's TCP

@@ -214,13 +214,19 @@ impl LocalSandboxProvider {
         let unavailable =
             |err: SandboxError| SandboxUnavailable::new(policy.mode, Some(err.to_string()));
         if let Some(runner) = &self.config.runner {
-            return crate::bwrap::confine(
-                &runner.command,
-                policy,
-                argv,
-                self.bwrap_restriction(),
-                "runner",
-            )
+            // Like bubblewrap's: protected paths and stand-ins touch the
+            // file system, off the runtime threads.
+            let (command, argv, owned_policy) =
+                (runner.command.clone(), argv.to_vec(), policy.clone());
+            let restriction = self.bwrap_restriction();
+            return tokio::task::spawn_blocking(move || {
+                crate::bwrap::confine(&command, &owned_policy, &argv, restriction, "runner")
+            })
+            .await
+            .map_err(|err| SandboxError::Interrupted {
+                detail: err.to_string(),
+            })
+            .and_then(|confined| confined)
             .map_err(unavailable);
         }
         match self.verdict().await {
@@ -247,7 +253,30 @@ impl LocalSandboxProvider {
                 .map_err(unavailable)
             }
             Verdict::Landlock { abi } => {
-                crate::landlock_backend::confine(argv, policy, *abi, &self.landlock)
+                // Landlock keeps no protected path; whether any would be
+                // kept here decides the gap, and finding out reads the
+                // workspace: off the runtime threads.
+                let nothing_to_keep = if policy.mode == dsh_sandbox::SandboxMode::WorkspaceWrite
+                    && !policy.protected.is_empty()
+                {
+                    let owned = policy.clone();
+                    tokio::task::spawn_blocking(move || {
+                        owned.protected.resolve(&owned.workspace).paths.is_empty()
+                    })
+                    .await
+                    .unwrap_or(false)
+                } else {
+                    false
+                };
+                let policy = if nothing_to_keep {
+                    std::borrow::Cow::Owned(SandboxPolicy {
+                        protected: dsh_sandbox::ProtectedPaths::none(),
+                        ..policy.clone()
+                    })
+                } else {
+                    std::borrow::Cow::Borrowed(policy)
+                };
+                crate::landlock_backend::confine(argv, &policy, *abi, &self.landlock)
                     .map_err(unavailable)
             }
             Verdict::Unavailable(why) => {

@@ -23,6 +23,13 @@
 /// Identical consecutive lines kept before the rest of the run is counted.
 pub const RUN: usize = 3;
 
+/// Columns a cursor move may leave blank past a line's end.
+const MAX_GAP: usize = 256;
+
+/// Characters of an OSC/DCS/… string after which an unterminated one is
+/// taken for text that happened to follow a stray escape.
+const MAX_STRING: usize = 4096;
+
 /// A cleaned text and what was taken out of it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cleaned {
@@ -81,6 +88,8 @@ enum Escape {
     String,
     /// An `ESC` inside a string: `\` ends it.
     StringEsc,
+    /// After `ESC (` and the like: one more byte names a character set.
+    Charset,
 }
 
 /// One line being drawn: its cells and the cursor.
@@ -96,10 +105,13 @@ impl Line {
     /// `G` (to a column), `C`/`D` (right, left), `K` (erase in line). The
     /// rest (colours, cursor moves between lines) only change the look.
     fn csi(&mut self, params: &str, last: char) {
+        // A move never reaches past the line's end by more than a screen's
+        // width: `ESC [ 4000000000 G` must not make a 16 GiB line.
         let n: usize = params.parse().unwrap_or(0);
+        let limit = self.cells.len() + MAX_GAP;
         match last {
-            'G' => self.cursor = n.max(1) - 1,
-            'C' => self.cursor += n.max(1),
+            'G' => self.cursor = (n.max(1) - 1).min(limit),
+            'C' => self.cursor = self.cursor.saturating_add(n.max(1)).min(limit),
             'D' => self.cursor = self.cursor.saturating_sub(n.max(1)),
             'K' => {
                 let keep = match n {
@@ -141,6 +153,8 @@ pub fn clean(text: &str) -> Cleaned {
     let mut escape = Escape::None;
     // A CSI's parameter bytes, for the few that move within the line.
     let mut params = String::new();
+    // An OSC/DCS/… string so far: shown as text if it never ends.
+    let mut string: Vec<char> = Vec::new();
     for c in text.chars() {
         if escape == Escape::Csi && ('\u{40}'..='\u{7e}').contains(&c) {
             line.csi(&params, c);
@@ -148,23 +162,48 @@ pub fn clean(text: &str) -> Cleaned {
             escape = end(&mut cleaned);
             continue;
         }
-        if escape == Escape::Csi {
+        if escape == Escape::Csi && ('\u{20}'..='\u{3f}').contains(&c) {
             params.push(c);
             continue;
+        }
+        if escape == Escape::Csi {
+            // Not a CSI after all (text after a stray `ESC [`): the escape
+            // goes, the character stays.
+            params.clear();
+            cleaned.sequences += 1;
+            escape = Escape::None;
+        }
+        if matches!(escape, Escape::String | Escape::StringEsc) {
+            string.push(c);
+            if string.len() > MAX_STRING {
+                for kept in std::mem::take(&mut string) {
+                    draw(&mut line, &mut lines, &mut cleaned, kept);
+                }
+                cleaned.sequences += 1;
+                escape = Escape::None;
+                continue;
+            }
         }
         escape = match (escape, c) {
             (Escape::None, '\u{1b}') => Escape::Start,
             (Escape::None, '\u{9b}') => Escape::Csi,
-            (Escape::None, '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}') => Escape::String,
+            (Escape::None, '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}') => {
+                string.clear();
+                Escape::String
+            }
             (Escape::None, c) => {
                 draw(&mut line, &mut lines, &mut cleaned, c);
                 Escape::None
             }
             (Escape::Start, '[') => Escape::Csi,
-            (Escape::Start, ']' | 'P' | 'X' | '^' | '_') => Escape::String,
-            // `ESC (`, `ESC )` and the like take one more byte; the rest
-            // are complete.
-            (Escape::Start, '(' | ')' | '*' | '+' | '#' | '%') => Escape::Csi,
+            (Escape::Start, ']' | 'P' | 'X' | '^' | '_') => {
+                string.clear();
+                Escape::String
+            }
+            // `ESC (`, `ESC )` and the like take exactly one more byte; the
+            // rest are complete.
+            (Escape::Start, '(' | ')' | '*' | '+' | '#' | '%') => Escape::Charset,
+            (Escape::Charset, _) => end(&mut cleaned),
             (Escape::Start, _) => end(&mut cleaned),
             (Escape::Csi, _) => Escape::Csi,
             (Escape::String, '\u{7}' | '\u{9c}') => end(&mut cleaned),
@@ -174,8 +213,16 @@ pub fn clean(text: &str) -> Cleaned {
             (Escape::StringEsc, _) => Escape::String,
         };
     }
-    if escape != Escape::None {
-        cleaned.sequences += 1;
+    match escape {
+        // A string never ended: what followed the stray escape is text.
+        Escape::String | Escape::StringEsc => {
+            for kept in std::mem::take(&mut string) {
+                draw(&mut line, &mut lines, &mut cleaned, kept);
+            }
+            cleaned.sequences += 1;
+        }
+        Escape::None => {}
+        _ => cleaned.sequences += 1,
     }
     let ended = text.ends_with('\n');
     if !line.cells.is_empty() || !ended {
@@ -275,6 +322,34 @@ mod tests {
         assert_eq!(clean("ab\x1b[2Kc\n").text, "c\n");
         assert_eq!(clean("abcd\x1b[2D\x1b[Kx\n").text, "abx\n");
         assert_eq!(clean("a\x1b[3Cb\n").text, "a   b\n");
+    }
+
+    /// What a hostile or unlucky output cannot do: make a huge line out of
+    /// a cursor move, or hide the rest of the output behind a stray escape.
+    #[test]
+    fn hostile_escapes_neither_grow_the_text_nor_hide_what_follows() {
+        for huge in [
+            "\x1b[4000000000Gx",
+            "\x1b[18446744073709551615Gx",
+            "\x1b[999999999C\x1b[999999999Cx",
+        ] {
+            let cleaned = clean(huge);
+            assert!(
+                cleaned.text.len() <= 2 * MAX_GAP + 1,
+                "{huge:?}: {} bytes",
+                cleaned.text.len()
+            );
+            assert!(cleaned.text.ends_with('x'));
+        }
+        // An OSC that never ends: what follows it stays.
+        let cleaned = clean("before \x1b]0;after it all\n");
+        assert_eq!(cleaned.text, "before 0;after it all\n");
+        assert_eq!(cleaned.sequences, 1);
+        let long = format!("a\u{9d}{}", "text ".repeat(2000));
+        assert!(clean(&long).text.starts_with("atext text"));
+        // Text after a stray `ESC [` is kept; `ESC ( B` takes one byte.
+        assert_eq!(clean("x\x1b[\u{4e2d}\u{6587}y").text, "x\u{4e2d}\u{6587}y");
+        assert_eq!(clean("\x1b(0 123 abc").text, " 123 abc");
     }
 
     #[test]

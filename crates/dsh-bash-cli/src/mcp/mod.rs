@@ -392,12 +392,15 @@ impl Notices {
         {
             return;
         }
-        drop(reported);
+        // Kept while `reported` is held: a result reporting this task
+        // cannot register it between the check and the push.
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.len() >= MAX_KEPT_NOTICES {
             kept.remove(0);
         }
         kept.push(text.to_owned());
+        drop(kept);
+        drop(reported);
     }
 
     fn take(&self) -> Vec<String> {
@@ -422,15 +425,16 @@ impl Notices {
         let Some(id) = task else {
             return self.take();
         };
-        {
-            let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
-            if reported.len() >= MAX_KEPT_NOTICES {
-                reported.pop_front();
-            }
-            reported.push_back(id.to_owned());
+        // Registered and filtered under `reported` (the lock `keep` checks
+        // under), so a notice comes before or is dropped after, never both.
+        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        if reported.len() >= MAX_KEPT_NOTICES {
+            reported.pop_front();
         }
-        self.take()
-            .into_iter()
+        reported.push_back(id.to_owned());
+        let kept = self.take();
+        drop(reported);
+        kept.into_iter()
             .filter(|notice| !dsh_tool_bash::notice_is_about(notice, id))
             .collect()
     }

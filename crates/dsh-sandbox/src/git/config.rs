@@ -81,10 +81,21 @@ fn section_header(inside: &str) -> (String, Option<String>) {
     }
 }
 
-/// True if `raw` ends in a backslash that is not itself escaped.
+/// True if `raw` ends in a backslash that is not itself escaped, outside
+/// a comment (git does not continue a comment onto the next line).
 fn ends_in_continuation(raw: &str) -> bool {
-    let trailing = raw.bytes().rev().take_while(|b| *b == b'\\').count();
-    trailing % 2 == 1
+    let mut quoted = false;
+    let mut escaped = false;
+    for c in raw.chars() {
+        match (escaped, c) {
+            (true, _) => escaped = false,
+            (false, '\\') => escaped = true,
+            (false, '"') => quoted = !quoted,
+            (false, '#' | ';') if !quoted => return false,
+            _ => {}
+        }
+    }
+    escaped
 }
 
 /// A raw value as git reads it: quotes removed, escapes resolved, an
@@ -229,6 +240,15 @@ mod tests {
         assert!(is_include(&include) && is_path(&include));
         assert_eq!(include.value, "../inc.cfg");
         assert!(!entries.iter().any(|e| e.key.contains(' ')));
+        // A backslash at the end of a comment continues nothing: the next
+        // line is a key of its own, as git reads it.
+        let commented = parse("[core]\n\teditor = vim # \\\n\tfsmonitor = sh x.sh\n");
+        assert!(
+            commented
+                .iter()
+                .any(|e| e.key == "fsmonitor" && e.value == "sh x.sh"),
+            "{commented:?}"
+        );
         // Not commands.
         let plain = parse("[alias]\n\tco = checkout\n[user]\n\tname = ./x\n");
         assert!(plain.iter().all(|e| !is_command(e)));

@@ -15,6 +15,11 @@ pub(crate) const MAX_GITLINKS: usize = 256;
 
 const GITLINK: u32 = 0o160000;
 
+/// The longest path an entry may name: past it the index is not searched
+/// further (a v4 index's prefix compression could otherwise make a few
+/// bytes of file stand for terabytes of names).
+const MAX_NAME: usize = 4096;
+
 /// The gitlink paths (relative to the worktree, as git writes them) of the
 /// index at `path`, and whether that is all of them (false past the
 /// bounds); none when there is no index.
@@ -25,7 +30,8 @@ pub(crate) fn gitlinks(path: &Path) -> (Vec<String>, bool) {
     if !meta.is_file() || meta.len() > MAX_INDEX {
         return (Vec::new(), !meta.is_file());
     }
-    match std::fs::read(path).ok().and_then(|bytes| parse(&bytes)) {
+    let bytes = super::read_bounded(path, MAX_INDEX);
+    match bytes.and_then(|bytes| parse(&bytes)) {
         Some((links, all)) => (links, all),
         // Not an index git could read: nothing of it runs.
         None => (Vec::new(), true),
@@ -70,12 +76,18 @@ fn parse(bytes: &[u8]) -> Option<(Vec<String>, bool)> {
             let start = name_at + used;
             let end = start + bytes.get(start..)?.iter().position(|b| *b == 0)?;
             let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
+            if keep + (end - start) > MAX_NAME {
+                return Some((links, false));
+            }
             let mut name = previous[..keep].to_vec();
             name.extend_from_slice(&bytes[start..end]);
             at = end + 1;
             name
         } else {
             let end = name_at + bytes.get(name_at..)?.iter().position(|b| *b == 0)?;
+            if end - name_at > MAX_NAME {
+                return Some((links, false));
+            }
             let name = bytes[name_at..end].to_vec();
             // Entries are padded with 1–8 NULs to a multiple of 8 bytes.
             let length = end - at;
@@ -101,8 +113,12 @@ fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut value = u64::from(byte & 0x7f);
     while byte & 0x80 != 0 {
         used += 1;
+        // Ten bytes hold any u64; more is not an index git wrote.
+        if used >= 10 {
+            return None;
+        }
         byte = *bytes.get(used)?;
-        value = ((value + 1) << 7) | u64::from(byte & 0x7f);
+        value = value.checked_add(1)?.checked_shl(7)? | u64::from(byte & 0x7f);
     }
     Some((value, used + 1))
 }
@@ -147,6 +163,9 @@ mod tests {
             assert!(all);
         }
         assert_eq!(parse(b"DIRC\0\0\0\x09"), None);
+        // Overlong varints are refused, not overflowed.
+        assert_eq!(varint(&[0xff; 16]), None);
+        assert_eq!(varint(&[0x80, 0x00]), Some((128, 2)));
         assert_eq!(parse(b"nope"), None);
     }
 }

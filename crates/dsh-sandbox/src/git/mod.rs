@@ -47,12 +47,35 @@ const MAX_ENTRIES: usize = 20_000;
 /// Files read (config, `.git` files, `.gitmodules`) at most this long.
 const MAX_FILE: u64 = 1 << 20;
 
-fn read_small(path: &Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_FILE {
+/// A small regular file's text: opened without following a final symlink
+/// and without blocking on a FIFO, checked on the descriptor, read within
+/// [`MAX_FILE`] (a file swapped for `/dev/zero` under us reads nothing
+/// unbounded); a byte-order mark dropped, invalid UTF-8 replaced (git reads
+/// bytes).
+pub(crate) fn read_small(path: &Path) -> Option<String> {
+    read_bounded(path, MAX_FILE).map(|bytes| {
+        let text = String::from_utf8_lossy(&bytes);
+        text.strip_prefix('\u{feff}').unwrap_or(&text).to_owned()
+    })
+}
+
+/// The bytes of the regular file at `path`, if it holds at most `max`
+/// (opened as [`read_small`] opens).
+pub(crate) fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > max {
         return None;
     }
-    std::fs::read_to_string(path).ok()
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// `path` canonical, if it exists inside `root`.
@@ -162,6 +185,9 @@ const MAX_DEPTH: usize = 4;
 /// Config includes followed at most (git's own limit is 10).
 const MAX_INCLUDES: usize = 10;
 
+/// Config files read at most for one workspace.
+const MAX_CONFIG_FILES: usize = 64;
+
 /// Places added at most (each is one more bind for every command, and
 /// bubblewrap takes at most 9000 arguments).
 const MAX_REACHED: usize = 512;
@@ -174,6 +200,8 @@ struct Found<'a> {
     reached: Vec<Reached>,
     /// False once a bound left something out (the result says so).
     complete: bool,
+    /// Config files read so far (each once).
+    read: Vec<PathBuf>,
 }
 
 impl Found<'_> {
@@ -250,16 +278,31 @@ impl Found<'_> {
     /// the files it includes name. An include inside the workspace is
     /// protected whether it exists yet or not (it must not be created).
     fn config(&mut self, worktree: &Path, file: &Path, depth: usize) {
+        // Each file once (an include cycle, a file included many times),
+        // and a bounded number of them.
+        let key = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+        if self.read.contains(&key) {
+            return;
+        }
+        if self.read.len() >= MAX_CONFIG_FILES {
+            self.complete = false;
+            return;
+        }
+        self.read.push(key);
         let Some(text) = read_small(file) else {
             return;
         };
         let base = file.parent().unwrap_or(worktree).to_path_buf();
         for entry in config::parse(&text) {
             if config::is_include(&entry) {
-                let Some(included) = expand(self.root, &base, &entry.value) else {
+                // Read wherever it is (a `~/.gitconfig-work` may name
+                // hooks in the workspace); protected when inside.
+                let Some(included) = expand_anywhere(&base, &entry.value) else {
                     continue;
                 };
-                self.add(&included, true);
+                if included.starts_with(self.root) {
+                    self.add(&included, true);
+                }
                 if depth < MAX_INCLUDES {
                     self.config(worktree, &included, depth + 1);
                 } else {
@@ -276,6 +319,27 @@ impl Found<'_> {
             }
         }
     }
+}
+
+/// `value` (`~/x`, absolute, or relative to `base`) as a clean absolute
+/// path, wherever it is.
+fn expand_anywhere(base: &Path, value: &str) -> Option<PathBuf> {
+    let value = match value.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(std::env::var_os("HOME")?).join(rest),
+        None => PathBuf::from(value),
+    };
+    let joined = base.join(value);
+    let mut clean = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::CurDir => {}
+            other => clean.push(other),
+        }
+    }
+    Some(clean)
 }
 
 /// `value` (`~/x`, absolute, or relative to `base`) as a clean absolute
@@ -440,6 +504,7 @@ pub(crate) fn reach(root: &Path) -> (Vec<Reached>, bool) {
         gitdirs: anywhere.clone(),
         reached: Vec::new(),
         complete: true,
+        read: Vec::new(),
     };
     for gitdir in &anywhere {
         found.repository(root, gitdir, 0);
@@ -726,6 +791,7 @@ mod tests {
             gitdirs: Vec::new(),
             reached: Vec::new(),
             complete: true,
+            read: Vec::new(),
         };
         found.config(&pkg, &global, 0);
         let named: Vec<&Path> = found.reached.iter().map(|r| r.path.as_path()).collect();
@@ -733,6 +799,44 @@ mod tests {
             named.contains(&Path::new(".hooks")) && named.contains(&Path::new(".team.gitconfig")),
             "{named:?}"
         );
+    }
+
+    /// An include cycle, a file included many times, includes outside the
+    /// workspace: each file is read once, a bounded number in all, and an
+    /// outside include still counts for what it names inside.
+    #[test]
+    fn includes_are_read_once_bounded_and_wherever_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let root = base.join("ws");
+        std::fs::create_dir(&root).unwrap();
+        let looping = root.join("loop.cfg");
+        std::fs::write(&looping, "[include]\n\tpath = loop.cfg\n".repeat(5000)).unwrap();
+        std::fs::write(
+            base.join("outside.cfg"),
+            "[core]\n\thooksPath = ws/from-outside\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("main.cfg"),
+            "[include]\n\tpath = loop.cfg\n\tpath = ../outside.cfg\n",
+        )
+        .unwrap();
+        let mut found = Found {
+            root: &root,
+            gitdirs: Vec::new(),
+            reached: Vec::new(),
+            complete: true,
+            read: Vec::new(),
+        };
+        found.config(&base, &root.join("main.cfg"), 0);
+        assert_eq!(found.read.len(), 3, "{:?}", found.read);
+        let named: Vec<&Path> = found.reached.iter().map(|r| r.path.as_path()).collect();
+        assert!(named.contains(&Path::new("from-outside")), "{named:?}");
+        assert!(named.contains(&Path::new("loop.cfg")), "{named:?}");
+        // A FIFO or a symlink where a config is expected reads nothing.
+        std::os::unix::fs::symlink("/dev/zero", root.join("zero.cfg")).unwrap();
+        assert_eq!(read_small(&root.join("zero.cfg")), None);
     }
 
     #[test]
