@@ -91,12 +91,21 @@ pub fn owner_tag() -> String {
 }
 
 /// The owner a name records after `prefix`: `<prefix><pid>.<start>-…`.
+/// Only a name ending in exactly [`RANDOM_LEN`] ASCII letters and digits
+/// is one of ours: a person's `dsh-bash-1.2-src` is never swept.
 pub fn owner_in(name: &str, prefix: &str) -> Option<(u32, u64)> {
     let rest = name.strip_prefix(prefix)?;
-    let (owner, _) = rest.split_once('-')?;
+    let (owner, random) = rest.split_once('-')?;
+    if random.len() != RANDOM_LEN || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
     let (pid, start) = owner.split_once('.')?;
     Some((pid.parse().ok()?, start.parse().ok()?))
 }
+
+/// The length of the random part of a scratch directory's name (what 128
+/// bits of kernel randomness are in hex).
+pub const RANDOM_LEN: usize = 32;
 
 /// True unless the owner is certainly gone. A start time of 0 (unknown when
 /// the name was made): only a missing process is proof of death.
@@ -458,12 +467,16 @@ mod tests {
     #[test]
     fn dead_owners_are_swept_live_ones_and_others_kept() {
         let parent = tempfile::tempdir().unwrap();
-        let mine = format!("dsh-bash-tmp-{}-abc", owner_tag());
+        let random = "a".repeat(RANDOM_LEN);
+        let mine = format!("dsh-bash-tmp-{}-{random}", owner_tag());
         // pid 0 never names a live user process.
-        let dead = "dsh-bash-tmp-0.5-abc";
-        let unknown_start_dead = format!("dsh-bash-tmp-{}.0-x", u32::MAX - 1);
+        let dead = format!("dsh-bash-tmp-0.5-{random}");
+        let dead = dead.as_str();
+        let unknown_start_dead = format!("dsh-bash-tmp-{}.0-{random}", u32::MAX - 1);
         let other_kind = "dsh-bash-tmp-ABCDEF";
-        for name in [mine.as_str(), dead, &unknown_start_dead, other_kind] {
+        // A person's own directory that merely looks like ours.
+        let theirs = "dsh-bash-tmp-1.2-src";
+        for name in [mine.as_str(), dead, &unknown_start_dead, other_kind, theirs] {
             fs::create_dir_all(parent.path().join(name).join("in")).unwrap();
         }
         fs::set_permissions(
@@ -474,9 +487,20 @@ mod tests {
         sweep_dead(parent.path(), "dsh-bash-tmp-");
         assert!(parent.path().join(&mine).exists());
         assert!(parent.path().join(other_kind).exists());
+        assert!(
+            parent.path().join(theirs).exists(),
+            "a look-alike was swept"
+        );
         assert!(!parent.path().join(dead).exists());
         assert!(!parent.path().join(&unknown_start_dead).exists());
-        assert_eq!(owner_in("dsh-bash-12.34-ab", "dsh-bash-"), Some((12, 34)));
-        assert_eq!(owner_in("dsh-bash-tmp-1.2-ab", "dsh-bash-"), None);
+        assert_eq!(
+            owner_in(&format!("dsh-bash-12.34-{random}"), "dsh-bash-"),
+            Some((12, 34))
+        );
+        assert_eq!(owner_in("dsh-bash-12.34-ab", "dsh-bash-"), None);
+        assert_eq!(
+            owner_in(&format!("dsh-bash-tmp-1.2-{random}"), "dsh-bash-"),
+            None
+        );
     }
 }

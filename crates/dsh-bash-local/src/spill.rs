@@ -380,10 +380,10 @@ mod tests {
     #[test]
     fn dead_hosts_directories_are_swept_live_ones_kept() {
         let parent = tempfile::tempdir().unwrap();
-        let dead = parent.path().join("dsh-bash-999999999.1-0123abcd");
+        let dead = parent.path().join(format!("dsh-bash-999999999.1-{}", "0123abcd".repeat(4)));
         fs::create_dir(&dead).unwrap();
         fs::write(dead.join("stdout-x"), "old").unwrap();
-        let mine = parent.path().join(directory_name("feedbeef"));
+        let mine = parent.path().join(directory_name(&"feedbeef".repeat(4)));
         fs::create_dir(&mine).unwrap();
         let unrelated = parent.path().join("dsh-bash-tmp-ABCDEF");
         fs::create_dir(&unrelated).unwrap();

@@ -70,6 +70,7 @@ impl PrivateTmp {
         SWEEP.call_once(|| scratch::sweep_dead(&parent, PREFIX));
         let dir = tempfile::Builder::new()
             .prefix(&format!("{PREFIX}{}-", scratch::owner_tag()))
+            .rand_bytes(scratch::RANDOM_LEN)
             .permissions(Permissions::from_mode(0o700))
             .tempdir_in(&parent)?;
         let path = dir.keep();

@@ -23,7 +23,9 @@
 /// Identical consecutive lines kept before the rest of the run is counted.
 pub const RUN: usize = 3;
 
-/// Columns a cursor move may leave blank past a line's end.
+/// The column a cursor move may reach past a line's end, at most: blanks
+/// made by moves never take a line past it (`ESC [ 999 C x`, repeated,
+/// adds one character each time, not a screenful).
 const MAX_GAP: usize = 256;
 
 /// Characters of an OSC/DCS/… string after which an unterminated one is
@@ -108,7 +110,7 @@ impl Line {
         // A move never reaches past the line's end by more than a screen's
         // width: `ESC [ 4000000000 G` must not make a 16 GiB line.
         let n: usize = params.parse().unwrap_or(0);
-        let limit = self.cells.len() + MAX_GAP;
+        let limit = self.cells.len().max(MAX_GAP);
         match last {
             'G' => self.cursor = (n.max(1) - 1).min(limit),
             'C' => self.cursor = self.cursor.saturating_add(n.max(1)).min(limit),
@@ -244,9 +246,22 @@ fn draw(line: &mut Line, lines: &mut Vec<String>, cleaned: &mut Cleaned, c: char
         '\r' => line.cursor = 0,
         '\u{8}' => line.cursor = line.cursor.saturating_sub(1),
         '\t' => line.put('\t'),
-        c if c.is_control() => cleaned.sequences += 1,
+        c if c.is_control() || invisible(c) => cleaned.sequences += 1,
         c => line.put(c),
     }
+}
+
+/// Characters that change what a reader sees without being seen: bidi
+/// overrides and isolates, zero-width characters, the byte-order mark,
+/// line and paragraph separators, and the tag characters (text hidden
+/// from a person but read by a model).
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{2069}'
+        | '\u{feff}'
+        | '\u{e0000}'..='\u{e007f}')
 }
 
 fn finish(line: &mut Line, lines: &mut Vec<String>, cleaned: &mut Cleaned) {
@@ -347,6 +362,18 @@ mod tests {
         assert_eq!(cleaned.sequences, 1);
         let long = format!("a\u{9d}{}", "text ".repeat(2000));
         assert!(clean(&long).text.starts_with("atext text"));
+        // Moves repeated after each character add one character each.
+        let repeated = "\x1b[999Cx".repeat(2000);
+        assert!(
+            clean(&repeated).text.len() <= MAX_GAP + 2000,
+            "{}",
+            clean(&repeated).text.len()
+        );
+        // What a reader cannot see is taken out: bidi overrides, zero
+        // widths, tag characters.
+        let hidden = clean("a\u{202e}b\u{200b}c\u{e0041}\u{e0042}d\u{feff}e");
+        assert_eq!(hidden.text, "abcde");
+        assert_eq!(hidden.sequences, 5);
         // Text after a stray `ESC [` is kept; `ESC ( B` takes one byte.
         assert_eq!(clean("x\x1b[\u{4e2d}\u{6587}y").text, "x\u{4e2d}\u{6587}y");
         assert_eq!(clean("\x1b(0 123 abc").text, " 123 abc");
