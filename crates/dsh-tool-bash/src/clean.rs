@@ -177,7 +177,10 @@ pub fn clean(text: &str) -> Cleaned {
         }
         if matches!(escape, Escape::String | Escape::StringEsc) {
             string.push(c);
-            if string.len() > MAX_STRING {
+            // A line end or too long a string: not a string after all (a
+            // stray escape), so it cannot swallow the lines after it (a
+            // read's `[stderr]` section among them).
+            if c == '\n' || string.len() > MAX_STRING {
                 for kept in std::mem::take(&mut string) {
                     draw(&mut line, &mut lines, &mut cleaned, kept);
                 }
@@ -356,10 +359,13 @@ mod tests {
             );
             assert!(cleaned.text.ends_with('x'));
         }
-        // An OSC that never ends: what follows it stays.
+        // An OSC that never ends: what follows it stays, and a line end
+        // ends it (the next line is never swallowed).
         let cleaned = clean("before \x1b]0;after it all\n");
         assert_eq!(cleaned.text, "before 0;after it all\n");
         assert_eq!(cleaned.sequences, 1);
+        let split = clean("out\x1b]8;;\n[stderr]\nerr\x07\n");
+        assert_eq!(split.text, "out8;;\n[stderr]\nerr\n");
         let long = format!("a\u{9d}{}", "text ".repeat(2000));
         assert!(clean(&long).text.starts_with("atext text"));
         // Moves repeated after each character add one character each.
