@@ -451,6 +451,20 @@ struct Gate {
     budget: tokio::sync::Semaphore,
 }
 
+/// A request refused before it reaches rmcp: the answer, boxed (it is
+/// large beside what an admitted request carries on).
+type Refusal = Box<Response<Body>>;
+
+/// A body's share of its token's body budget and of everyone's.
+type BodyPermits<'a> = (
+    tokio::sync::SemaphorePermit<'a>,
+    tokio::sync::SemaphorePermit<'a>,
+);
+
+fn refusal(status: StatusCode, text: impl Into<String>) -> Refusal {
+    Box::new(plain(status, text))
+}
+
 fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(text.into())).boxed());
     *response.status_mut() = status;
@@ -547,6 +561,29 @@ impl Gate {
         if request.uri().path() == "/healthz" {
             return plain(StatusCode::OK, "ok\n");
         }
+        let door = match self.admit(&request) {
+            Ok(door) => door,
+            Err(refused) => return *refused,
+        };
+        // The body is read here, within a deadline and a size cap (a body
+        // trickled forever would hold its connection), and looked at to
+        // route the request.
+        let (parts, body) = request.into_parts();
+        let (body, _budget) = match self.read_body(door, &parts, body).await {
+            Ok(read) => read,
+            Err(refused) => return *refused,
+        };
+        let routing: Option<Routing<'_>> = serde_json::from_slice(&body).ok();
+        let per_request_version = routing.as_ref().is_some_and(Routing::per_request_version);
+        let opens = routing.as_ref().is_some_and(Routing::opens_a_session);
+        drop(routing);
+        let request = Request::from_parts(parts, Full::new(body));
+        self.route(door, request, per_request_version, opens).await
+    }
+
+    /// The token's door, if the request may go on: one `Host` whose
+    /// authority can be judged, an allowed `Origin`, a token, the endpoint.
+    fn admit(&self, request: &Request<hyper::body::Incoming>) -> Result<&Door, Refusal> {
         // Two `Host`s: which one is checked would be a guess.
         if request
             .headers()
@@ -555,26 +592,26 @@ impl Gate {
             .count()
             > 1
         {
-            return plain(
+            return Err(refusal(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: more than one Host header",
-            );
+            ));
         }
-        if let Some(refused) = authority_refused(&request) {
-            return plain(StatusCode::BAD_REQUEST, refused);
+        if let Some(refused) = authority_refused(request) {
+            return Err(refusal(StatusCode::BAD_REQUEST, refused));
         }
         if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("");
             if !self.origin_allowed(origin) {
-                return plain(
+                return Err(refusal(
                     StatusCode::FORBIDDEN,
                     format!(
                         "Forbidden: Origin {origin:?} is not allowed (the server's --allow-origin)"
                     ),
-                );
+                ));
             }
         }
-        let Some(door) = self.door(&request) else {
+        let Some(door) = self.door(request) else {
             let mut response = plain(
                 StatusCode::UNAUTHORIZED,
                 "Unauthorized: send the server's token as `Authorization: Bearer <token>`",
@@ -583,18 +620,26 @@ impl Gate {
                 hyper::header::WWW_AUTHENTICATE,
                 hyper::header::HeaderValue::from_static("Bearer realm=\"dsh-bash\""),
             );
-            return response;
+            return Err(Box::new(response));
         };
         if request.uri().path() != ENDPOINT {
-            return plain(
+            return Err(refusal(
                 StatusCode::NOT_FOUND,
                 format!("Not Found: the MCP endpoint is {ENDPOINT}"),
-            );
+            ));
         }
-        // The body is read here, within a deadline and a size cap (a body
-        // trickled forever would hold its connection), and looked at to
-        // route the request.
-        let (parts, body) = request.into_parts();
+        Ok(door)
+    }
+
+    /// The request's body, read within [`BODY_DEADLINE`] and
+    /// [`MAX_BODY_BYTES`], and its share of the token's and everyone's
+    /// body budget, held until the request is answered.
+    async fn read_body<'a>(
+        &'a self,
+        door: &'a Door,
+        parts: &hyper::http::request::Parts,
+        body: hyper::body::Incoming,
+    ) -> Result<(Bytes, Option<BodyPermits<'a>>), Refusal> {
         let declared = parts
             .headers
             .get(hyper::header::CONTENT_LENGTH)
@@ -602,17 +647,17 @@ impl Gate {
             .and_then(|v| v.parse::<usize>().ok());
         if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
             // Before any `100 Continue`: nothing is uploaded to be refused.
-            return plain(
+            return Err(refusal(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "Payload Too Large: a request body may hold at most {MAX_BODY_BYTES} bytes"
                 ),
-            );
+            ));
         }
         // The body's share of its token's budget and of everyone's, held
         // until the request is answered (rmcp parses it again meanwhile).
         let share = u32::try_from(declared.unwrap_or(MAX_BODY_BYTES).max(1)).unwrap_or(u32::MAX);
-        let _budget = if parts.method == hyper::Method::POST {
+        let budget = if parts.method == hyper::Method::POST {
             let both = async {
                 let token = door.budget.acquire_many(share).await?;
                 let all = self.budget.acquire_many(share).await?;
@@ -621,10 +666,10 @@ impl Gate {
             match tokio::time::timeout(BODY_DEADLINE, both).await {
                 Ok(Ok(permits)) => Some(permits),
                 _ => {
-                    return plain(
+                    return Err(refusal(
                         StatusCode::SERVICE_UNAVAILABLE,
                         "Service Unavailable: too many request bodies are being read; retry",
-                    )
+                    ))
                 }
             }
         } else {
@@ -634,37 +679,43 @@ impl Gate {
             let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
             match tokio::time::timeout(BODY_DEADLINE, limited.collect()).await {
                 Err(_) => {
-                    return plain(
+                    return Err(refusal(
                         StatusCode::REQUEST_TIMEOUT,
                         format!(
                             "Request Timeout: the body did not arrive within {BODY_DEADLINE:?}"
                         ),
-                    )
+                    ))
                 }
                 Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
-                    return plain(
+                    return Err(refusal(
                         StatusCode::PAYLOAD_TOO_LARGE,
                         format!(
                         "Payload Too Large: a request body may hold at most {MAX_BODY_BYTES} bytes"
                     ),
-                    )
+                    ))
                 }
                 Ok(Err(err)) => {
-                    return plain(
+                    return Err(refusal(
                         StatusCode::BAD_REQUEST,
                         format!("Bad Request: the body could not be read: {err}"),
-                    )
+                    ))
                 }
                 Ok(Ok(collected)) => collected.to_bytes(),
             }
         } else {
             Bytes::new()
         };
-        let routing: Option<Routing<'_>> = serde_json::from_slice(&body).ok();
-        let per_request_version = routing.as_ref().is_some_and(Routing::per_request_version);
-        let opens = routing.as_ref().is_some_and(Routing::opens_a_session);
-        drop(routing);
-        let request = Request::from_parts(parts, Full::new(body));
+        Ok((body, budget))
+    }
+
+    /// Routes an admitted request with its body to the token's endpoints.
+    async fn route(
+        &self,
+        door: &Door,
+        request: Request<Full<Bytes>>,
+        per_request_version: bool,
+        opens: bool,
+    ) -> Response<Body> {
         let headers = request.headers();
         let session = headers
             .get("mcp-session-id")
