@@ -76,11 +76,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let text = if args.json {
         serde_json::to_string(&result).context("encoding the result as JSON")?
     } else {
-        let streams = (result.stdout.clone(), result.stderr.clone());
-        let heads =
-            tokio::task::spawn_blocking(move || dsh_tool_bash::Heads::of(&streams.0, &streams.1))
-                .await
-                .unwrap_or_default();
+        let heads = dsh_tool_bash::Heads::read(&result).await;
         dsh_tool_bash::render_run_result_with(&result, &heads)
     };
     let mut stdout = std::io::stdout().lock();

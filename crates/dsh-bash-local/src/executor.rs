@@ -102,27 +102,20 @@ impl LocalBashExecutor {
         if config.adopt_orphans {
             crate::adopt::enable();
         }
-        if config.containment != crate::ContainmentChoice::ProcessTree {
-            // A host killed outright together with its watchdog leaves its
-            // cgroup behind, processes and all: swept now, when the next
-            // host starts, not at its first command (on a thread of its
-            // own: killing a stale tree may take a moment).
-            std::thread::spawn(|| {
-                let _ = crate::cgroup::CgroupHost::get();
-            });
-        }
-        // So are the scratch directories of dead owners (spill directories,
-        // private TMPDIRs): at start, before any command, beside the above.
+        // A host killed outright together with its watchdog leaves its
+        // cgroup behind, processes and all, and its spill directory: swept
+        // when the next host starts, not at its first command (on a thread
+        // of its own: killing a stale tree may take a moment).
+        let cgroups = config.containment != crate::ContainmentChoice::ProcessTree;
         let spill_parent = config
             .spill_parent
             .clone()
             .unwrap_or_else(crate::scratch::temp_dir);
         std::thread::spawn(move || {
+            if cgroups {
+                let _ = crate::cgroup::CgroupHost::get();
+            }
             crate::scratch::sweep_dead(&spill_parent, crate::scratch::SPILL_PREFIX);
-            crate::scratch::sweep_dead(
-                &crate::scratch::temp_dir(),
-                crate::scratch::PRIVATE_TMP_PREFIX,
-            );
         });
         let spill = SpillDir::new(
             config.spill_parent.clone(),

@@ -25,6 +25,7 @@ use std::sync::{Mutex, PoisonError, Weak};
 use dsh_bash::OwnerToken;
 
 use crate::output::Stream;
+use crate::scratch::SPILL_PREFIX;
 use crate::sys;
 
 /// 128 bits of kernel randomness as hex: an unpredictable file name part.
@@ -78,18 +79,11 @@ impl std::fmt::Debug for SpillDir {
     }
 }
 
-/// Where spill directories go when none is configured: the temp dir, unless
-/// `TMPDIR` is empty or relative (then `/tmp`).
-fn default_parent() -> PathBuf {
-    crate::scratch::temp_dir()
-}
-
 /// `dsh-bash-<pid>.<start time>-<random>`: the owner, recorded in the name.
 fn directory_name(random: &str) -> String {
     format!("{SPILL_PREFIX}{}-{random}", crate::scratch::owner_tag())
 }
 
-use crate::scratch::SPILL_PREFIX;
 
 /// Removes the spill directories of dead hosts (ours: same user) in
 /// `parent`: their paths mean nothing any more.
@@ -100,7 +94,7 @@ fn sweep(parent: &Path) {
 impl SpillDir {
     pub(crate) fn new(parent: Option<PathBuf>, limits: SpillLimits) -> Self {
         SpillDir {
-            parent: parent.unwrap_or_else(default_parent),
+            parent: parent.unwrap_or_else(crate::scratch::temp_dir),
             dir: Mutex::new(None),
             kept: Mutex::new(VecDeque::new()),
             active: Mutex::new(HashMap::new()),

@@ -232,15 +232,18 @@ impl SandboxBashExecutor {
             .clone()
             .map_or(base.clone(), |root| base.join(root));
         let workspace = Workspace::open(&workspace_root)?;
+        // What a server killed outright left in the temp dir goes before
+        // any command (beside the local executor's own sweeps).
+        std::thread::spawn(crate::private_tmp::sweep_dead_once);
         let spill_parent = config
             .local
             .spill_parent
             .clone()
-            .unwrap_or_else(crate::private_tmp::parent);
+            .unwrap_or_else(dsh_bash_local::scratch::temp_dir);
         let scratch_inside = scratch_inside(
             &workspace,
             &[
-                ("temp dir (TMPDIR)", crate::private_tmp::parent()),
+                ("temp dir (TMPDIR)", dsh_bash_local::scratch::temp_dir()),
                 ("spill parent", spill_parent),
             ],
         );

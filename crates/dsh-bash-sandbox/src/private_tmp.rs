@@ -5,8 +5,8 @@
 //! (`chmod 000`). The removal starts from a handle on the temp dir taken
 //! when the directory was made and never follows a link
 //! ([`dsh_bash_local::scratch`]); the directories of a server that was
-//! killed outright are swept by the next server of the same user that makes
-//! one.
+//! killed outright are swept by the next server of the same user when it
+//! starts.
 
 use std::ffi::OsString;
 use std::fs::{File, Permissions};
@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use dsh_bash_local::scratch;
-
 use dsh_bash_local::scratch::PRIVATE_TMP_PREFIX as PREFIX;
 
 /// The directory; removed by [`PrivateTmp::remove`] on the paths that know
@@ -55,19 +54,20 @@ fn remove_logged(path: &Path, (parent, name): &(File, OsString)) {
     }
 }
 
-/// The temp dir private TMPDIRs are made in.
-pub(crate) fn parent() -> PathBuf {
-    scratch::temp_dir()
+/// Sweeps dead owners' private TMPDIRs from the temp dir, once per process
+/// (blocking; a second caller waits for the first): at an executor's start,
+/// and at the latest before its first private TMPDIR is made.
+pub(crate) fn sweep_dead_once() {
+    static SWEEP: Once = Once::new();
+    SWEEP.call_once(|| scratch::sweep_dead(&scratch::temp_dir(), PREFIX));
 }
 
 impl PrivateTmp {
-    /// Creates `dsh-bash-tmp-<owner>-XXXXXX` (0700, exclusive) in the
-    /// host's temp dir, sweeping dead owners' ones there first (once per
-    /// process).
+    /// Creates `dsh-bash-tmp-<owner>-<random>` (0700, exclusive) in the
+    /// host's temp dir, dead owners' ones swept first ([`sweep_dead_once`]).
     pub(crate) fn create() -> io::Result<Self> {
-        let parent = parent();
-        static SWEEP: Once = Once::new();
-        SWEEP.call_once(|| scratch::sweep_dead(&parent, PREFIX));
+        let parent = scratch::temp_dir();
+        sweep_dead_once();
         let dir = tempfile::Builder::new()
             .prefix(&format!("{PREFIX}{}-", scratch::owner_tag()))
             .rand_bytes(scratch::RANDOM_LEN)

@@ -340,12 +340,12 @@ impl ProtectedPaths {
             let (path, state) = state_of(root, relative, false);
             resolved.entry(path).or_insert(state);
             if relative == Path::new(".git") {
-                for gitdir in crate::git::git_dirs(root) {
+                let reach = crate::git::reach(root);
+                complete &= reach.complete;
+                for gitdir in reach.gitdirs {
                     resolved.entry(gitdir).or_insert(ProtectedState::Present);
                 }
-                let (reached, all) = crate::git::reach(root);
-                complete &= all;
-                for reached in reached {
+                for reached in reach.reached {
                     let (path, state) = state_of(root, &reached.path, reached.file);
                     resolved.entry(path).or_insert(state);
                 }

@@ -42,28 +42,28 @@ pub struct Heads {
 }
 
 impl Heads {
-    /// Reads the heads of `result`'s truncated streams (blocking).
-    pub fn read(result: &BashRunResult) -> Heads {
-        Heads::of(&result.stdout, &result.stderr)
-    }
-
-    /// Reads the heads of these streams, the truncated ones (blocking).
-    pub fn of(stdout: &CollectedOutput, stderr: &CollectedOutput) -> Heads {
-        Heads {
-            stdout: head_of(stdout),
-            stderr: head_of(stderr),
+    /// Reads the heads of `result`'s truncated streams from their spill
+    /// files, on the blocking pool (nothing is read when none was cut).
+    pub async fn read(result: &BashRunResult) -> Heads {
+        let spilled = |s: &CollectedOutput| s.spill_path.clone().filter(|_| s.truncated);
+        let (stdout, stderr) = (spilled(&result.stdout), spilled(&result.stderr));
+        if stdout.is_none() && stderr.is_none() {
+            return Heads::default();
         }
+        tokio::task::spawn_blocking(move || Heads {
+            stdout: stdout.and_then(|path| head_of(&path)),
+            stderr: stderr.and_then(|path| head_of(&path)),
+        })
+        .await
+        .unwrap_or_default()
     }
 }
 
-/// The first whole lines (up to [`HEAD_BYTES`]) of a truncated stream's
-/// spill file; `None` without one, or without a line end in that much.
-fn head_of(stream: &CollectedOutput) -> Option<String> {
+/// The first whole lines (up to [`HEAD_BYTES`]) of the spill file at
+/// `path`; `None` without a line end in that much. Blocking.
+fn head_of(path: &std::path::Path) -> Option<String> {
     use std::io::Read;
-    if !stream.truncated {
-        return None;
-    }
-    let file = std::fs::File::open(stream.spill_path.as_ref()?).ok()?;
+    let file = std::fs::File::open(path).ok()?;
     let mut bytes = Vec::with_capacity(HEAD_BYTES);
     file.take(HEAD_BYTES as u64).read_to_end(&mut bytes).ok()?;
     let end = bytes.iter().rposition(|b| *b == b'\n')? + 1;

@@ -473,14 +473,7 @@ impl BashTools {
         if result.aborted {
             return Err(ToolError::Aborted);
         }
-        let heads = if result.stdout.truncated || result.stderr.truncated {
-            let streams = (result.stdout.clone(), result.stderr.clone());
-            tokio::task::spawn_blocking(move || Heads::of(&streams.0, &streams.1))
-                .await
-                .unwrap_or_default()
-        } else {
-            Heads::default()
-        };
+        let heads = Heads::read(&result).await;
         let text = render_run_result_with(&result, &heads);
         Ok(ToolOutput {
             structured: structured::run(text.clone(), &result),

@@ -88,23 +88,7 @@ fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
 /// `path` (relative to `base`, or absolute) as a clean path inside `root`,
 /// without touching the disk; `None` if it leaves `root`.
 fn lexically_inside(root: &Path, base: &Path, path: &str) -> Option<PathBuf> {
-    let path = Path::new(path);
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        base.join(path)
-    };
-    let mut clean = PathBuf::new();
-    for component in joined.components() {
-        match component {
-            Component::ParentDir => {
-                clean.pop();
-            }
-            Component::CurDir => {}
-            other => clean.push(other),
-        }
-    }
-    clean
+    lexically_clean(&base.join(path))
         .strip_prefix(root)
         .ok()
         .filter(|rel| !rel.as_os_str().is_empty())
@@ -122,14 +106,6 @@ fn is_git_directory(dir: &Path) -> bool {
         && ["objects", "refs"]
             .iter()
             .all(|sub| std::fs::symlink_metadata(dir.join(sub)).is_ok_and(|m| m.is_dir()))
-}
-
-/// The git directories of the repository at `root`: `.git` itself, or
-/// what a `.git` file points to and its common directory (inside `root`).
-/// Empty when the root has no repository of its own (a `.git` directory
-/// that is not a git directory, such as a stand-in, included).
-pub(crate) fn git_dirs(root: &Path) -> Vec<PathBuf> {
-    git_dirs_in(root, root)
 }
 
 /// Targets inside `root` of the symlinks in `gitdir`
@@ -328,9 +304,14 @@ fn expand_anywhere(base: &Path, value: &str) -> Option<PathBuf> {
         Some(rest) => PathBuf::from(std::env::var_os("HOME")?).join(rest),
         None => PathBuf::from(value),
     };
-    let joined = base.join(value);
+    Some(lexically_clean(&base.join(value)))
+}
+
+/// `path` with `.` and `..` resolved without touching the disk (`base.join`
+/// of an absolute path is that path).
+fn lexically_clean(path: &Path) -> PathBuf {
     let mut clean = PathBuf::new();
-    for component in joined.components() {
+    for component in path.components() {
         match component {
             Component::ParentDir => {
                 clean.pop();
@@ -339,7 +320,7 @@ fn expand_anywhere(base: &Path, value: &str) -> Option<PathBuf> {
             other => clean.push(other),
         }
     }
-    Some(clean)
+    clean
 }
 
 /// `value` (`~/x`, absolute, or relative to `base`) as a clean absolute
@@ -464,12 +445,9 @@ fn git_dirs_anywhere(worktree: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The repository git would discover from `root` by walking up (its
-/// worktree and git directories), when `root` has none of its own.
+/// The repository git would discover above `root` by walking up (its
+/// worktree and git directories), for a root without one of its own.
 fn enclosing(root: &Path) -> Option<(PathBuf, Vec<PathBuf>)> {
-    if !git_dirs_anywhere(root).is_empty() {
-        return Some((root.to_path_buf(), git_dirs_anywhere(root)));
-    }
     root.ancestors().skip(1).find_map(|above| {
         let dirs = git_dirs_anywhere(above);
         (!dirs.is_empty()).then(|| (above.to_path_buf(), dirs))
@@ -491,37 +469,45 @@ fn global_configs() -> Vec<PathBuf> {
     files
 }
 
-/// Everything beyond the git directories a protected `.git` takes along,
-/// relative to `root`.
-/// The flag is false when a bound left something out.
-pub(crate) fn reach(root: &Path) -> (Vec<Reached>, bool) {
-    let gitdirs = git_dirs(root);
-    // Those outside too (a worktree's repository): their config and index
-    // name places inside the workspace.
+/// What a protected `.git` takes along in a workspace.
+pub(crate) struct Reach {
+    /// The root's own git directories inside it (protected whole).
+    pub(crate) gitdirs: Vec<PathBuf>,
+    /// Everything beyond them, relative to the root.
+    pub(crate) reached: Vec<Reached>,
+    /// False when a bound left something out.
+    pub(crate) complete: bool,
+}
+
+/// Everything a protected `.git` takes along in `root` (see the module
+/// docs), each repository found once.
+pub(crate) fn reach(root: &Path) -> Reach {
+    // The root's repository wherever its git directories are (a worktree's
+    // are outside), else the one above it (a package of a monorepo): their
+    // config and index name places inside the workspace.
     let anywhere = git_dirs_anywhere(root);
+    let gitdirs: Vec<PathBuf> = anywhere
+        .iter()
+        .filter(|dir| dir.starts_with(root) && *dir != root)
+        .cloned()
+        .collect();
+    let (worktree, dirs) = if anywhere.is_empty() {
+        enclosing(root).unwrap_or_else(|| (root.to_path_buf(), Vec::new()))
+    } else {
+        (root.to_path_buf(), anywhere)
+    };
     let mut found = Found {
         root,
-        gitdirs: anywhere.clone(),
+        gitdirs: dirs.clone(),
         reached: Vec::new(),
         complete: true,
         read: Vec::new(),
     };
-    for gitdir in &anywhere {
-        found.repository(root, gitdir, 0);
-    }
-    // A workspace inside a repository (a package of a monorepo): that
-    // repository's config and index name places inside the workspace too.
-    if anywhere.is_empty() {
-        if let Some((worktree, dirs)) = enclosing(root) {
-            found.gitdirs.extend(dirs.iter().cloned());
-            for gitdir in &dirs {
-                found.repository(&worktree, gitdir, 0);
-            }
-        }
+    for gitdir in &dirs {
+        found.repository(&worktree, gitdir, 0);
     }
     // The person's own config files, read for every repository: what they
     // name relative to a worktree, and what they include from inside it.
-    let worktree = enclosing(root).map_or_else(|| root.to_path_buf(), |(w, _)| w);
     for file in global_configs() {
         found.config(&worktree, &file, 0);
     }
@@ -540,7 +526,11 @@ pub(crate) fn reach(root: &Path) -> (Vec<Reached>, bool) {
     if gitdirs.is_empty() {
         found.add(&root.join("HEAD"), false);
     }
-    (found.reached, found.complete)
+    Reach {
+        gitdirs,
+        reached: found.reached,
+        complete: found.complete,
+    }
 }
 
 /// Real git for the tests: whether it is installed, and running it.
@@ -581,7 +571,7 @@ mod tests {
     use super::*;
 
     fn paths(root: &Path) -> Vec<PathBuf> {
-        reach(root).0.into_iter().map(|r| r.path).collect()
+        reach(root).reached.into_iter().map(|r| r.path).collect()
     }
 
     fn repo(at: &Path) {
@@ -624,7 +614,9 @@ mod tests {
             "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.com/lib\n[submodule \"x\"]\n\tpath = ../escape\n",
         )
         .unwrap();
-        let (reached, complete) = reach(&root);
+        let Reach {
+            reached, complete, ..
+        } = reach(&root);
         assert!(complete);
         let found = |p: &str| reached.iter().find(|r| r.path == Path::new(p)).cloned();
         for expected in [
@@ -646,14 +638,14 @@ mod tests {
             reached.iter().all(|r| !r.path.starts_with("..")),
             "{reached:?}"
         );
-        assert_eq!(git_dirs(&root), [root.join(".git")]);
+        assert_eq!(reach(&root).gitdirs, [root.join(".git")]);
         assert!(found("HEAD").is_none());
         std::fs::remove_dir_all(root.join(".git")).unwrap();
         assert!(paths(&root).contains(&PathBuf::from("HEAD")));
         // An empty `.git` (a stand-in of another command, or one a killed
         // server left) is no repository: HEAD stays protected.
         std::fs::create_dir(root.join(".git")).unwrap();
-        assert!(git_dirs(&root).is_empty());
+        assert!(reach(&root).gitdirs.is_empty());
         assert!(paths(&root).contains(&PathBuf::from("HEAD")));
     }
 
@@ -730,7 +722,9 @@ mod tests {
         git(&main, &["config", "core.fsmonitor", "sh tools/fsmon.sh"]);
         git(&main, &["worktree", "add", "-q", "../wt"]);
         let wt = base.join("wt");
-        let (reached, complete) = reach(&wt);
+        let Reach {
+            reached, complete, ..
+        } = reach(&wt);
         let reached: Vec<PathBuf> = reached.into_iter().map(|r| r.path).collect();
         assert!(complete);
         for expected in ["hooks", "tools/fsmon.sh"] {
@@ -768,7 +762,9 @@ mod tests {
         );
         git(&repo, &["config", "core.hooksPath", "pkg/hooks"]);
         let pkg = repo.join("pkg");
-        let (reached, complete) = reach(&pkg);
+        let Reach {
+            reached, complete, ..
+        } = reach(&pkg);
         assert!(complete);
         let reached: Vec<PathBuf> = reached.into_iter().map(|r| r.path).collect();
         for expected in ["hooks", "vendor/lib/.git", "HEAD"] {
