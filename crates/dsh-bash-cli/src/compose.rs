@@ -87,7 +87,7 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
     LocalConfig {
         scrub,
         max_spill_bytes: args.max_spill_bytes,
-        max_output_bytes: MODEL_STREAM_BYTES,
+        max_output_bytes: MODEL_OUTPUT_BYTES,
         containment: match args.containment.as_str() {
             "process-tree" => dsh_bash_local::ContainmentChoice::ProcessTree,
             _ => dsh_bash_local::ContainmentChoice::Auto,
@@ -103,11 +103,14 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
     }
 }
 
-/// The tail of each stream kept for the model, in bytes: two of them with
-/// their markers stay under 30,000 characters, what Claude Code shows
-/// inline and well inside Codex's cut (anything longer is in a spill file,
-/// its head and tail shown around a marker).
-pub const MODEL_STREAM_BYTES: u64 = 14_000;
+/// The output a result shows the model, in bytes, and the tail of each
+/// stream kept in memory: a stream no longer than this is shown whole, a
+/// longer one is spilled and shown as its head and tail, and two long
+/// streams share it (`dsh_tool_bash::render_run_result`). With its markers
+/// a result stays under 30,000 characters, what Claude Code shows inline,
+/// and under Codex's 10,000-token cut even JSON-escaped (lines of one
+/// character double in size).
+pub const MODEL_OUTPUT_BYTES: u64 = 24_000;
 
 /// The executor: unconfined, or confined when a mode is given.
 pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<dyn BashExecutor>> {

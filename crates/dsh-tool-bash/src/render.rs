@@ -79,22 +79,6 @@ fn from_a_line_start(text: &str) -> &str {
     }
 }
 
-/// `text` without at least its first `bytes` bytes, from the next line
-/// start (or that char boundary, if no line starts after it).
-fn without_first(text: &str, bytes: usize) -> &str {
-    if bytes >= text.len() {
-        return "";
-    }
-    let mut at = bytes;
-    while !text.is_char_boundary(at) {
-        at += 1;
-    }
-    match text[at..].find('\n') {
-        Some(end) if at + end + 1 < text.len() => &text[at + end + 1..],
-        _ => &text[at..],
-    }
-}
-
 /// What cleaning took out of the streams of one result, summed.
 #[derive(Default)]
 struct Removed(crate::clean::Cleaned);
@@ -120,29 +104,92 @@ fn push_cleaned(text: &mut String, part: &str, removed: &mut Removed) {
     text.push_str(&cleaned.text);
 }
 
+/// The least a truncated stream shows, however much the other stream took.
+pub const MIN_SHOWN_BYTES: usize = 4_000;
+
+/// How many bytes of each stream a result shows. The executor keeps the
+/// last `max_output_bytes` of a stream in memory and spills the whole of a
+/// longer one; that same number is the budget of the whole result: a
+/// stream kept whole is shown whole (it has no other copy), and the
+/// truncated streams share what is left (at least [`MIN_SHOWN_BYTES`]
+/// each), so one long stream gets nearly all of it and two get half each.
+fn allowances(result: &BashRunResult) -> (usize, usize) {
+    let streams = [&result.stdout, &result.stderr];
+    let budget = streams
+        .iter()
+        .filter(|s| s.truncated)
+        .map(|s| s.text.len())
+        .max()
+        .unwrap_or(0);
+    let whole: usize = streams
+        .iter()
+        .filter(|s| !s.truncated)
+        .map(|s| s.text.len())
+        .sum();
+    let cut = streams.iter().filter(|s| s.truncated).count().max(1);
+    let share = (budget.saturating_sub(whole) / cut).max(MIN_SHOWN_BYTES);
+    let of = |s: &CollectedOutput| if s.truncated { share } else { usize::MAX };
+    (of(&result.stdout), of(&result.stderr))
+}
+
+/// The last whole lines of `text` in at most `bytes` bytes (from a char
+/// boundary when no line starts in them).
+fn last_bytes(text: &str, bytes: usize) -> &str {
+    if bytes >= text.len() {
+        return text;
+    }
+    let mut at = text.len() - bytes;
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    if text[..at].ends_with('\n') {
+        return &text[at..];
+    }
+    match text[at..].find('\n') {
+        Some(end) if at + end + 1 < text.len() => &text[at + end + 1..],
+        _ => &text[at..],
+    }
+}
+
+/// The first whole lines of `head` in at most `bytes` bytes.
+fn first_bytes(head: &str, bytes: usize) -> &str {
+    if head.len() <= bytes {
+        return head;
+    }
+    let mut at = bytes;
+    while !head.is_char_boundary(at) {
+        at -= 1;
+    }
+    head[..at]
+        .rfind('\n')
+        .map_or(&head[..at], |end| &head[..=end])
+}
+
 /// A stream: whole, or, truncated, a marker first (how much there was, what
 /// is shown, where the rest is), then its head and its tail around the
-/// count of what was left out; the tail from a line start, no longer than
-/// what was kept in memory.
+/// count of what was left out; the tail from a line start, the two within
+/// `allowance` bytes.
 fn push_stream(
     text: &mut String,
     stream: &CollectedOutput,
     head: Option<&str>,
+    allowance: usize,
     removed: &mut Removed,
 ) {
     if !stream.truncated {
         push_cleaned(text, &stream.text, removed);
         return;
     }
-    let tail = from_a_line_start(&stream.text);
-    let shown = head.map(|head| (head, without_first(tail, head.len())));
-    let (head, tail) = match shown {
-        Some((head, trimmed))
-            if (head.len() as u64) < stream.total_bytes.saturating_sub(trimmed.len() as u64) =>
-        {
-            (Some(head), trimmed)
-        }
-        _ => (None, tail),
+    let kept = from_a_line_start(&stream.text);
+    let head = head
+        .map(|head| first_bytes(head, allowance / 4))
+        .filter(|head| !head.is_empty());
+    let apart = head
+        .map(|head| (head, last_bytes(kept, allowance - head.len())))
+        .filter(|(head, tail)| ((head.len() + tail.len()) as u64) < stream.total_bytes);
+    let (head, tail) = match apart {
+        Some((head, tail)) => (Some(head), tail),
+        None => (None, last_bytes(kept, allowance)),
     };
     let total = stream.total_bytes;
     let shown = match head {
@@ -180,10 +227,12 @@ pub fn render_run_result(result: &BashRunResult) -> String {
 pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
     let mut text = String::new();
     let mut removed = Removed::default();
+    let (stdout_allowance, stderr_allowance) = allowances(result);
     push_stream(
         &mut text,
         &result.stdout,
         heads.stdout.as_deref(),
+        stdout_allowance,
         &mut removed,
     );
     if !result.stderr.text.is_empty() || result.stderr.truncated {
@@ -192,6 +241,7 @@ pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
             &mut text,
             &result.stderr,
             heads.stderr.as_deref(),
+            stderr_allowance,
             &mut removed,
         );
     }
@@ -397,11 +447,68 @@ mod tests {
         };
         assert_eq!(
             render_run_result_with(&r, &heads),
-            "[output truncated: 48894 bytes in all, shown: the first 4 and the last 11 bytes; full output: /tmp/x/stdout-1]\n1\n2\n[… 48879 bytes left out …]\n9999\n10000\n"
+            "[output truncated: 48894 bytes in all, shown: the first 4 and the last 16 bytes; full output: /tmp/x/stdout-1]\n1\n2\n[… 48874 bytes left out …]\n9998\n9999\n10000\n"
         );
         // A head that would reach into the tail is not shown.
         r.stdout.total_bytes = 15;
         assert!(!render_run_result_with(&r, &heads).contains("left out"));
+    }
+
+    /// A truncated stream of `lines` lines `NNNNNN\n` (7 bytes each), of
+    /// which the last `kept` bytes are in memory, as the executor keeps it.
+    fn long_stream(lines: usize, kept: usize) -> CollectedOutput {
+        let all: String = (0..lines).map(|n| format!("{n:06}\n")).collect();
+        CollectedOutput {
+            text: all[all.len() - kept..].to_owned(),
+            truncated: true,
+            total_bytes: all.len() as u64,
+            spill_path: Some(PathBuf::from("/tmp/x/spill")),
+            ..CollectedOutput::default()
+        }
+    }
+
+    fn shown_of(text: &str) -> Vec<&str> {
+        text.match_indices("shown: ")
+            .map(|(at, _)| &text[at..at + text[at..].find(';').unwrap()])
+            .collect()
+    }
+
+    #[test]
+    fn the_streams_share_one_budget() {
+        let heads = Heads {
+            stdout: Some("000000\n".repeat(285)),
+            stderr: Some("000000\n".repeat(285)),
+        };
+        // One long stream takes the whole budget (the executor's cap,
+        // 24,000 here), its head a quarter at most.
+        let mut r = result("", "", Some(0));
+        r.stdout = long_stream(100_000, 24_000);
+        let text = render_run_result_with(&r, &heads);
+        assert_eq!(
+            shown_of(&text),
+            ["shown: the first 1995 and the last 22001 bytes"]
+        );
+        // Two share it half and half.
+        r.stderr = long_stream(100_000, 24_000);
+        let text = render_run_result_with(&r, &heads);
+        let half = "shown: the first 1995 and the last 10003 bytes";
+        assert_eq!(shown_of(&text), [half, half]);
+        // A stream kept whole is shown whole (it has no other copy); the
+        // long one gets what is left, and never less than MIN_SHOWN_BYTES.
+        r.stderr = result("", &"e".repeat(20_000), Some(0)).stderr;
+        let text = render_run_result_with(&r, &heads);
+        assert!(text.contains(&"e".repeat(20_000)), "{text}");
+        assert_eq!(
+            shown_of(&text),
+            ["shown: the first 994 and the last 3003 bytes"]
+        );
+        // Every shown tail starts at a line start, ends the stream.
+        let cut = "left out …]\n";
+        let tail = &text[text.find(cut).unwrap() + cut.len()..text.find("[stderr]").unwrap()];
+        assert!(
+            tail.starts_with("099571\n") && tail.ends_with("099999\n"),
+            "{tail}"
+        );
     }
 
     #[test]

@@ -67,8 +67,10 @@ pub struct McpArgs {
     /// Cap on any requested timeout in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 600_000.0)]
     max_timeout: f64,
-    /// Bytes of each output stream kept in memory (the rest goes to a spill file).
-    #[arg(long, value_name = "BYTES", default_value_t = crate::compose::MODEL_STREAM_BYTES)]
+    /// Bytes of output a result shows the model: a stream no longer is shown
+    /// whole, a longer one is spilled to a file and shown as its head and
+    /// tail; two long streams share the budget.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::compose::MODEL_OUTPUT_BYTES)]
     max_output_bytes: u64,
     /// Commands one session may have running at once: foreground calls in
     /// flight plus running background tasks. Past it a `bash` call is
