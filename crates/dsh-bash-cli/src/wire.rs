@@ -10,7 +10,10 @@
 //! method gets the library's `-32601`. A message over 15 MiB is answered
 //! `-32600` and dropped (the library would drop it silently). Outgoing
 //! messages and these answers go through one writer, whole lines at a time,
-//! so they never interleave.
+//! so they never interleave. The server's own requests (`elicitation/create`)
+//! go out without the `_meta.progressToken` the protocol library stamps on
+//! every request: the server sends no progress for them, and a token nobody
+//! announced misleads a client.
 //!
 //! The reader also reports EOF: a client that closes stdin wants the
 //! session over now, even with calls in flight.
@@ -484,7 +487,7 @@ impl AsyncWrite for Outbound {
         self.partial.extend_from_slice(data);
         while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=end).collect();
-            if self.lines.send(line).is_err() {
+            if self.lines.send(without_progress_token(line)).is_err() {
                 return Poll::Ready(Err(io::Error::from(io::ErrorKind::BrokenPipe)));
             }
         }
@@ -502,6 +505,36 @@ impl AsyncWrite for Outbound {
         }
         Poll::Ready(Ok(()))
     }
+}
+
+/// `line` without `params._meta.progressToken` when it is a request (the
+/// library writes `{"jsonrpc":"2.0","id":…,"method":…`); responses and
+/// notifications, the long lines, pass untouched.
+fn without_progress_token(line: Vec<u8>) -> Vec<u8> {
+    let head = &line[..line.len().min(96)];
+    let is_request = head.starts_with(br#"{"jsonrpc":"2.0","id":"#)
+        && head.windows(9).any(|w| w == br#""method":"#);
+    if !is_request {
+        return line;
+    }
+    let Ok(mut message) = serde_json::from_slice::<Value>(&line) else {
+        return line;
+    };
+    let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+        return line;
+    };
+    let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) else {
+        return line;
+    };
+    if meta.remove("progressToken").is_none() {
+        return line;
+    }
+    if meta.is_empty() {
+        params.remove("_meta");
+    }
+    let mut rewritten = message.to_string().into_bytes();
+    rewritten.push(b'\n');
+    rewritten
 }
 
 /// Writes every line it receives to `out`, whole, until all senders are
@@ -544,6 +577,23 @@ fn answered(line: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_servers_own_requests_carry_no_progress_token() {
+        let asked = br#"{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{"_meta":{"progressToken":0},"message":"m"}}
+"#;
+        let out: Value = serde_json::from_slice(&without_progress_token(asked.to_vec())).unwrap();
+        assert_eq!(out["params"], json!({"message": "m"}));
+        let kept =
+            br#"{"jsonrpc":"2.0","id":0,"method":"x","params":{"_meta":{"progressToken":0,"k":1}}}
+"#;
+        let out: Value = serde_json::from_slice(&without_progress_token(kept.to_vec())).unwrap();
+        assert_eq!(out["params"], json!({"_meta": {"k": 1}}));
+        // Results pass byte for byte, a progressToken in their text too.
+        let result = br#"{"jsonrpc":"2.0","id":3,"result":{"text":"\"method\":\"progressToken\""}}
+"#;
+        assert_eq!(without_progress_token(result.to_vec()), result.to_vec());
+    }
 
     fn code(verdict: Verdict) -> (i64, Value) {
         match verdict {

@@ -84,7 +84,7 @@ fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
     ) {
         return;
     }
-    let run = |args: &[&str]| -> serde_json::Value {
+    let run = |args: &[&str]| -> (serde_json::Value, String) {
         let output = Command::new(&inspector)
             .env("PATH", path_with_node_22())
             .arg("--cli")
@@ -98,10 +98,28 @@ fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
             "inspector {args:?} failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
-        serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stdout)))
+        let value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stdout)));
+        (value, String::from_utf8_lossy(&output.stderr).into_owned())
     };
-    let listed = run(&["--method", "tools/list"]);
+    // The schemas of a sandboxed server (the escalation fields included)
+    // pass the Inspector's portability check: `--strict` reports every
+    // finding, warnings too, on stderr (and exits 6 on an error).
+    let (listed, findings) = run(&[
+        "--method",
+        "tools/list",
+        "--strict",
+        "--sandbox",
+        "workspace-write",
+    ]);
+    assert!(
+        !findings.to_lowercase().contains("portab") && !findings.contains("warning"),
+        "{findings}"
+    );
+    assert!(
+        listed.to_string().contains("sandbox_permissions"),
+        "{listed}"
+    );
     let names: Vec<&str> = listed["tools"]
         .as_array()
         .unwrap()
@@ -109,7 +127,7 @@ fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert_eq!(names, ["bash", "bash_output", "bash_kill"], "{listed}");
-    let called = run(&[
+    let (called, _) = run(&[
         "--method",
         "tools/call",
         "--tool-name",

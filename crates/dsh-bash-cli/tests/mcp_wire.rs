@@ -152,3 +152,34 @@ fn an_id_in_flight_and_a_second_initialize_are_refused() {
     drop(server.stdin.take());
     assert!(server.child.wait().unwrap().success());
 }
+
+/// The server's own request, `elicitation/create`, announces no progress
+/// token: it will send no progress for it (the protocol library stamps one
+/// on every request; the wire takes it out).
+#[test]
+fn an_escalation_question_carries_no_progress_token() {
+    if !common::confined::usable_or_skip(&["--sandbox", "read-only"], "the escalation question") {
+        return;
+    }
+    let mut server = RawServer::spawn_with(&["--sandbox", "read-only"]);
+    server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    assert_eq!(server.next()["id"], 1);
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    server.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo wider","description":"d","sandbox_permissions":"danger-full-access","justification":"a test"}}}"#);
+    let asked = server.next();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert!(asked["params"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("echo wider"));
+    assert!(
+        asked["params"]["_meta"].get("progressToken").is_none(),
+        "{asked}"
+    );
+    let answer =
+        serde_json::json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}});
+    server.send(&answer.to_string());
+    let result = server.next();
+    assert_eq!(result["id"], 2, "{result}");
+    assert!(result.to_string().contains("rejected"), "{result}");
+}

@@ -70,8 +70,14 @@ impl RawServer {
 
     /// Started, nothing sent yet.
     pub fn spawn() -> RawServer {
+        RawServer::spawn_with(&[])
+    }
+
+    /// Started with `mcp ARGS`, nothing sent yet.
+    pub fn spawn_with(args: &[&str]) -> RawServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
             .arg("mcp")
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
