@@ -8,6 +8,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::listening::{exchange, Listening};
@@ -1045,4 +1046,110 @@ fn one_tokens_hanging_bodies_do_not_starve_another_token() {
         admitted, 4,
         "the token's share is 16 MiB: four 4 MiB bodies"
     );
+}
+
+/// Waits (fail-safe 30 s) until the server's stderr says `line`.
+fn await_log(server: &Listening, line: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !server.stderr.lock().unwrap().contains(line) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never logged {line:?}: {}",
+            server.stderr.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A 2025-06-18 client that disconnects mid-call loses nothing: the
+/// command keeps its slot while it runs, the session's next result
+/// carries a notice naming the kept result, and `bash_output` hands it
+/// out once.
+#[test]
+fn a_client_that_goes_away_mid_call_finds_its_result_kept() {
+    let server = Listening::start(&["--max-commands", "1"]);
+    let session = open_session(&server, &server.token);
+    let dir = tempfile::tempdir().unwrap();
+    let (started, go) = (dir.path().join("started"), dir.path().join("go"));
+    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    let command = format!(
+        "touch {}; read _ < {}; echo handed-over",
+        started.display(),
+        go.display()
+    );
+    // The call, on a connection the client then drops.
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = TcpStream::connect(&address).unwrap();
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": command, "description": "wait"}}
+    })
+    .to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{body}",
+        server.token,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stream);
+    await_log(
+        &server,
+        "a client went away before the answer to its request",
+    );
+    // Its command still holds its slot.
+    let refused = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": "true", "description": "d"}),
+    );
+    assert!(refused.body.contains("--max-commands"), "{}", refused.body);
+    // The command ends; its result is kept, and said so in the log.
+    std::fs::write(&go, "go\n").unwrap();
+    await_log(&server, "the result is kept");
+    let next = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": "echo next", "description": "d"}),
+    );
+    assert!(next.body.contains("next"), "{}", next.body);
+    assert!(
+        next.body.contains("the result is kept as kept-1"),
+        "{}",
+        next.body
+    );
+    let read = |id: &str| {
+        let auth = bearer(&server.token);
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 12, "method": "tools/call",
+            "params": {"name": "bash_output", "arguments": {"task_id": id}}
+        })
+        .to_string();
+        let headers = [
+            JSON,
+            ACCEPT,
+            ("Authorization", auth.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
+        send(&server, "POST", &headers, &body)
+    };
+    let kept = read("kept-1");
+    assert!(kept.body.contains("handed-over"), "{}", kept.body);
+    assert!(kept.body.contains(r#""task_id":"kept-1""#), "{}", kept.body);
+    // Handed out once.
+    let again = read("kept-1");
+    assert!(!again.body.contains("handed-over"), "{}", again.body);
+    assert!(again.body.contains("unknown"), "{}", again.body);
 }

@@ -712,7 +712,7 @@ impl Gate {
     async fn route(
         &self,
         door: &Door,
-        request: Request<Full<Bytes>>,
+        mut request: Request<Full<Bytes>>,
         per_request_version: bool,
         opens: bool,
     ) -> Response<Body> {
@@ -769,7 +769,16 @@ impl Gate {
         {
             return plain(StatusCode::NOT_FOUND, "Not Found: no such session");
         }
+        // A call whose client goes away is told so (its result is kept).
+        let departure = super::departure::Departure::default();
+        let watched = request.method() == hyper::Method::POST;
+        if watched {
+            request.extensions_mut().insert(departure.clone());
+        }
         let mut response = door.sessions.handle(request).await;
+        if watched {
+            response = response.map(|body| super::departure::Watched::wrap(body, departure));
+        }
         // A session closed by DELETE: 200, which every client takes as
         // done (the Python SDK warns about rmcp's 202).
         if closing && response.status() == StatusCode::ACCEPTED {

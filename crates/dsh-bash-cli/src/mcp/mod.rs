@@ -29,6 +29,7 @@
 #![allow(deprecated)]
 
 mod approval;
+mod departure;
 mod exec;
 mod http;
 mod task;
@@ -208,6 +209,7 @@ impl Hub {
             notices,
             questions: approval::Questions::default(),
             tasks: task::Tasks::new(self.max_timeout),
+            kept: departure::Kept::default(),
             foreground: Arc::default(),
             executor: Arc::clone(self.tools.executor()),
             live: Arc::clone(&self.live),
@@ -239,6 +241,8 @@ pub(crate) struct SessionState {
     questions: approval::Questions,
     /// Foreground calls the client polls as tasks.
     tasks: task::Tasks,
+    /// Results of calls whose client went away, until read.
+    kept: departure::Kept,
     /// Foreground `bash` calls in flight.
     foreground: Arc<AtomicUsize>,
     executor: Arc<dyn BashExecutor>,
@@ -552,6 +556,34 @@ impl Asker {
 }
 
 impl BashServer {
+    /// The result of a call whose client went away, kept for the session
+    /// (a notice in the next result names it, for `bash_output`), and said
+    /// in the log.
+    fn keep_result(
+        &self,
+        context: &RequestContext<RoleServer>,
+        result: Result<ToolOutput, ToolError>,
+    ) -> String {
+        let id = self.state.kept.keep(result);
+        tracing::warn!(call = %serde_json::to_string(&context.id).unwrap_or_default(), kept = %id,
+            "the client went away before the result of a bash call; the result is kept");
+        self.state.notices.deliver(&format!(
+            "a bash call's client went away before its result came back; the result is kept as {id}: read it with bash_output (task_id {id})"
+        ));
+        id
+    }
+
+    /// `bash_output` of a kept result: the result as the call would have
+    /// given it, handed out once.
+    fn kept_result(&self, name: &str, args: &Value) -> Option<CallToolResult> {
+        let id = args.get("task_id").and_then(Value::as_str)?;
+        if name != "bash_output" || !id.starts_with(departure::KEPT_PREFIX) {
+            return None;
+        }
+        let outcome = self.state.kept.take(id)?;
+        Some(tool_result(outcome, self.state.notices.take()))
+    }
+
     /// Who asks the person about an escalation in this call.
     fn asker(
         &self,
@@ -780,6 +812,9 @@ impl ServerHandler for BashServer {
                 .executor_call(&request.name, args, extras, &context)
                 .await);
         }
+        if let Some(kept) = self.kept_result(&request.name, &args) {
+            return Ok(kept.into());
+        }
         let Asker { service, deferral } = match self.asker(&request, &args, &context) {
             Ok(asker) => asker,
             Err(message) => {
@@ -839,6 +874,16 @@ impl ServerHandler for BashServer {
             outcome
         };
         drop(beat);
+        if request.name == "bash" && departure::Departure::of(&context) {
+            // Answered anyway: a client resuming the stream gets the id.
+            let id = self.keep_result(&context, outcome);
+            let text = format!("the result is kept as {id}: read it with bash_output");
+            let output = ToolOutput {
+                structured: serde_json::json!({"status": "kept", "task_id": id, "text": text}),
+                text,
+            };
+            return Ok(tool_result(Ok(output), Vec::new()).into());
+        }
         if let (Some(asked), Some(args)) = (deferral.and_then(|d| d.take()), asked_args) {
             let question = self.state.questions.ask(&request.name, args, asked);
             return Ok(CallToolResponse::InputRequired(question));
