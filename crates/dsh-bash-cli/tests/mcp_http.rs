@@ -1153,3 +1153,81 @@ fn a_client_that_goes_away_mid_call_finds_its_result_kept() {
     assert!(!again.body.contains("handed-over"), "{}", again.body);
     assert!(again.body.contains("unknown"), "{}", again.body);
 }
+
+/// A server stopped (SIGSTOP) for longer than the idle timeout keeps its
+/// sessions: idle time counts only while the server can run. The call in
+/// flight across the stall gets its answer, the request sent during it
+/// is answered, and the session's background task still runs.
+#[test]
+fn a_stall_longer_than_the_idle_timeout_expires_nothing() {
+    // --idle-timeout is raised to the longest timeout plus 10 s: 11 s.
+    let server = Listening::start(&["--max-timeout", "1000", "--idle-timeout", "1"]);
+    let session = open_session(&server, &server.token);
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let hold = format!("echo $$ > {}; exec sleep 300", pid_file.display());
+    let started = call_bash(
+        &server,
+        &server.token,
+        &session,
+        &[],
+        serde_json::json!({"command": hold, "description": "hold", "run_in_background": true}),
+    );
+    assert!(
+        started.body.contains("started background task"),
+        "{}",
+        started.body
+    );
+    let task = common::pid_in(&pid_file);
+    let (began, go) = (dir.path().join("began"), dir.path().join("go"));
+    assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+    let across = format!(
+        "touch {}; read _ < {}; echo across",
+        began.display(),
+        go.display()
+    );
+    let in_flight = std::thread::scope(|scope| {
+        let call = scope.spawn(|| {
+            call_bash(
+                &server,
+                &server.token,
+                &session,
+                &[],
+                serde_json::json!({"command": across, "description": "across the stall"}),
+            )
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !began.exists() {
+            assert!(Instant::now() < deadline, "the call never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pid = server.child.id() as i32;
+        // SAFETY: kill(2) on the server this test started, valid signals.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::fs::write(&go, "go\n").unwrap();
+        // The stall itself, longer than the 11 s idle timeout: this sleep
+        // is what is tested, not a synchronisation.
+        std::thread::sleep(Duration::from_secs(13));
+        let during = scope.spawn(|| {
+            call_bash(&server, &server.token, &session, &[], serde_json::json!({"command": "echo after", "description": "sent during the stall"}))
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        let during = during.join().unwrap();
+        assert_eq!(during.status, 200, "{}", during.body);
+        assert!(during.body.contains("after\\n"), "{}", during.body);
+        call.join().unwrap()
+    });
+    // An answer, not a dropped stream: the output, or the timeout that
+    // the 13 s really were for a call of at most 1 s.
+    assert!(
+        in_flight.body.contains(r#""id":7"#) && in_flight.body.contains(r#""result""#),
+        "{}",
+        in_flight.body
+    );
+    assert!(
+        common::alive(task),
+        "the session's background task was stopped"
+    );
+}

@@ -41,19 +41,27 @@ impl Departure {
 type Boxed = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
 
 /// A response body that marks its [`Departure`] when dropped unfinished.
+/// It also holds the request's [`Busy`](super::idle::Busy) mark: the
+/// session has a request in flight until its answer ends.
 pub(crate) struct Watched {
     inner: Boxed,
     departure: Departure,
     ended: bool,
+    _busy: Option<super::idle::Busy>,
 }
 
 impl Watched {
-    /// `body`, watched for `departure`.
-    pub(crate) fn wrap(body: Boxed, departure: Departure) -> Boxed {
+    /// `body`, watched for `departure`, holding `busy` while it lasts.
+    pub(crate) fn wrap(
+        body: Boxed,
+        departure: Departure,
+        busy: Option<super::idle::Busy>,
+    ) -> Boxed {
         Watched {
             inner: body,
             departure,
             ended: false,
+            _busy: busy,
         }
         .boxed()
     }
@@ -163,11 +171,15 @@ mod tests {
             }
         }
         let departure = Departure::default();
-        drop(Watched::wrap(Open.boxed(), departure.clone()));
+        drop(Watched::wrap(Open.boxed(), departure.clone(), None));
         assert!(departure.0.load(Ordering::Acquire));
         // A body read to its end is not a departure.
         let finished = Departure::default();
-        let mut body = Watched::wrap(Full::new(Bytes::from("done")).boxed(), finished.clone());
+        let mut body = Watched::wrap(
+            Full::new(Bytes::from("done")).boxed(),
+            finished.clone(),
+            None,
+        );
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

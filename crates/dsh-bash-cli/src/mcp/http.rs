@@ -16,9 +16,11 @@
 //! Sessions: up to 2025-11-25 one MCP session (`Mcp-Session-Id`) is one
 //! executor session. 2026-07-28 has no sessions: the requests of one token
 //! share one executor session, which is what lets a client reconnect and
-//! still read and kill its background tasks. A session idle for
-//! `--idle-timeout` expires and its commands are stopped; `--max-sessions`
-//! caps them (503 past it).
+//! still read and kill its background tasks. A session with no request and
+//! no call in flight for `--idle-timeout` expires and its commands are
+//! stopped, idle time counted only while the server runs (see `idle.rs`);
+//! `--max-sessions` caps them (503 past it). A client that goes away
+//! mid-call finds the call's result kept (see `departure.rs`).
 //!
 //! TLS is not terminated here: run behind a reverse proxy that does
 //! (README, `deploy/`), or on loopback.
@@ -29,7 +31,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use bytes::Bytes;
@@ -37,9 +39,12 @@ use http_body_util::{combinators::BoxBody, BodyExt as _, Full};
 use hyper::{Request, Response, StatusCode};
 use rmcp::model::ProtocolVersion;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::{
+    SessionManager as _, StreamableHttpServerConfig, StreamableHttpService,
+};
 use tokio_util::sync::CancellationToken;
 
+use super::idle::{Activity, AwakeClock};
 use super::{BashServer, Hub, SessionState};
 
 /// The environment variable a token may come from.
@@ -399,7 +404,8 @@ type Endpoint = StreamableHttpService<BashServer, LocalSessionManager>;
 /// The shared executor session of one token's 2026-07-28 requests.
 struct Shared {
     state: Arc<SessionState>,
-    used: Instant,
+    /// When a request last used it, on the gate's [`AwakeClock`].
+    used: u64,
 }
 
 /// One token's endpoints.
@@ -414,6 +420,8 @@ struct Door {
     /// 2026-07-28 requests, which have no session.
     stateless: Endpoint,
     shared: Arc<Mutex<Option<Shared>>>,
+    /// When this token's 2025-era sessions were last asked anything.
+    activity: Arc<Activity>,
     /// This token's share of the body budget ([`TOKEN_BODY_BUDGET`]).
     budget: tokio::sync::Semaphore,
 }
@@ -424,18 +432,18 @@ struct Door {
 fn shared_session(
     slot: &Mutex<Option<Shared>>,
     hub: &Hub,
-    max: usize,
+    (max, clock): (usize, &AwakeClock),
     token: (&Arc<std::sync::atomic::AtomicUsize>, usize),
 ) -> Option<Arc<SessionState>> {
     let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(current) = slot.as_mut() {
-        current.used = Instant::now();
+        current.used = current.used.max(clock.now());
         return Some(Arc::clone(&current.state));
     }
     let state = hub.try_open(max, true, Some(token))?;
     *slot = Some(Shared {
         state: Arc::clone(&state),
-        used: Instant::now(),
+        used: clock.now(),
     });
     Some(state)
 }
@@ -449,6 +457,8 @@ struct Gate {
     max_sessions_per_token: usize,
     /// Request-body bytes that may be held at once ([`BODY_BUDGET`]).
     budget: tokio::sync::Semaphore,
+    /// Idle time, which a stall does not count.
+    clock: Arc<AwakeClock>,
 }
 
 /// A request refused before it reaches rmcp: the answer, boxed (it is
@@ -755,7 +765,15 @@ impl Gate {
                     );
                 }
             }
-            return door.sessions.handle(request).await;
+            let response = door.sessions.handle(request).await;
+            if let Some(id) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                door.activity.touch(id, self.clock.now());
+            }
+            return response;
         };
         // Closing a session this token does not have: nothing to close.
         let closing = request.method() == hyper::Method::DELETE;
@@ -769,15 +787,20 @@ impl Gate {
         {
             return plain(StatusCode::NOT_FOUND, "Not Found: no such session");
         }
-        // A call whose client goes away is told so (its result is kept).
+        // A call whose client goes away is told so (its result is kept);
+        // the session is busy until the answer ends.
         let departure = super::departure::Departure::default();
         let watched = request.method() == hyper::Method::POST;
         if watched {
             request.extensions_mut().insert(departure.clone());
         }
+        let busy = door.activity.enter(&session, &self.clock);
         let mut response = door.sessions.handle(request).await;
-        if watched {
-            response = response.map(|body| super::departure::Watched::wrap(body, departure));
+        if closing {
+            door.activity.forget(&session);
+        } else if watched {
+            response =
+                response.map(|body| super::departure::Watched::wrap(body, departure, Some(busy)));
         }
         // A session closed by DELETE: 200, which every client takes as
         // done (the Python SDK warns about rmcp's 202).
@@ -793,16 +816,30 @@ impl Gate {
         shared_session(
             &door.shared,
             &self.hub,
-            self.max_sessions,
+            (self.max_sessions, &self.clock),
             (&door.live, self.max_sessions_per_token),
         )
     }
 
-    /// Ends every token's shared session idle for longer than `idle`.
-    fn expire(&self, idle: Duration) {
+    /// Ends every session idle for longer than `idle` on the awake clock:
+    /// a 2025-era session with no request and no call in flight for that
+    /// long, a token's shared session with no request.
+    async fn expire(&self, idle: Duration) {
+        let now = self.clock.now();
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         for door in &self.doors {
+            for id in door.activity.expired(now, idle) {
+                tracing::info!(session = %id, "a session expired after {idle:?} idle");
+                let id: Arc<str> = id.into();
+                if let Err(err) = door.manager.close_session(&id).await {
+                    tracing::debug!(%err, "an expired session was already closed");
+                }
+            }
             let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
-            if shared.as_ref().is_some_and(|s| s.used.elapsed() > idle) {
+            if shared
+                .as_ref()
+                .is_some_and(|s| now.saturating_sub(s.used) > idle_ms)
+            {
                 tracing::info!("a token's shared session expired after {idle:?} idle");
                 *shared = None;
             }
@@ -834,13 +871,16 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
     } else {
         config.with_allowed_hosts(listening.allowed_hosts.clone())
     };
+    let clock = Arc::new(AwakeClock::default());
     let doors = listening
         .tokens
         .into_iter()
         .map(|token| {
             let shared: Arc<Mutex<Option<Shared>>> = Arc::default();
+            // Sessions expire by the gate's awake clock, not rmcp's timer
+            // (which a stall would fire).
             let mut manager = LocalSessionManager::default();
-            manager.session_config.keep_alive = Some(listening.idle);
+            manager.session_config.keep_alive = None;
             let manager = Arc::new(manager);
             // The cap is exact here (checked and counted in one step); the
             // gate's check before it only answers early with a 503.
@@ -865,12 +905,16 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             );
             let stateless = StreamableHttpService::new(
                 {
-                    let (hub, shared, live) =
-                        (Arc::clone(&hub), Arc::clone(&shared), Arc::clone(&live));
+                    let (hub, shared, live, clock) = (
+                        Arc::clone(&hub),
+                        Arc::clone(&shared),
+                        Arc::clone(&live),
+                        Arc::clone(&clock),
+                    );
                     // Opened by the gate; opened again (within the caps)
                     // if it expired in between.
                     move || {
-                        shared_session(&shared, &hub, max_sessions, (&live, per_token))
+                        shared_session(&shared, &hub, (max_sessions, &clock), (&live, per_token))
                             .map(|state| hub.server(state))
                             .ok_or_else(|| {
                                 std::io::Error::other(format!(
@@ -889,6 +933,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
                 live,
                 stateless,
                 shared,
+                activity: Arc::default(),
                 budget: tokio::sync::Semaphore::new(TOKEN_BODY_BUDGET),
             }
         })
@@ -900,15 +945,18 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         max_sessions: listening.max_sessions,
         max_sessions_per_token: listening.max_sessions_per_token,
         budget: tokio::sync::Semaphore::new(BODY_BUDGET),
+        clock,
     });
     eprintln!("dsh-bash: listening on http://{bound}{ENDPOINT}");
     let reaper = tokio::spawn({
         let (gate, idle) = (Arc::clone(&gate), listening.idle);
         async move {
-            let mut tick = tokio::time::interval((idle / 4).min(Duration::from_secs(30)));
+            let mut tick = tokio::time::interval(super::idle::TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
                 tick.tick().await;
-                gate.expire(idle);
+                gate.clock.advance();
+                gate.expire(idle).await;
             }
         }
     });

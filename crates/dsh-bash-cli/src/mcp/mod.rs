@@ -32,6 +32,7 @@ mod approval;
 mod departure;
 mod exec;
 mod http;
+mod idle;
 mod task;
 
 use std::path::PathBuf;
