@@ -106,6 +106,8 @@ fn open_session(server: &Listening, token: &str) -> String {
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
     );
     assert_eq!(answer.status, 200, "{}", answer.body);
+    // Clients stop reusing a connection before the server closes it idle.
+    assert_eq!(answer.header("keep-alive"), Some("timeout=5"));
     let session = answer.header("mcp-session-id").unwrap().to_owned();
     let answer = send(
         server,

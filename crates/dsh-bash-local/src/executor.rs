@@ -414,7 +414,7 @@ impl Inner {
                     .push(format!("spawn failed: {reason}\n").as_bytes());
                 entry.stderr.finish();
                 TaskState {
-                    status: TaskStatus::Killed,
+                    status: TaskStatus::FailedToStart,
                     exit_code: None,
                     signal: None,
                     sandbox: None,

@@ -13,8 +13,12 @@ pub enum TaskStatus {
     Running,
     /// Ended on its own (normal exit, or a signal nobody on our side sent).
     Completed,
-    /// Ended because we killed it (kill, cancellation, shutdown, spawn failure).
+    /// Ended because we killed it (kill, cancellation, shutdown).
     Killed,
+    /// Never ran: its process could not be started (out of descriptors,
+    /// no shell, a missing working directory). Its stderr says why.
+    #[serde(rename = "failed_to_start")]
+    FailedToStart,
 }
 
 /// The mutable part of a background task, as published by its executor.

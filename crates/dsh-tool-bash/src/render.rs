@@ -289,6 +289,9 @@ pub fn status_line(task: &dsh_bash::BashTask) -> String {
         }
         (TaskStatus::Killed, Some(signal), _) => format!("[status: killed by {signal}]"),
         (TaskStatus::Killed, None, _) => "[status: killed]".into(),
+        (TaskStatus::FailedToStart, _, _) => {
+            "[status: failed to start: the command never ran (its stderr says why)]".into()
+        }
     }
 }
 

@@ -162,7 +162,7 @@ pub(crate) struct OutputContent {
     /// The signal that ended the shell.
     #[serde(skip_serializing_if = "Option::is_none")]
     signal: Option<String>,
-    /// `running`, `completed` or `killed`.
+    /// `running`, `completed`, `killed` or `failed_to_start`.
     status: String,
     /// The task read.
     task_id: String,

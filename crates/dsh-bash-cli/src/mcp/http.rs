@@ -53,6 +53,14 @@ pub const TOKEN_ENV: &str = "DSH_BASH_TOKEN";
 /// The path the MCP endpoint is served on.
 pub const ENDPOINT: &str = "/mcp";
 
+/// How long a connection may wait for a request's headers (an idle
+/// keep-alive connection is closed after it).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The idle time after which clients should not reuse a connection: half
+/// of [`HEADER_TIMEOUT`].
+const KEEP_ALIVE: &str = "timeout=5";
+
 /// How long a request body may take to arrive.
 const BODY_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -995,11 +1003,21 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
             let _slot = slot;
             let service = hyper::service::service_fn(move |request| {
                 let gate = Arc::clone(&gate);
-                async move { Ok::<_, Infallible>(gate.handle(request).await) }
+                async move {
+                    let mut response = gate.handle(request).await;
+                    // Clients that honour it stop reusing an idle
+                    // connection well before the server closes it (so a
+                    // request is never sent on a connection being closed).
+                    response.headers_mut().insert(
+                        hyper::header::HeaderName::from_static("keep-alive"),
+                        hyper::header::HeaderValue::from_static(KEEP_ALIVE),
+                    );
+                    Ok::<_, Infallible>(response)
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             if let Err(err) = connection.await {
                 tracing::debug!(%err, "an HTTP connection ended with an error");

@@ -199,7 +199,7 @@ async fn no_timeout_but_cancellation_kills() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_spawn_failure_settles_killed_with_the_reason() {
+async fn a_spawn_failure_settles_failed_to_start_with_the_reason() {
     let executor = executor();
     let mut request = BashExecRequest::new("true");
     request.workdir = Some("/no/such/dir".into());
@@ -208,7 +208,7 @@ async fn a_spawn_failure_settles_killed_with_the_reason() {
         .await
         .unwrap();
     let settled = task.settled().await;
-    assert_eq!(settled.status, TaskStatus::Killed);
+    assert_eq!(settled.status, TaskStatus::FailedToStart);
     let read = executor.read_output(&task.id).unwrap();
     assert!(read.delta.contains("spawn failed"), "{}", read.delta);
     assert!(

@@ -146,3 +146,23 @@ async fn cancelling_the_starting_call_kills_the_task_and_ended_sessions_get_no_n
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(notices.lock().unwrap().is_empty());
 }
+
+/// A task that never ran says so, with the reason, instead of "killed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_never_started_says_so() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    let ctx = ctx(None);
+    let mut args = background("true");
+    args["workdir"] = json!("/no/such/dir");
+    call(&tools, "bash", args, &ctx).await.unwrap();
+    settled(&recording, "bash-1").await;
+    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(
+        read.text,
+        "[stderr]\nspawn failed: workdir /no/such/dir does not exist\n[status: failed to start: the command never ran (its stderr says why)]"
+    );
+    assert_eq!(read.structured["status"], "failed_to_start");
+}
