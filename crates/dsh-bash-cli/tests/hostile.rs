@@ -285,3 +285,76 @@ fn a_dead_servers_cgroup_is_swept_when_the_next_one_starts() {
     );
     assert!(!stale.exists(), "the stale cgroup was not removed");
 }
+
+/// A tmpfs of `bytes` mounted at `at` (root only), unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: PathBuf, bytes: u64) -> Option<Tmpfs> {
+        std::fs::create_dir_all(&at).unwrap();
+        let mounted = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={bytes},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(&at)
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(Tmpfs(at))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A full spill filesystem reclaims: on a 2 MiB tmpfs, the third 900 kB
+/// output of one server still gets a complete spill file, made room for
+/// by deleting the oldest, whose stream then says so.
+#[test]
+fn a_full_spill_filesystem_makes_room_for_new_output() {
+    let Some(fs) = Tmpfs::mount(base().join("spill-tmpfs"), 2 << 20) else {
+        skip("a full spill filesystem: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let mut server = common::RawServer::spawn_in(&[], &[("TMPDIR", fs.0.as_path())]);
+    server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    assert_eq!(server.next()["id"], 1);
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let mut files = Vec::new();
+    for id in 2..5 {
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "bash",
+            "arguments": {"command": "yes 0123456789abcdef | head -c 900000", "description": "a long output"}}});
+        server.send(&call.to_string());
+        let answer = server.next();
+        let result = &answer["result"]["structuredContent"];
+        let text = result["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("[output truncated: 900000 bytes in all"),
+            "{text:.300}"
+        );
+        assert!(
+            !text.contains("partial output"),
+            "a spill file was cut short: {text:.400}"
+        );
+        files.push(PathBuf::from(result["output_files"][0].as_str().unwrap()));
+    }
+    // The newest two are complete; the oldest made room.
+    for file in &files[1..] {
+        assert_eq!(
+            std::fs::metadata(file).unwrap().len(),
+            900_000,
+            "{}",
+            file.display()
+        );
+    }
+    assert!(!files[0].exists(), "the oldest was not reclaimed");
+    // Gone before the tmpfs is unmounted.
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}

@@ -3,7 +3,7 @@
 //! spill file from the blocking pool in batches.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Write as _};
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
@@ -37,16 +37,46 @@ struct SpillWriter {
     in_flight: Option<Landing>,
     written: u64,
     cap: u64,
+    /// Where to make room when the filesystem is full, for whom.
+    room: (Arc<SpillDir>, Option<dsh_bash::OwnerToken>),
+}
+
+/// Writes all of `batch`; on a full filesystem, makes room once (the
+/// oldest finished spill files, `room`'s owner's first) and goes on from
+/// where the write stopped. Blocking.
+fn write_making_room(
+    file: &mut File,
+    batch: &[u8],
+    room: &(Arc<SpillDir>, Option<dsh_bash::OwnerToken>),
+) -> io::Result<()> {
+    let mut rest = batch;
+    let mut reclaimed = false;
+    while !rest.is_empty() {
+        match file.write(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == io::ErrorKind::StorageFull && !reclaimed => {
+                reclaimed = true;
+                if room.0.reclaim(&room.1, rest.len() as u64) == 0 {
+                    return Err(err);
+                }
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
 }
 
 impl SpillWriter {
-    fn new(file: File, cap: u64) -> Self {
+    fn new(file: File, cap: u64, room: (Arc<SpillDir>, Option<dsh_bash::OwnerToken>)) -> Self {
         SpillWriter {
             file: Some(file),
             pending: Vec::with_capacity(SPILL_BATCH),
             in_flight: None,
             written: 0,
             cap,
+            room,
         }
     }
 
@@ -84,8 +114,9 @@ impl SpillWriter {
             return Err(io::Error::other("spill file lost"));
         };
         self.written += batch.len() as u64;
+        let room = self.room.clone();
         self.in_flight = Some(tokio::task::spawn_blocking(move || {
-            file.write_all(&batch)?;
+            write_making_room(&mut file, &batch, &room)?;
             Ok((file, batch))
         }));
         Ok(())
@@ -258,7 +289,8 @@ impl Drain {
             }
         };
         self.stream.set_spill(Spill::Active(path));
-        let mut active = Some(SpillWriter::new(file, self.cap));
+        let room = (Arc::clone(&self.spill), self.owner.clone());
+        let mut active = Some(SpillWriter::new(file, self.cap, room));
         for part in [earlier, chunk] {
             let Some(writer) = active.as_mut() else {
                 break;

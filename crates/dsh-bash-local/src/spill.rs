@@ -237,11 +237,18 @@ impl SpillDir {
         };
         // Room for the new file: running files count too.
         self.evict(owner);
+        let mut reclaimed = false;
         loop {
             let name = format!("{label}-{}", random_name()?);
             match sys::create_at(dir.handle.as_fd(), &name) {
                 Ok(file) => return Ok((file, dir.path.join(name))),
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(err) if err.kind() == io::ErrorKind::StorageFull && !reclaimed => {
+                    reclaimed = true;
+                    if self.reclaim(owner, 1) == 0 {
+                        return Err(err);
+                    }
+                }
                 Err(err) => return Err(err),
             }
         }
@@ -297,6 +304,45 @@ impl SpillDir {
                 owner: owner.clone(),
             });
         self.evict(&owner);
+    }
+
+    /// Makes room on a full filesystem: deletes the oldest finished spill
+    /// files of `owner` first, then the oldest of others, until at least
+    /// `need` bytes are freed or none is left; how many it deleted. Their
+    /// streams say they were deleted to make room. Blocking.
+    pub(crate) fn reclaim(&self, owner: &Option<OwnerToken>, need: u64) -> usize {
+        let freed: Vec<Kept> = {
+            let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut freed = Vec::new();
+            let mut bytes = 0;
+            while bytes < need {
+                let oldest = kept
+                    .iter()
+                    .position(|k| k.owner == *owner)
+                    .or(if kept.is_empty() { None } else { Some(0) });
+                let Some(one) = oldest.and_then(|at| kept.remove(at)) else {
+                    break;
+                };
+                bytes += one.bytes.max(1);
+                freed.push(one);
+            }
+            freed
+        };
+        for old in &freed {
+            if let Some(stream) = old.stream.upgrade() {
+                stream.spill_lost("deleted to make room: the spill filesystem was full");
+            }
+            if let Err(err) = fs::remove_file(&old.path) {
+                tracing::debug!(%err, path = %old.path.display(), "reclaiming a spill file failed");
+            }
+        }
+        if !freed.is_empty() {
+            tracing::warn!(
+                files = freed.len(),
+                "the spill filesystem was full: deleted the oldest finished spill files to make room"
+            );
+        }
+        freed.len()
     }
 
     /// Deletes the given files now (their task left the registry). Blocking.
@@ -440,6 +486,26 @@ mod tests {
 
     /// One owner's files past its limits evict only its own; the server
     /// ceiling (four times the limits) evicts the oldest of all.
+    #[test]
+    fn a_full_filesystem_reclaims_the_owners_oldest_first() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let (a, b) = (Some(OwnerToken::new("a")), Some(OwnerToken::new("b")));
+        let make = |owner: &Option<OwnerToken>, bytes| {
+            let (_, path) = spill.create("stdout", owner).unwrap();
+            spill.retain(path.clone(), bytes, Weak::new(), owner.clone());
+            path
+        };
+        let (b_old, a_old, a_new) = (make(&b, 10), make(&a, 10), make(&a, 10));
+        // a needs 15 bytes: its two files go, b's stays.
+        assert_eq!(spill.reclaim(&a, 15), 2);
+        assert!(!a_old.exists() && !a_new.exists() && b_old.exists());
+        // With none of its own left, the oldest of others.
+        assert_eq!(spill.reclaim(&a, 1), 1);
+        assert!(!b_old.exists());
+        assert_eq!(spill.reclaim(&a, 1), 0, "nothing left to free");
+    }
+
     #[test]
     fn one_owners_pressure_evicts_only_its_own() {
         let parent = tempfile::tempdir().unwrap();

@@ -75,9 +75,16 @@ impl RawServer {
 
     /// Started with `mcp ARGS`, nothing sent yet.
     pub fn spawn_with(args: &[&str]) -> RawServer {
+        RawServer::spawn_in(args, &[])
+    }
+
+    /// Started with `mcp ARGS` and the environment variables `envs` set,
+    /// nothing sent yet.
+    pub fn spawn_in(args: &[&str], envs: &[(&str, &std::path::Path)]) -> RawServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
             .arg("mcp")
             .args(args)
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
