@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+mod http_client;
 mod mcp_client;
 mod measure;
 mod remote;

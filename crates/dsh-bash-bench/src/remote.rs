@@ -12,6 +12,7 @@ use dsh_bash::{BashExecRequest, BashExecutor};
 use dsh_bash_local::LocalBashExecutor;
 use dsh_bash_remote::RemoteBashExecutor;
 
+use crate::http_client::{Era, PlainHttp};
 use crate::measure::{ms, Row, Stats};
 use crate::scenarios::Options;
 
@@ -80,6 +81,11 @@ fn listen(binary: &Path, scratch: &Path) -> Option<(Listening, String, String)> 
 }
 
 fn row(scenario: &str, ours: &[f64], direct: &[f64]) -> Row {
+    row_beside(scenario, ours, direct, "direct")
+}
+
+/// A latency row beside the baseline called `beside`.
+fn row_beside(scenario: &str, ours: &[f64], direct: &[f64], beside: &str) -> Row {
     let (p50, p99) = (percentile(ours, 50.0), percentile(ours, 99.0));
     let (d50, d99) = (percentile(direct, 50.0), percentile(direct, 99.0));
     Row {
@@ -89,7 +95,7 @@ fn row(scenario: &str, ours: &[f64], direct: &[f64]) -> Row {
         unit: "ms/call",
         peak_rss_mib: None,
         note: format!(
-            "p50 {p50:.3} / p99 {p99:.3} ms; direct p50 {d50:.3} / p99 {d99:.3} ms; added at p50 {:.3} ms",
+            "p50 {p50:.3} / p99 {p99:.3} ms; {beside} p50 {d50:.3} / p99 {d99:.3} ms; added at p50 {:.3} ms",
             p50 - d50
         ),
     }
@@ -121,8 +127,8 @@ pub async fn remote_latency(options: &Options, direct: &LocalBashExecutor) -> Ve
     }
 
     let scratch = options.scratch.clone();
-    let binary = binary.clone();
-    let served = tokio::task::spawn_blocking(move || listen(&binary, &scratch))
+    let listener = binary.clone();
+    let served = tokio::task::spawn_blocking(move || listen(&listener, &scratch))
         .await
         .ok()
         .flatten();
@@ -142,7 +148,83 @@ pub async fn remote_latency(options: &Options, direct: &LocalBashExecutor) -> Ve
         }
         Err(err) => eprintln!("warning: row 8b skipped: {err}"),
     }
+    rows.extend(plain_socket_rows(binary.as_path(), &url, &token, n, warm).await);
     drop(server);
+    rows
+}
+
+/// Per-call latencies of `tools/call bash true` over `dsh-bash mcp`'s
+/// stdio, in ms (the baseline of the HTTP rows).
+async fn stdio_latencies(binary: &Path, n: usize, warm: usize) -> Option<Vec<f64>> {
+    let mut client = crate::mcp_client::McpClient::start(binary).await.ok()?;
+    let call = serde_json::json!({"name": "bash", "arguments": {"command": "true", "description": "benchmark a trivial command"}});
+    let mut out = Vec::with_capacity(n);
+    for round in 0..warm + n {
+        let started = Instant::now();
+        client.request("tools/call", call.clone()).await.ok()?;
+        if round >= warm {
+            out.push(ms(started.elapsed()));
+        }
+    }
+    client.close().await;
+    out.sort_by(f64::total_cmp);
+    Some(out)
+}
+
+/// Per-call latencies over HTTP from a plain blocking socket client, in
+/// ms. Blocking: run it off the runtime.
+fn plain_latencies(url: &str, token: &str, era: Era, n: usize, warm: usize) -> Option<Vec<f64>> {
+    let mut client = PlainHttp::connect(url, token, era)
+        .map_err(|err| eprintln!("warning: plain HTTP client ({era:?}): {err}"))
+        .ok()?;
+    let mut out = Vec::with_capacity(n);
+    for round in 0..warm + n {
+        let started = Instant::now();
+        client.call("true").ok()?;
+        if round >= warm {
+            out.push(ms(started.elapsed()));
+        }
+    }
+    out.sort_by(f64::total_cmp);
+    Some(out)
+}
+
+/// Rows 8c (a 2025-06-18 session) and 8d (2026-07-28, stateless): MCP
+/// calls over HTTP from a plain socket client, beside the same calls over
+/// stdio.
+async fn plain_socket_rows(
+    binary: &Path,
+    url: &str,
+    token: &str,
+    n: usize,
+    warm: usize,
+) -> Vec<Row> {
+    let Some(stdio) = stdio_latencies(binary, n, warm).await else {
+        eprintln!("warning: rows 8c/8d skipped: the stdio baseline failed");
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for (era, scenario) in [
+        (
+            Era::Session2025,
+            "8c MCP over HTTP, 2025-06-18 session, plain socket",
+        ),
+        (
+            Era::Stateless2026,
+            "8d MCP over HTTP, 2026-07-28, plain socket",
+        ),
+    ] {
+        let (url, token) = (url.to_owned(), token.to_owned());
+        let measured =
+            tokio::task::spawn_blocking(move || plain_latencies(&url, &token, era, n, warm))
+                .await
+                .ok()
+                .flatten();
+        match measured {
+            Some(ours) => rows.push(row_beside(scenario, &ours, &stdio, "stdio")),
+            None => eprintln!("warning: row {scenario:?} skipped"),
+        }
+    }
     rows
 }
 
