@@ -672,58 +672,82 @@ impl Gate {
                 ),
             ));
         }
-        // The body's share of its token's budget and of everyone's, held
-        // until the request is answered (rmcp parses it again meanwhile).
-        let share = u32::try_from(declared.unwrap_or(MAX_BODY_BYTES).max(1)).unwrap_or(u32::MAX);
-        let budget = if parts.method == hyper::Method::POST {
-            let both = async {
-                let token = door.budget.acquire_many(share).await?;
-                let all = self.budget.acquire_many(share).await?;
-                Ok::<_, tokio::sync::AcquireError>((token, all))
-            };
-            match tokio::time::timeout(BODY_DEADLINE, both).await {
-                Ok(Ok(permits)) => Some(permits),
-                _ => {
-                    return Err(refusal(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "Service Unavailable: too many request bodies are being read; retry",
-                    ))
-                }
-            }
-        } else {
-            None
+        if parts.method != hyper::Method::POST {
+            return Ok((Bytes::new(), None));
+        }
+        self.collect_body(door, body).await
+    }
+
+    /// Reads a POST body frame by frame, within [`BODY_DEADLINE`] and
+    /// [`MAX_BODY_BYTES`], taking each frame's bytes from its token's
+    /// budget and from everyone's as they arrive (not what `Content-Length`
+    /// promises): a body that trickles or never comes holds only what it
+    /// sent. The permits are held until the request is answered (rmcp
+    /// parses the body again meanwhile).
+    async fn collect_body<'a>(
+        &'a self,
+        door: &'a Door,
+        mut body: hyper::body::Incoming,
+    ) -> Result<(Bytes, Option<BodyPermits<'a>>), Refusal> {
+        let deadline = tokio::time::Instant::now() + BODY_DEADLINE;
+        let too_large = || {
+            refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "Payload Too Large: a request body may hold at most {MAX_BODY_BYTES} bytes"
+                ),
+            )
         };
-        let body = if parts.method == hyper::Method::POST {
-            let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
-            match tokio::time::timeout(BODY_DEADLINE, limited.collect()).await {
-                Err(_) => {
-                    return Err(refusal(
-                        StatusCode::REQUEST_TIMEOUT,
-                        format!(
-                            "Request Timeout: the body did not arrive within {BODY_DEADLINE:?}"
-                        ),
-                    ))
-                }
-                Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
-                    return Err(refusal(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!(
-                        "Payload Too Large: a request body may hold at most {MAX_BODY_BYTES} bytes"
-                    ),
-                    ))
-                }
-                Ok(Err(err)) => {
+        let late = || {
+            refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("Request Timeout: the body did not arrive within {BODY_DEADLINE:?}"),
+            )
+        };
+        let mut collected = bytes::BytesMut::new();
+        let mut held: Option<BodyPermits<'a>> = None;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Err(_) => return Err(late()),
+                Ok(None) => break,
+                Ok(Some(Err(err))) => {
                     return Err(refusal(
                         StatusCode::BAD_REQUEST,
                         format!("Bad Request: the body could not be read: {err}"),
                     ))
                 }
-                Ok(Ok(collected)) => collected.to_bytes(),
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if collected.len() + data.len() > MAX_BODY_BYTES {
+                return Err(too_large());
             }
-        } else {
-            Bytes::new()
-        };
-        Ok((body, budget))
+            let share = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            if share > 0 {
+                let both = async {
+                    let token = door.budget.acquire_many(share).await?;
+                    let all = self.budget.acquire_many(share).await?;
+                    Ok::<_, tokio::sync::AcquireError>((token, all))
+                };
+                let Ok(Ok((token, all))) = tokio::time::timeout_at(deadline, both).await else {
+                    return Err(refusal(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "Service Unavailable: too many request bodies are being read; retry",
+                    ));
+                };
+                match held.as_mut() {
+                    Some((mine, everyone)) => {
+                        mine.merge(token);
+                        everyone.merge(all);
+                    }
+                    None => held = Some((token, all)),
+                }
+            }
+            collected.extend_from_slice(&data);
+        }
+        Ok((collected.freeze(), held))
     }
 
     /// Routes an admitted request with its body to the token's endpoints.
