@@ -1,4 +1,4 @@
-//! A load test on loopback, bounded in time: 50 concurrent sessions over
+//! A load test on loopback, bounded in time: 100 concurrent sessions over
 //! Streamable HTTP (one token each, so one executor session each), each
 //! running 20 short commands and one background task through
 //! `RemoteBashExecutor`. Nothing is lost (every command's exact output,
@@ -16,7 +16,7 @@ use dsh_bash_remote::RemoteBashExecutor;
 
 use common::listening::Listening;
 
-const SESSIONS: usize = 50;
+const SESSIONS: usize = 100;
 const COMMANDS: usize = 20;
 /// The whole run's fail-safe bound.
 const BOUND: Duration = Duration::from_secs(240);
@@ -73,7 +73,7 @@ async fn session(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_sessions_of_twenty_commands_and_a_task_each() {
+async fn a_hundred_sessions_of_twenty_commands_and_a_task_each() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     let text: String = (0..SESSIONS).map(|n| token(n) + "\n").collect();
@@ -85,7 +85,7 @@ async fn fifty_sessions_of_twenty_commands_and_a_task_each() {
             Listening::with_tokens(
                 tempfile::tempdir().unwrap(),
                 &tokens,
-                &["--max-sessions", "64"],
+                &["--max-sessions", "128"],
             )
         }
     })
