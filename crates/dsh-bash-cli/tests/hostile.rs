@@ -358,3 +358,63 @@ fn a_full_spill_filesystem_makes_room_for_new_output() {
     let _ = server.child.kill();
     let _ = server.child.wait();
 }
+
+/// What a host killed outright together with its watchdog left running
+/// is gone before the next server listens: by the time `mcp --listen`
+/// prints its address, the stale cgroup's process has exited and the
+/// cgroup is removed.
+#[test]
+fn a_dead_servers_processes_are_gone_before_the_next_one_listens() {
+    let Some(base) = own_cgroup() else {
+        skip("the sweep before listening: no writable cgroup2 with cgroup.kill here");
+        return;
+    };
+    let dead = (4_100_000..4_200_000)
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .unwrap();
+    let stale = base.join(format!("dsh-bash-{dead}"));
+    std::fs::create_dir_all(&stale).unwrap();
+    let mut survivor = Command::new("sleep").arg("600").spawn().unwrap();
+    std::fs::write(stale.join("cgroup.procs"), survivor.id().to_string()).unwrap();
+    let tokens = tempfile::tempdir().unwrap();
+    let mut server = Command::new(binary())
+        .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
+        .arg(tokens.path().join("token"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Everything it said before it listened.
+    let mut said = String::new();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stderr.take().unwrap()));
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    let gone = survivor.try_wait().unwrap().is_some();
+    let _ = server.kill();
+    let _ = server.wait();
+    if !gone {
+        let _ = survivor.kill();
+        let _ = survivor.wait();
+    }
+    let _ = std::fs::remove_dir(&stale);
+    assert!(
+        gone,
+        "a dead server's process was still running when the next one listened"
+    );
+    assert!(
+        !stale.exists(),
+        "the stale cgroup was not removed before listening"
+    );
+    assert!(said.contains("listening on"), "{said}");
+    assert!(
+        said.contains("killed the processes a dead host"),
+        "the sweep was not logged: {said}"
+    );
+}

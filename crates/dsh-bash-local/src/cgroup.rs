@@ -77,7 +77,12 @@ fn sweep(base: &Path) {
             continue;
         }
         let dir = entry.path();
+        let killed = fs::read_to_string(dir.join("cgroup.events"))
+            .is_ok_and(|events| populated(&events));
         let _ = fs::write(dir.join("cgroup.kill"), "1");
+        if killed {
+            tracing::warn!(cgroup = %dir.display(), "killed the processes a dead host (pid {pid}) left running, and removed its cgroup");
+        }
         // Killed processes leave their cgroups in a moment, not at once.
         for _ in 0..100 {
             let events = fs::read_to_string(dir.join("cgroup.events")).unwrap_or_default();

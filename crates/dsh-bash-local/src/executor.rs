@@ -95,6 +95,24 @@ fn check_workdir(workdir: &Path) -> Result<(), BashError> {
     }
 }
 
+/// Sweeps what hosts that died outright (with their watchdog) left for
+/// the host `config` describes: their parent cgroups, processes killed
+/// first (unless the containment is the process-tree walk), and their
+/// spill directories. Blocking and bounded (a stale cgroup gets a second
+/// to empty); [`LocalBashExecutor::new`] starts it on a thread of its own,
+/// and a server calls it too before it takes its first request (a second
+/// caller of the cgroup sweep waits for the first).
+pub fn sweep_dead_hosts(config: &LocalConfig) {
+    if config.containment != crate::ContainmentChoice::ProcessTree {
+        let _ = crate::cgroup::CgroupHost::get();
+    }
+    let spill_parent = config
+        .spill_parent
+        .clone()
+        .unwrap_or_else(crate::scratch::temp_dir);
+    crate::scratch::sweep_dead(&spill_parent, crate::scratch::SPILL_PREFIX);
+}
+
 impl LocalBashExecutor {
     /// Builds an executor; fails, naming the field, on an unusable config.
     pub fn new(config: LocalConfig) -> Result<Self, ConfigError> {
@@ -106,17 +124,8 @@ impl LocalBashExecutor {
         // cgroup behind, processes and all, and its spill directory: swept
         // when the next host starts, not at its first command (on a thread
         // of its own: killing a stale tree may take a moment).
-        let cgroups = config.containment != crate::ContainmentChoice::ProcessTree;
-        let spill_parent = config
-            .spill_parent
-            .clone()
-            .unwrap_or_else(crate::scratch::temp_dir);
-        std::thread::spawn(move || {
-            if cgroups {
-                let _ = crate::cgroup::CgroupHost::get();
-            }
-            crate::scratch::sweep_dead(&spill_parent, crate::scratch::SPILL_PREFIX);
-        });
+        let swept = config.clone();
+        std::thread::spawn(move || sweep_dead_hosts(&swept));
         let spill = SpillDir::new(
             config.spill_parent.clone(),
             SpillLimits {

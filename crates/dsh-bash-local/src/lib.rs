@@ -117,7 +117,10 @@
 //! by its descendants; one that clears its environment is not found — a
 //! stated limit of the fallback).
 //! Parent cgroups of hosts that died without their watchdog are swept when
-//! the next host starts.
+//! the next host starts: their processes killed (`cgroup.kill`, logged),
+//! then the cgroups removed, on a thread [`LocalBashExecutor::new`] starts;
+//! a server calls [`sweep_dead_hosts`] itself to finish it before its first
+//! request (`dsh-bash mcp` does, within 5 s, before it listens).
 //!
 //! # Output
 //!
@@ -216,6 +219,7 @@ mod signal;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
 pub use dsh_sandbox::Invocation;
+pub use executor::sweep_dead_hosts;
 pub use settle::{SettleStamp, Settled};
 pub use signal::{signal_name, signal_number};
 

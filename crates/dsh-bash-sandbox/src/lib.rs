@@ -93,3 +93,4 @@ mod executor;
 mod private_tmp;
 
 pub use executor::{SandboxBashExecutor, SandboxConfig, SandboxConfigError};
+pub use private_tmp::sweep_dead_once as sweep_dead_private_tmps;

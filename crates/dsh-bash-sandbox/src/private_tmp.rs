@@ -57,7 +57,7 @@ fn remove_logged(path: &Path, (parent, name): &(File, OsString)) {
 /// Sweeps dead owners' private TMPDIRs from the temp dir, once per process
 /// (blocking; a second caller waits for the first): at an executor's start,
 /// and at the latest before its first private TMPDIR is made.
-pub(crate) fn sweep_dead_once() {
+pub fn sweep_dead_once() {
     static SWEEP: Once = Once::new();
     SWEEP.call_once(|| scratch::sweep_dead(&scratch::temp_dir(), PREFIX));
 }

@@ -920,6 +920,9 @@ impl ServerHandler for BashServer {
     }
 }
 
+/// The longest the server waits for the start-up sweep before serving.
+const START_SWEEP_BOUND: Duration = Duration::from_secs(5);
+
 /// Serves MCP until the connection closes (stdio) or a signal arrives,
 /// then stops every command it started.
 pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -945,7 +948,21 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         .and_then(|l| l.token_file().map(ToOwned::to_owned))
         .into_iter()
         .collect();
+    let swept = local.clone();
     let composed = compose::compose(&args.executor, local, secrets.clone())?;
+    // What dead hosts left (their cgroups, processes killed first; their
+    // spill directories and private TMPDIRs) is gone before the first
+    // request is taken, within a bound.
+    let sweep = tokio::task::spawn_blocking(move || {
+        dsh_bash_local::sweep_dead_hosts(&swept);
+        dsh_bash_sandbox::sweep_dead_private_tmps();
+    });
+    if tokio::time::timeout(START_SWEEP_BOUND, sweep)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the sweep of dead hosts' leftovers is still running after {START_SWEEP_BOUND:?}; serving anyway");
+    }
     if let (Some(provider), Some(secret)) = (&composed.provider, secrets.first()) {
         exposed_token(provider, secret, args.http.allows_escalation()).await?;
     }
