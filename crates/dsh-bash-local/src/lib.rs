@@ -204,12 +204,12 @@ linux! {
     mod tasks;
     mod tree;
     mod watchdog;
-    pub use executor::LocalBashExecutor;
+    pub use executor::{sweep_dead_hosts, LocalBashExecutor};
 }
 
 elsewhere! {
     mod unsupported;
-    pub use unsupported::LocalBashExecutor;
+    pub use unsupported::{sweep_dead_hosts, LocalBashExecutor};
 }
 
 mod config;
@@ -219,7 +219,6 @@ mod signal;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
 pub use dsh_sandbox::Invocation;
-pub use executor::sweep_dead_hosts;
 pub use settle::{SettleStamp, Settled};
 pub use signal::{signal_name, signal_number};
 
