@@ -292,10 +292,7 @@ impl BashTools {
         ctx: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         if let Some(session) = &ctx.session {
-            self.sessions
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(session.id().to_owned(), Arc::downgrade(session));
+            self.remember(session);
         }
         match name {
             "bash" => self.bash(&args, ctx).await,
@@ -306,6 +303,31 @@ impl BashTools {
             )
             .into()),
         }
+    }
+
+    /// Records `session` for its completion notices; a session not seen
+    /// before first prunes the ones that ended (a server that opens a
+    /// session per connection must not keep one entry per connection ever
+    /// made).
+    fn remember(&self, session: &Arc<Session>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let known = sessions
+            .get(session.id())
+            .is_some_and(|weak| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(session)));
+        if known {
+            return;
+        }
+        sessions.retain(|_, weak| weak.strong_count() > 0);
+        sessions.insert(session.id().to_owned(), Arc::downgrade(session));
+    }
+
+    /// How many sessions are remembered for notices (live ones, and ended
+    /// ones not yet pruned).
+    pub fn remembered_sessions(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// The session's standing override; only meaningful (and only ever

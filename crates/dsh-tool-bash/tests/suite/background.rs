@@ -166,3 +166,22 @@ async fn a_task_that_never_started_says_so() {
     );
     assert_eq!(read.structured["status"], "failed_to_start");
 }
+
+/// Sessions that ended are not remembered forever: each new session
+/// prunes the ended ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_sessions_are_forgotten() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    for n in 0..50 {
+        let session = super::fixture::session(&format!("s{n}"));
+        call(&tools, "bash", bash("true"), &ctx(Some(session)))
+            .await
+            .unwrap();
+    }
+    let live = super::fixture::session("live");
+    call(&tools, "bash", bash("true"), &ctx(Some(Arc::clone(&live))))
+        .await
+        .unwrap();
+    assert_eq!(tools.remembered_sessions(), 1);
+}
