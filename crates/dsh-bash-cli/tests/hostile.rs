@@ -418,3 +418,76 @@ fn a_dead_servers_processes_are_gone_before_the_next_one_listens() {
         "the sweep was not logged: {said}"
     );
 }
+
+/// A server out of file descriptors says so, not that a sandbox is
+/// missing, and probes again once it has them: with its soft descriptor
+/// limit lowered to 16 (`prlimit --pid`), its first confined command is
+/// refused as "could not be started now" (never "install bubblewrap");
+/// with the limit raised again, the next command runs confined.
+#[test]
+fn out_of_descriptors_is_not_a_missing_sandbox() {
+    if !common::confined::usable_or_skip(&["--sandbox", "read-only"], "a low descriptor limit") {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    let mut server = Command::new(binary())
+        .args(["mcp", "--sandbox", "read-only"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut ask = |line: &str, id: u64| -> serde_json::Value {
+        writeln!(stdin, "{line}").unwrap();
+        loop {
+            let mut answer = String::new();
+            assert!(
+                stdout.read_line(&mut answer).unwrap() > 0,
+                "the server ended"
+            );
+            let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+            if answer["id"] == id {
+                return answer;
+            }
+        }
+    };
+    ask(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        1,
+    );
+    let soft = |limit: &str| {
+        let set = Command::new("prlimit")
+            .arg(format!("--pid={}", server.id()))
+            .arg(format!("--nofile={limit}:"))
+            .status()
+            .unwrap();
+        assert!(set.success(), "prlimit --nofile={limit}:");
+    };
+    let call = |id: u64| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"bash","arguments":{{"command":"echo confined","description":"d"}}}}}}"#
+        )
+    };
+    // Its own soft limit, to give back.
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.id())).unwrap();
+    let own = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .unwrap()
+        .to_owned();
+    soft("16");
+    let refused = ask(&call(2), 2).to_string();
+    assert!(refused.contains("could not be started now"), "{refused}");
+    assert!(!refused.contains("install bubblewrap"), "{refused}");
+    soft(&own);
+    let ran = ask(&call(3), 3).to_string();
+    assert!(
+        ran.contains(r#""text":"confined\n""#),
+        "not probed again: {ran}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -39,6 +39,20 @@ enum Verdict {
     Unavailable(String),
 }
 
+/// Whether probe failure `reasons` come from the host running out of file
+/// descriptors, processes or memory (EMFILE, ENFILE, EAGAIN, ENOMEM, as
+/// the OS errors the probes report say), not from a missing sandbox.
+fn exhausted(reasons: &str) -> bool {
+    [
+        "(os error 24)",
+        "(os error 23)",
+        "(os error 11)",
+        "(os error 12)",
+    ]
+    .iter()
+    .any(|code| reasons.contains(code))
+}
+
 /// Confines commands with the strongest usable local backend.
 #[derive(Debug)]
 pub struct LocalSandboxProvider {
@@ -93,16 +107,27 @@ impl LocalSandboxProvider {
             return Ok(SandboxBackend::Runner);
         }
         match self.verdict().await {
-            Verdict::Bwrap => Ok(SandboxBackend::Bwrap),
-            Verdict::Landlock { .. } => Ok(SandboxBackend::Landlock),
-            Verdict::Unavailable(why) => Err(NoBackend {
+            Ok(Verdict::Bwrap) => Ok(SandboxBackend::Bwrap),
+            Ok(Verdict::Landlock { .. }) => Ok(SandboxBackend::Landlock),
+            Ok(Verdict::Unavailable(why)) => Err(NoBackend {
                 reasons: why.clone(),
             }),
+            Err(why) => Err(NoBackend { reasons: why }),
         }
     }
 
-    async fn verdict(&self) -> &Verdict {
-        self.verdict.get_or_init(|| self.select()).await
+    /// The backend verdict, probed once; a probe that failed because the
+    /// host ran out of descriptors, processes or memory is not kept (the
+    /// next command probes again): its reasons are the error.
+    async fn verdict(&self) -> Result<&Verdict, String> {
+        self.verdict
+            .get_or_try_init(|| async {
+                match self.select().await {
+                    Verdict::Unavailable(why) if exhausted(&why) => Err(why),
+                    verdict => Ok(verdict),
+                }
+            })
+            .await
     }
 
     /// The scope-only Landlock ruleset bubblewrap runs under (one per
@@ -211,8 +236,14 @@ impl LocalSandboxProvider {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confinement, SandboxUnavailable> {
-        let unavailable =
-            |err: SandboxError| SandboxUnavailable::new(policy.mode, Some(err.to_string()));
+        let unavailable = |err: SandboxError| {
+            let why = err.to_string();
+            if exhausted(&why) {
+                SandboxUnavailable::exhausted(policy.mode, Some(why))
+            } else {
+                SandboxUnavailable::new(policy.mode, Some(why))
+            }
+        };
         if let Some(runner) = &self.config.runner {
             // Like bubblewrap's: protected paths and stand-ins touch the
             // file system, off the runtime threads.
@@ -229,7 +260,11 @@ impl LocalSandboxProvider {
             .and_then(|confined| confined)
             .map_err(unavailable);
         }
-        match self.verdict().await {
+        let verdict = match self.verdict().await {
+            Ok(verdict) => verdict,
+            Err(why) => return Err(SandboxUnavailable::exhausted(policy.mode, Some(why))),
+        };
+        match verdict {
             Verdict::Bwrap => {
                 // Opening the protected paths and making stand-ins touches
                 // the file system: off the runtime threads.

@@ -237,12 +237,35 @@ pub trait SandboxProvider: Send + Sync {
 pub struct SandboxUnavailable {
     mode: SandboxMode,
     detail: Option<String>,
+    /// The host ran out of a resource the runner needs (descriptors,
+    /// processes, memory): the sandbox exists, it could not start now.
+    exhausted: bool,
 }
 
 impl SandboxUnavailable {
     /// The refusal for `mode`, with the runner's own line when there is one.
     pub fn new(mode: SandboxMode, detail: Option<String>) -> Self {
-        SandboxUnavailable { mode, detail }
+        SandboxUnavailable {
+            mode,
+            detail,
+            exhausted: false,
+        }
+    }
+
+    /// The refusal for `mode` when the host ran out of file descriptors,
+    /// processes or memory while starting the sandbox: nothing is missing,
+    /// and a retry may succeed.
+    pub fn exhausted(mode: SandboxMode, detail: Option<String>) -> Self {
+        SandboxUnavailable {
+            mode,
+            detail,
+            exhausted: true,
+        }
+    }
+
+    /// True if the host ran out of a resource (see [`Self::exhausted`]).
+    pub fn is_exhausted(&self) -> bool {
+        self.exhausted
     }
 
     /// The stable machine-readable code.
@@ -263,13 +286,23 @@ impl SandboxUnavailable {
 
 impl fmt::Display for SandboxUnavailable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "sandbox mode \"{}\" is unavailable on this host, refusing to run it unconfined: \
+        if self.exhausted {
+            write!(
+                f,
+                "sandbox mode \"{}\" could not be started now: the host ran out of file descriptors, \
+                 processes or memory while starting it; nothing ran; retry when the load drops, or \
+                 raise the limit (ulimit -n, pids.max)",
+                self.mode
+            )?;
+        } else {
+            write!(
+                f,
+                "sandbox mode \"{}\" is unavailable on this host, refusing to run it unconfined: \
              install bubblewrap (bwrap) or use a Linux kernel with Landlock enabled (5.13 or newer), \
              or choose sandbox mode \"danger-full-access\" to run without confinement",
-            self.mode
-        )?;
+                self.mode
+            )?;
+        }
         if let Some(detail) = self.detail.as_deref().filter(|d| !d.trim().is_empty()) {
             write!(f, " (runner said: {})", detail.trim())?;
         }
@@ -282,6 +315,19 @@ impl std::error::Error for SandboxUnavailable {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exhausted_says_retry_not_install() {
+        let busy = SandboxUnavailable::exhausted(
+            SandboxMode::ReadOnly,
+            Some("Too many open files (os error 24)".into()),
+        );
+        let text = busy.to_string();
+        assert!(busy.is_exhausted());
+        assert!(text.contains("could not be started now") && text.contains("retry"), "{text}");
+        assert!(!text.contains("install bubblewrap"), "{text}");
+        assert!(text.ends_with("(runner said: Too many open files (os error 24))"), "{text}");
+    }
 
     #[test]
     fn unavailable_names_mode_install_and_escape_hatch() {
