@@ -230,7 +230,10 @@ fn own_cgroup() -> Option<PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
     let dir = mount.join(own.trim_start_matches('/'));
-    let probe = dir.join(format!("dsh-probe-{}", std::process::id()));
+    // One name per call: the tests that ask run side by side.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = dir.join(format!("dsh-probe-{}-{call}", std::process::id()));
     std::fs::create_dir(&probe).ok()?;
     let usable = probe.join("cgroup.kill").exists();
     let _ = std::fs::remove_dir(&probe);
