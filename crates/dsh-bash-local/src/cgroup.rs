@@ -2,10 +2,14 @@
 //!
 //! One parent cgroup per host process (`dsh-bash-<pid>`, next to the host's
 //! own cgroup in the cgroup2 hierarchy), one child per command (`cmd-<n>`).
-//! The command's first process joins its cgroup between fork and exec (it
-//! opens the cgroup's `cgroup.procs` and writes `0`), so every
-//! process it ever starts is inside, whatever session or parent it moves
-//! to. Then:
+//! The command's first process starts inside its cgroup: it is cloned into
+//! it (`clone3` with `CLONE_INTO_CGROUP`, Linux 5.7), or, where the kernel
+//! cannot, it moves itself there between fork and exec (it writes `0` to
+//! the cgroup's `cgroup.procs`). Cloning into it is what a command should
+//! cost: moving a process takes the kernel's cgroup-wide write lock, which
+//! waits for an RCU grace period, 7–15 ms a command when commands come
+//! seconds apart. Every process the command ever starts is inside,
+//! whatever session or parent it moves to. Then:
 //!
 //! - **leftovers** are whatever is still in the cgroup once the shell has
 //!   exited (a `server &`, a `setsid` daemon, a double fork alike);
@@ -205,20 +209,40 @@ impl CgroupHost {
         strays
     }
 
-    /// A new, empty cgroup for one command, with its `cgroup.procs` open for
-    /// the child to join. Blocking (cgroupfs).
+    /// A new, empty cgroup for one command, with the paths the child enters
+    /// it by. Blocking (cgroupfs).
     pub(crate) fn command(&self) -> io::Result<CommandCgroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("cmd-{n}"));
         fs::create_dir(&path)?;
-        let procs = CString::new(path.join("cgroup.procs").into_os_string().into_vec())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a cgroup path"));
-        match procs {
-            Ok(procs) => Ok(CommandCgroup { path, procs }),
-            Err(err) => {
+        let named = |path: PathBuf| {
+            CString::new(path.into_os_string().into_vec())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a cgroup path"))
+        };
+        match (named(path.clone()), named(path.join("cgroup.procs"))) {
+            (Ok(dir), Ok(procs)) => Ok(CommandCgroup { path, dir, procs }),
+            (Err(err), _) | (_, Err(err)) => {
                 let _ = fs::remove_dir(&path);
                 Err(err)
             }
+        }
+    }
+}
+
+/// The two ways into a command's cgroup: its directory (a child cloned
+/// straight into it, `CLONE_INTO_CGROUP`) and its `cgroup.procs` (a child
+/// that moves itself, where `clone3` cannot).
+pub(crate) struct Entry<'a> {
+    pub(crate) dir: &'a CStr,
+    pub(crate) procs: &'a CStr,
+}
+
+impl CommandCgroup {
+    /// How a child enters this cgroup.
+    pub(crate) fn entry(&self) -> Entry<'_> {
+        Entry {
+            dir: &self.dir,
+            procs: &self.procs,
         }
     }
 }
@@ -227,18 +251,15 @@ impl CgroupHost {
 #[derive(Debug)]
 pub(crate) struct CommandCgroup {
     path: PathBuf,
+    /// `<path>`, which the child is cloned into (opened only for the
+    /// clone: a host short of descriptors holds none between commands).
+    dir: CString,
     /// `<path>/cgroup.procs`, which the child opens and writes `0` to
-    /// before exec (no descriptor is held in the host: a host short of
-    /// descriptors can still spawn).
+    /// before exec where it could not be cloned into the cgroup.
     procs: CString,
 }
 
 impl CommandCgroup {
-    /// The `cgroup.procs` path the child joins through.
-    pub(crate) fn procs(&self) -> &CStr {
-        &self.procs
-    }
-
     /// True while any process is in the cgroup.
     pub(crate) fn populated(&self) -> bool {
         populated(&fs::read_to_string(self.path.join("cgroup.events")).unwrap_or_default())

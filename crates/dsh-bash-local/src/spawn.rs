@@ -123,7 +123,7 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
     // A child of the host exists from here on: registered before any scan
     // can see it.
     let gate = crate::adopt::spawning();
-    let (pid, pipes) = sys::launch(launch, cgroup.as_ref().map(CommandCgroup::procs), launcher)?;
+    let (pid, pipes) = sys::launch(launch, cgroup.as_ref().map(CommandCgroup::entry), launcher)?;
     crate::adopt::register(pid);
     drop(gate);
     let pidfd = match sys::pidfd_open(pid) {
