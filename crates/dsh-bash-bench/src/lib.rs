@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cli;
 mod http_client;
 mod mcp_client;
 mod measure;

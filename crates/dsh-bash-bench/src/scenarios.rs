@@ -641,6 +641,8 @@ async fn mcp_round_trip(options: &Options) -> Option<Row> {
 /// Runs every scenario and returns the table rows.
 pub async fn run_all(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
+    eprintln!("0/8 whole process");
+    rows.extend(crate::cli::whole_process(options).await);
     eprintln!("1/8 per-command overhead");
     rows.push(overhead(options, "1a run `true`", "true").await);
     rows.push(
@@ -661,6 +663,10 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
         )
         .await,
     );
+    if let Ok(executor) = LocalBashExecutor::new(local(options)) {
+        rows.push(crate::cli::paced(options, &executor).await);
+        executor.shutdown().await;
+    }
     eprintln!("2/8 output throughput");
     rows.extend(throughput(options).await);
     eprintln!("3/8 both streams at once");

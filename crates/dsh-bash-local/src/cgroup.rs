@@ -3,8 +3,9 @@
 //! One parent cgroup per host process (`dsh-bash-<pid>`, next to the host's
 //! own cgroup in the cgroup2 hierarchy), one child per command (`cmd-<n>`).
 //! The command's first process starts inside its cgroup: it is cloned into
-//! it (`clone3` with `CLONE_INTO_CGROUP`, Linux 5.7), or, where the kernel
-//! cannot, it moves itself there between fork and exec (it writes `0` to
+//! it (`clone3` with `CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP`, Linux
+//! 5.7, x86_64), or, where that is refused once (an older kernel, a seccomp
+//! profile), it moves itself there between fork and exec (it writes `0` to
 //! the cgroup's `cgroup.procs`). Cloning into it is what a command should
 //! cost: moving a process takes the kernel's cgroup-wide write lock, which
 //! waits for an RCU grace period, 7–15 ms a command when commands come

@@ -1,5 +1,7 @@
 //! Spawning with `clone(CLONE_VM | CLONE_VFORK)`, as glibc's `posix_spawn`
-//! does: the child borrows the parent's memory until it execs, so no page
+//! does (`clone3` with `CLONE_INTO_CGROUP` too, straight into the
+//! command's cgroup, where the kernel allows it): the child borrows the
+//! parent's memory until it execs, so no page
 //! tables are copied and nothing is torn down afterwards (a plain `fork`
 //! from a multi-threaded runtime costs more than the `bash` it starts).
 //!
@@ -237,61 +239,124 @@ struct CloneArgs {
 /// `CLONE_INTO_CGROUP` (Linux 5.7), as a `clone_args` flag.
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
-/// Clones the child straight into the cgroup `dir` (`clone3` with
-/// `CLONE_INTO_CGROUP | CLONE_VFORK`, fork-like: the child runs on its own
-/// copy of this process's memory, so it may return from the syscall on
-/// this stack). Moving a running process into a cgroup instead takes the
-/// kernel's cgroup-wide write lock, which waits for an RCU grace period:
-/// 7–15 ms per command when commands are seconds apart. `None` where
-/// `clone3` or the flag is not supported (the caller moves the child).
+/// `clone3(args, size)` whose child runs `child(arg)` on the stack
+/// `args` names and exits with its return value, never returning here; in
+/// the parent, the syscall's result (the child's pid, or `-errno`). A raw
+/// `clone3` with `CLONE_VM` and a stack of its own needs this: the child
+/// cannot return through Rust frames that live on the parent's stack (it
+/// is what glibc's `clone` does for `clone(2)`).
 ///
 /// # Safety
 ///
-/// `args` and everything it points to stay valid until the child has
-/// exec'd or exited (this thread is suspended until then); every signal is
-/// blocked by the caller.
+/// `args` is a valid `clone_args` naming a stack that stays valid until the
+/// child execs or exits; `child` only makes async-signal-safe syscalls.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3_on_stack(
+    args: *mut CloneArgs,
+    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> isize {
+    let ret: isize;
+    // SAFETY: the caller's contract; the child never leaves the asm block
+    // (it calls `child` on its own stack, then `exit`s with its result).
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            // The child, on its own stack: rsp is 16-byte aligned here.
+            "xor ebp, ebp",
+            "mov rdi, r9",
+            "call r8",
+            "mov edi, eax",
+            "mov eax, 60",
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 as isize => ret,
+            in("rdi") args,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r8") child,
+            in("r9") arg,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Whether `clone3` with `CLONE_INTO_CGROUP` failed here once (a kernel
+/// before 5.7, a seccomp profile that refuses it): then every command
+/// moves itself into its cgroup instead.
+static CLONE3_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Clones the child straight into the cgroup `dir`: `clone3` with
+/// `CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP`, on the launcher's stack,
+/// like the `clone` below. Moving a running process into a cgroup instead
+/// takes the kernel's cgroup-wide write lock, which waits for an RCU grace
+/// period: 7–15 ms per command when commands come seconds apart. `None`
+/// where it cannot (an architecture other than x86_64, whose trampoline is
+/// not written, or `clone3` refused once, for
+/// whatever reason: no child exists after a failed clone, so the caller's
+/// fallback never spawns twice).
+///
+/// # Safety
+///
+/// As for `clone` below: `args`, the strings and `stack_top`'s stack stay
+/// valid until the child execs or exits (this thread is suspended until
+/// then); every signal is blocked by the caller.
 unsafe fn clone_into_cgroup(
     dir: &std::ffi::CStr,
     args: &ChildArgs,
-) -> Option<io::Result<libc::pid_t>> {
+    stack: (*mut u8, usize),
+) -> Option<libc::pid_t> {
+    if !cfg!(target_arch = "x86_64")
+        || CLONE3_REFUSED.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return None;
+    }
     // SAFETY: open with a NUL-terminated path.
-    let fd = unsafe { libc::open(dir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            dir.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return None;
     }
     // SAFETY: we own the descriptor just opened.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut clone_args = CloneArgs {
-        flags: libc::CLONE_VFORK as u64 | CLONE_INTO_CGROUP,
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
+        stack: stack.0 as u64,
+        stack_size: stack.1 as u64,
         cgroup: fd.as_raw_fd() as u64,
         ..CloneArgs::default()
     };
-    // SAFETY: clone3 with a valid clone_args; no CLONE_VM, so the child has
-    // its own copy of memory and stack and returns from the syscall here.
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract.
     let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut clone_args as *mut CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
+        clone3_on_stack(
+            &mut clone_args,
+            child,
+            args as *const ChildArgs as *mut libc::c_void,
         )
     };
-    if pid == 0 {
-        // The child, already in its cgroup: only raw syscalls until exec.
-        child(args as *const ChildArgs as *mut libc::c_void);
-        // SAFETY: `child` execs or exits; this is never reached.
-        unsafe { libc::_exit(127) }
-    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let pid: isize = {
+        let _ = (&mut clone_args, args);
+        -1
+    };
+    drop(fd);
     if pid > 0 {
-        return Some(Ok(libc::pid_t::try_from(pid).unwrap_or(-1)));
+        return libc::pid_t::try_from(pid).ok();
     }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        // No clone3, no CLONE_INTO_CGROUP, or a cgroup it refuses (a
-        // domain-threaded one): the child moves itself.
-        Some(libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP | libc::EBUSY) => None,
-        _ => Some(Err(err)),
-    }
+    tracing::debug!(errno = -pid, "clone3 into a cgroup refused; commands move themselves into their cgroups");
+    CLONE3_REFUSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    None
 }
 
 /// Starts `launch` in a new process, inside `cgroup` (if any) before exec
@@ -370,14 +435,18 @@ pub(crate) fn launch(
         libc::sigfillset(all.as_mut_ptr());
         libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), previous.as_mut_ptr());
     }
-    // SAFETY: CLONE_VFORK suspends this thread until the child execs or
-    // exits; `args` and the strings outlive that; signals are blocked.
+    let stack = {
+        let base = launcher.stack.as_mut_ptr();
+        (base, stack_top as usize - base as usize)
+    };
+    // SAFETY: CLONE_VM|CLONE_VFORK suspends this thread until the child
+    // execs or exits; `args`, the strings and the stack outlive that;
+    // signals are blocked.
     let cloned = cgroup
         .as_ref()
-        .and_then(|entry| unsafe { clone_into_cgroup(entry.dir, &args) });
+        .and_then(|entry| unsafe { clone_into_cgroup(entry.dir, &args, stack) });
     let (pid, clone_error) = match cloned {
-        Some(Ok(pid)) => (pid, io::Error::from_raw_os_error(0)),
-        Some(Err(err)) => (-1, err),
+        Some(pid) => (pid, io::Error::from_raw_os_error(0)),
         None => {
             if let Some(entry) = &cgroup {
                 args.cgroup = entry.procs.as_ptr();
