@@ -56,7 +56,12 @@ fn write_making_room(
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => rest = &rest[n..],
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) if err.kind() == io::ErrorKind::StorageFull && !reclaimed => {
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+                ) && !reclaimed =>
+            {
                 reclaimed = true;
                 if room.0.reclaim(&room.1, rest.len() as u64) == 0 {
                     return Err(err);

@@ -109,25 +109,28 @@ impl LocalSandboxProvider {
         match self.verdict().await {
             Ok(Verdict::Bwrap) => Ok(SandboxBackend::Bwrap),
             Ok(Verdict::Landlock { .. }) => Ok(SandboxBackend::Landlock),
-            Ok(Verdict::Unavailable(why)) => Err(NoBackend {
-                reasons: why.clone(),
-            }),
-            Err(why) => Err(NoBackend { reasons: why }),
+            Ok(Verdict::Unavailable(why)) | Err(why) => Err(NoBackend { reasons: why }),
         }
     }
 
-    /// The backend verdict, probed once; a probe that failed because the
-    /// host ran out of descriptors, processes or memory is not kept (the
-    /// next command probes again): its reasons are the error.
-    async fn verdict(&self) -> Result<&Verdict, String> {
-        self.verdict
-            .get_or_try_init(|| async {
-                match self.select().await {
-                    Verdict::Unavailable(why) if exhausted(&why) => Err(why),
-                    verdict => Ok(verdict),
-                }
-            })
-            .await
+    /// The backend verdict, probed once. A probe that failed because the
+    /// host ran out of descriptors, processes or memory leaves nothing
+    /// kept, whatever the other probes found (a backend chosen then may be
+    /// a weaker one than the host has): the verdict serves this command and
+    /// the next one probes again. With no backend at all, its reasons are
+    /// the error.
+    async fn verdict(&self) -> Result<Verdict, String> {
+        if let Some(kept) = self.verdict.get() {
+            return Ok(kept.clone());
+        }
+        let (verdict, transient) = self.select().await;
+        if transient {
+            return match verdict {
+                Verdict::Unavailable(why) => Err(why),
+                usable => Ok(usable),
+            };
+        }
+        Ok(self.verdict.get_or_init(|| async { verdict }).await.clone())
     }
 
     /// The scope-only Landlock ruleset bubblewrap runs under (one per
@@ -171,8 +174,10 @@ impl LocalSandboxProvider {
         )
     }
 
+    /// The strongest backend that passes its probe (or why none does), and
+    /// whether a probe failed for want of descriptors, processes or memory.
     #[cfg(target_os = "linux")]
-    async fn select(&self) -> Verdict {
+    async fn select(&self) -> (Verdict, bool) {
         let timeout = self.config.probe_timeout;
         let mut reasons = Vec::new();
         if matches!(self.config.backend, Backend::Auto | Backend::Bwrap)
@@ -190,7 +195,7 @@ impl LocalSandboxProvider {
             )
             .await;
             match probed {
-                Ok(()) => return Verdict::Bwrap,
+                Ok(()) => return (Verdict::Bwrap, false),
                 Err(why) => reasons.push(why.to_string()),
             }
         }
@@ -216,18 +221,23 @@ impl LocalSandboxProvider {
                 )
                 .await;
                 match probed {
-                    Ok(()) => return Verdict::Landlock { abi },
+                    Ok(()) => return (Verdict::Landlock { abi }, exhausted(&reasons.join("; "))),
                     Err(why) => reasons.push(why.to_string()),
                 }
             }
         }
-        tracing::warn!(reasons = %reasons.join("; "), "no usable sandbox backend");
-        Verdict::Unavailable(reasons.join("; "))
+        let reasons = reasons.join("; ");
+        tracing::warn!(%reasons, "no usable sandbox backend");
+        let transient = exhausted(&reasons);
+        (Verdict::Unavailable(reasons), transient)
     }
 
     #[cfg(not(target_os = "linux"))]
-    async fn select(&self) -> Verdict {
-        Verdict::Unavailable("no sandbox backend exists for this platform".into())
+    async fn select(&self) -> (Verdict, bool) {
+        (
+            Verdict::Unavailable("no sandbox backend exists for this platform".into()),
+            false,
+        )
     }
 
     #[cfg(target_os = "linux")]
@@ -264,7 +274,7 @@ impl LocalSandboxProvider {
             Ok(verdict) => verdict,
             Err(why) => return Err(SandboxUnavailable::exhausted(policy.mode, Some(why))),
         };
-        match verdict {
+        match &verdict {
             Verdict::Bwrap => {
                 // Opening the protected paths and making stand-ins touches
                 // the file system: off the runtime threads.

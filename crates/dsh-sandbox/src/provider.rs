@@ -324,9 +324,15 @@ mod tests {
         );
         let text = busy.to_string();
         assert!(busy.is_exhausted());
-        assert!(text.contains("could not be started now") && text.contains("retry"), "{text}");
+        assert!(
+            text.contains("could not be started now") && text.contains("retry"),
+            "{text}"
+        );
         assert!(!text.contains("install bubblewrap"), "{text}");
-        assert!(text.ends_with("(runner said: Too many open files (os error 24))"), "{text}");
+        assert!(
+            text.ends_with("(runner said: Too many open files (os error 24))"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! closes), the request's client is gone. A foreground `bash` call that
 //! finds its client gone when its command ends does not throw the result
 //! away: the session keeps it ([`Kept`]), tells the model in the next
-//! tool result, and hands it out through `bash_output`.
+//! tool result, and hands it out through `bash_output`. Best effort: a
+//! client gone while the result itself was being written (after the call
+//! ended), or a peer that vanished without closing its connection (seen
+//! only when TCP gives up), is not noticed.
 //!
 //! (Under 2026-07-28 a closed stream is how a client cancels: the protocol
 //! library cancels the handler, and the command is stopped.)
@@ -108,11 +111,16 @@ pub(crate) const KEPT_PREFIX: &str = "kept-";
 
 type Outcome = Result<ToolOutput, ToolError>;
 
-/// The results of one session's calls whose client went away, until read.
+/// A kept outcome: the output, or the error's words.
+type KeptOutcome = Result<ToolOutput, String>;
+
+/// The results of one session's calls whose client went away: each can be
+/// read as long as it is kept (the newest [`MAX_KEPT`]), so a read whose
+/// own client goes away loses nothing either.
 #[derive(Default)]
 pub(crate) struct Kept {
     next: AtomicU64,
-    results: Mutex<VecDeque<(String, Outcome)>>,
+    results: Mutex<VecDeque<(String, KeptOutcome)>>,
 }
 
 impl Kept {
@@ -126,27 +134,30 @@ impl Kept {
         if results.len() >= MAX_KEPT {
             results.pop_front();
         }
-        results.push_back((id.clone(), result));
+        results.push_back((id.clone(), result.map_err(|err| err.to_string())));
         id
     }
 
-    /// The kept result `id`, taken (it is handed out once), as
-    /// `bash_output` reports a settled task: `task_id` the kept id,
-    /// `status` `completed` (how it ended is in the text's markers and the
-    /// exit code and signal fields).
-    pub(crate) fn take(&self, id: &str) -> Option<Outcome> {
-        let mut results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
-        let at = results.iter().position(|(kept, _)| kept == id)?;
-        let (_, outcome) = results.remove(at)?;
+    /// The kept result `id`, as `bash_output` reports a settled task:
+    /// `task_id` the kept id, `status` `completed` (how it ended is in the
+    /// text's markers and the exit code and signal fields).
+    pub(crate) fn read(&self, id: &str) -> Option<Outcome> {
+        let results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, outcome) = results.iter().find(|(kept, _)| kept == id)?;
+        let outcome = outcome.clone();
         drop(results);
-        Some(outcome.map(|mut output| {
-            if let Value::Object(facts) = &mut output.structured {
-                facts.remove("leftovers_stopped");
-                facts.insert("status".into(), Value::from("completed"));
-                facts.insert("task_id".into(), Value::from(id));
-            }
-            output
-        }))
+        Some(
+            outcome
+                .map(|mut output| {
+                    if let Value::Object(facts) = &mut output.structured {
+                        facts.remove("leftovers_stopped");
+                        facts.insert("status".into(), Value::from("completed"));
+                        facts.insert("task_id".into(), Value::from(id));
+                    }
+                    output
+                })
+                .map_err(ToolError::from),
+        )
     }
 }
 
@@ -189,7 +200,7 @@ mod tests {
     }
 
     #[test]
-    fn kept_results_are_handed_out_once_and_bounded() {
+    fn kept_results_are_read_while_kept_and_bounded() {
         let kept = Kept::default();
         let ran = || {
             Ok(ToolOutput {
@@ -199,12 +210,12 @@ mod tests {
         };
         let ids: Vec<String> = (0..MAX_KEPT + 1).map(|_| kept.keep(ran())).collect();
         assert_eq!(ids[0], "kept-1");
-        assert!(kept.take("kept-1").is_none(), "the oldest went");
-        let read = kept.take("kept-2").unwrap().unwrap();
+        assert!(kept.read("kept-1").is_none(), "the oldest went");
+        let read = kept.read("kept-2").unwrap().unwrap();
         assert_eq!(
             read.structured,
             serde_json::json!({"exit_code": 3, "status": "completed", "task_id": "kept-2", "text": "hi"})
         );
-        assert!(kept.take("kept-2").is_none(), "handed out once");
+        assert!(kept.read("kept-2").is_some(), "read again while kept");
     }
 }

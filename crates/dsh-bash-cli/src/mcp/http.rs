@@ -675,7 +675,56 @@ impl Gate {
         if parts.method != hyper::Method::POST {
             return Ok((Bytes::new(), None));
         }
-        self.collect_body(door, body).await
+        self.collect_body(door, body, declared).await
+    }
+
+    /// Takes `more` bytes of budget (its token's and everyone's) on top of
+    /// `held`. When they are not free at once, what is held goes back and
+    /// the whole body's worth (`wanted` so far, or all of what it declared)
+    /// is waited for in one request: bodies of one token that each hold a
+    /// part and wait for more would otherwise wait for each other until
+    /// their deadline.
+    async fn take_budget<'a>(
+        &'a self,
+        door: &'a Door,
+        mut held: Option<BodyPermits<'a>>,
+        more: usize,
+        (wanted, declared): (usize, Option<usize>),
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<BodyPermits<'a>>, Refusal> {
+        let n = |bytes: usize| u32::try_from(bytes).unwrap_or(u32::MAX);
+        // What was waited for in one request already covers these bytes.
+        let have = held.as_ref().map_or(0, |(mine, _)| mine.num_permits());
+        let more = more.min(wanted.saturating_sub(have));
+        if more == 0 {
+            return Ok(held);
+        }
+        if let Ok(token) = door.budget.try_acquire_many(n(more)) {
+            if let Ok(all) = self.budget.try_acquire_many(n(more)) {
+                match held.as_mut() {
+                    Some((mine, everyone)) => {
+                        mine.merge(token);
+                        everyone.merge(all);
+                    }
+                    None => held = Some((token, all)),
+                }
+                return Ok(held);
+            }
+        }
+        drop(held);
+        let whole = n(declared.unwrap_or(wanted).clamp(wanted, MAX_BODY_BYTES));
+        let both = async {
+            let token = door.budget.acquire_many(whole).await?;
+            let all = self.budget.acquire_many(whole).await?;
+            Ok::<_, tokio::sync::AcquireError>((token, all))
+        };
+        match tokio::time::timeout_at(deadline, both).await {
+            Ok(Ok(permits)) => Ok(Some(permits)),
+            _ => Err(refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Service Unavailable: too many request bodies are being read; retry",
+            )),
+        }
     }
 
     /// Reads a POST body frame by frame, within [`BODY_DEADLINE`] and
@@ -688,6 +737,7 @@ impl Gate {
         &'a self,
         door: &'a Door,
         mut body: hyper::body::Incoming,
+        declared: Option<usize>,
     ) -> Result<(Bytes, Option<BodyPermits<'a>>), Refusal> {
         let deadline = tokio::time::Instant::now() + BODY_DEADLINE;
         let too_large = || {
@@ -724,27 +774,10 @@ impl Gate {
             if collected.len() + data.len() > MAX_BODY_BYTES {
                 return Err(too_large());
             }
-            let share = u32::try_from(data.len()).unwrap_or(u32::MAX);
-            if share > 0 {
-                let both = async {
-                    let token = door.budget.acquire_many(share).await?;
-                    let all = self.budget.acquire_many(share).await?;
-                    Ok::<_, tokio::sync::AcquireError>((token, all))
-                };
-                let Ok(Ok((token, all))) = tokio::time::timeout_at(deadline, both).await else {
-                    return Err(refusal(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "Service Unavailable: too many request bodies are being read; retry",
-                    ));
-                };
-                match held.as_mut() {
-                    Some((mine, everyone)) => {
-                        mine.merge(token);
-                        everyone.merge(all);
-                    }
-                    None => held = Some((token, all)),
-                }
-            }
+            let wanted = collected.len() + data.len();
+            held = self
+                .take_budget(door, held, data.len(), (wanted, declared), deadline)
+                .await?;
             collected.extend_from_slice(&data);
         }
         Ok((collected.freeze(), held))
@@ -826,13 +859,20 @@ impl Gate {
         if watched {
             request.extensions_mut().insert(departure.clone());
         }
-        let busy = door.activity.enter(&session, &self.clock);
+        // Only sessions the manager holds are tracked (an unknown id gets
+        // rmcp's 404 and leaves nothing behind).
+        let known = door
+            .manager
+            .sessions
+            .read()
+            .await
+            .contains_key(session.as_str());
+        let busy = known.then(|| door.activity.enter(&session, &self.clock));
         let mut response = door.sessions.handle(request).await;
         if closing {
             door.activity.forget(&session);
         } else if watched {
-            response =
-                response.map(|body| super::departure::Watched::wrap(body, departure, Some(busy)));
+            response = response.map(|body| super::departure::Watched::wrap(body, departure, busy));
         }
         // A session closed by DELETE: 200, which every client takes as
         // done (the Python SDK warns about rmcp's 202).
@@ -862,10 +902,16 @@ impl Gate {
         for door in &self.doors {
             for id in door.activity.expired(now, idle) {
                 tracing::info!(session = %id, "a session expired after {idle:?} idle");
-                let id: Arc<str> = id.into();
-                if let Err(err) = door.manager.close_session(&id).await {
-                    tracing::debug!(%err, "an expired session was already closed");
-                }
+                // Closed on a task of its own: a session whose worker is
+                // stuck writing to a client that stopped reading must not
+                // stall every other expiry (nor the clock).
+                let manager = Arc::clone(&door.manager);
+                tokio::spawn(async move {
+                    let id: Arc<str> = id.into();
+                    if let Err(err) = manager.close_session(&id).await {
+                        tracing::debug!(%err, "an expired session was already closed");
+                    }
+                });
             }
             let mut shared = door.shared.lock().unwrap_or_else(PoisonError::into_inner);
             if shared

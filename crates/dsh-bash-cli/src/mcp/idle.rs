@@ -124,12 +124,19 @@ pub(crate) struct Busy {
 }
 
 impl Drop for Busy {
+    /// Counts the end as activity of a session still known (one closed or
+    /// expired meanwhile is not brought back).
     fn drop(&mut self) {
         let now = self.clock.now();
-        self.activity.update(&self.id, |seen| {
+        let mut seen = self
+            .activity
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(seen) = seen.get_mut(&self.id) {
             seen.in_flight = seen.in_flight.saturating_sub(1);
             seen.last = seen.last.max(now);
-        });
+        }
     }
 }
 

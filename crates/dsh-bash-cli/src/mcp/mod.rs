@@ -581,7 +581,7 @@ impl BashServer {
         if name != "bash_output" || !id.starts_with(departure::KEPT_PREFIX) {
             return None;
         }
-        let outcome = self.state.kept.take(id)?;
+        let outcome = self.state.kept.read(id)?;
         Some(tool_result(outcome, self.state.notices.take()))
     }
 
@@ -850,6 +850,7 @@ impl ServerHandler for BashServer {
                 .client_capabilities()
                 .is_some_and(|caps| caps.supports_tasks())
             && args.get("run_in_background") != Some(&Value::Bool(true));
+        let background = args.get("run_in_background") == Some(&Value::Bool(true));
         let counted = match self.admit(&request.name) {
             Ok(counted) => counted,
             Err(message) => {
@@ -875,7 +876,7 @@ impl ServerHandler for BashServer {
             outcome
         };
         drop(beat);
-        if request.name == "bash" && departure::Departure::of(&context) {
+        if request.name == "bash" && !background && departure::Departure::of(&context) {
             // Answered anyway: a client resuming the stream gets the id.
             let id = self.keep_result(&context, outcome);
             let text = format!("the result is kept as {id}: read it with bash_output");
