@@ -240,6 +240,21 @@ fn own_cgroup() -> Option<PathBuf> {
     usable.then_some(dir)
 }
 
+/// What a host killed with its watchdog leaves: its parent cgroup under
+/// `base`, named for a pid in `pids` no process has, with a process still
+/// in it (our child, reaped by the test once the sweep kills it).
+fn stale_cgroup(base: &Path, pids: std::ops::Range<u32>) -> (PathBuf, std::process::Child) {
+    let dead = pids
+        .into_iter()
+        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        .unwrap();
+    let stale = base.join(format!("dsh-bash-{dead}"));
+    std::fs::create_dir_all(&stale).unwrap();
+    let survivor = Command::new("sleep").arg("600").spawn().unwrap();
+    std::fs::write(stale.join("cgroup.procs"), survivor.id().to_string()).unwrap();
+    (stale, survivor)
+}
+
 /// A server and its watchdog killed together (an OOM kill, a group kill)
 /// leave their cgroup, processes and all: the next server sweeps it when
 /// it starts, before any command.
@@ -249,14 +264,7 @@ fn a_dead_servers_cgroup_is_swept_when_the_next_one_starts() {
         skip("the stale-cgroup sweep: no writable cgroup2 with cgroup.kill here");
         return;
     };
-    // A pid no process has: the dead host.
-    let dead = (4_000_000..4_100_000)
-        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-        .unwrap();
-    let stale = base.join(format!("dsh-bash-{dead}"));
-    std::fs::create_dir_all(&stale).unwrap();
-    let mut survivor = Command::new("sleep").arg("600").spawn().unwrap();
-    std::fs::write(stale.join("cgroup.procs"), survivor.id().to_string()).unwrap();
+    let (stale, mut survivor) = stale_cgroup(&base, 4_000_000..4_100_000);
     // Reaped here (it is our child) once the sweep kills it.
     let mut server = Command::new(binary())
         .arg("mcp")
@@ -372,13 +380,7 @@ fn a_dead_servers_processes_are_gone_before_the_next_one_listens() {
         skip("the sweep before listening: no writable cgroup2 with cgroup.kill here");
         return;
     };
-    let dead = (4_100_000..4_200_000)
-        .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-        .unwrap();
-    let stale = base.join(format!("dsh-bash-{dead}"));
-    std::fs::create_dir_all(&stale).unwrap();
-    let mut survivor = Command::new("sleep").arg("600").spawn().unwrap();
-    std::fs::write(stale.join("cgroup.procs"), survivor.id().to_string()).unwrap();
+    let (stale, mut survivor) = stale_cgroup(&base, 4_100_000..4_200_000);
     let tokens = tempfile::tempdir().unwrap();
     let mut server = Command::new(binary())
         .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
