@@ -75,6 +75,11 @@ fn install_diagnostics() {
 }
 
 fn main() -> ExitCode {
+    // Run as the host-death watchdog of another dsh-bash: that, and
+    // nothing else.
+    dsh_bash_local::run_watchdog_if_asked();
+    // This binary is its own watchdog (no shell per host, no polling).
+    dsh_bash_local::use_watchdog_program("/proc/self/exe");
     let cli = Cli::parse();
     install_diagnostics();
     // Every running command holds three descriptors; a failure here only

@@ -125,7 +125,7 @@ fn open_session(server: &Listening, token: &str) -> String {
     session
 }
 
-/// A `tools/call` of `bash` in `session` with `token`.
+/// A `tools/call` of `bash` in `session` with `token` (request id 7).
 fn call_bash(
     server: &Listening,
     token: &str,
@@ -133,9 +133,21 @@ fn call_bash(
     extra: &[(&str, &str)],
     arguments: serde_json::Value,
 ) -> Answer {
+    call_bash_as(server, (token, session), 7, extra, arguments)
+}
+
+/// [`call_bash`] with request id `id` (calls in flight at once in one
+/// session need ids of their own).
+fn call_bash_as(
+    server: &Listening,
+    (token, session): (&str, &str),
+    id: u64,
+    extra: &[(&str, &str)],
+    arguments: serde_json::Value,
+) -> Answer {
     let auth = bearer(token);
     let body = serde_json::json!({
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "bash", "arguments": arguments}
     })
     .to_string();
@@ -1082,9 +1094,9 @@ fn a_client_that_goes_away_mid_call_finds_its_result_kept() {
     let (started, go) = (dir.path().join("started"), dir.path().join("go"));
     assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
     let command = format!(
-        "touch {}; read _ < {}; echo handed-over",
-        started.display(),
-        go.display()
+        "exec 3<>{}; touch {}; read _ <&3; echo handed-over",
+        go.display(),
+        started.display()
     );
     // The call, on a connection the client then drops.
     let address = server.base.trim_start_matches("http://").to_owned();
@@ -1193,9 +1205,11 @@ fn a_stall_longer_than_the_idle_timeout_expires_nothing() {
     let (began, go) = (dir.path().join("began"), dir.path().join("go"));
     assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
     let across = format!(
-        "touch {}; read _ < {}; echo across",
-        began.display(),
-        go.display()
+        // The FIFO is open (read-write: no wait for a writer) before
+        // `began` says so, so releasing it never finds no reader.
+        "exec 3<>{}; touch {}; read _ <&3; echo across",
+        go.display(),
+        began.display()
     );
     let in_flight = std::thread::scope(|scope| {
         let call = scope.spawn(|| {
@@ -1222,7 +1236,7 @@ fn a_stall_longer_than_the_idle_timeout_expires_nothing() {
         // is what is tested, not a synchronisation.
         std::thread::sleep(Duration::from_secs(13));
         let during = scope.spawn(|| {
-            call_bash(&server, &server.token, &session, &[], serde_json::json!({"command": "echo after", "description": "sent during the stall"}))
+            call_bash_as(&server, (&server.token, &session), 8, &[], serde_json::json!({"command": "echo after", "description": "sent during the stall"}))
         });
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: as above.

@@ -495,7 +495,7 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let pids = dir.path().join("pids");
         let hold = if how == "pipe held open" {
-            "W=$(pgrep -f \"^bash --noprofile --norc -c .* dsh-bash-watchdog .* $PPID \" | head -1); exec 9>/proc/$W/fd/0; "
+            "W=$(pgrep -f \"^dsh-bash-watchdog .* $PPID \" | head -1); exec 9>/proc/$W/fd/0; "
         } else {
             ""
         };
@@ -536,8 +536,8 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
     }
 }
 
-/// The watchdog children of `parent` (`bash --noprofile --norc -c <script>
-/// dsh-bash-watchdog ...`).
+/// The watchdog children of `parent` (the binary itself run as
+/// `dsh-bash-watchdog CGROUP PID START MARKER`).
 fn watchdogs_of(parent: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -553,9 +553,7 @@ fn watchdogs_of(parent: i32) -> Vec<i32> {
                 .split(|b| *b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            ppid == Some(parent)
-                && argv.get(1).map(String::as_str) == Some("--noprofile")
-                && argv.get(5).map(String::as_str) == Some("dsh-bash-watchdog")
+            ppid == Some(parent) && argv.first().map(String::as_str) == Some("dsh-bash-watchdog")
         })
         .collect()
 }

@@ -204,12 +204,15 @@ linux! {
     mod tasks;
     mod tree;
     mod watchdog;
+    mod watchdog_main;
     pub use executor::{sweep_dead_hosts, LocalBashExecutor};
+    pub use watchdog::use_watchdog_program;
+    pub use watchdog_main::run_watchdog_if_asked;
 }
 
 elsewhere! {
     mod unsupported;
-    pub use unsupported::{sweep_dead_hosts, LocalBashExecutor};
+    pub use unsupported::{run_watchdog_if_asked, sweep_dead_hosts, use_watchdog_program, LocalBashExecutor};
 }
 
 mod config;

@@ -1,6 +1,9 @@
-//! The host-death watchdog: a tiny `bash` loop, one per host process, in a
-//! process group of its own, that outlives the host for one purpose: when
-//! the host dies (even by SIGKILL) it kills what the host's commands left.
+//! The host-death watchdog: one per host process, in a process group of
+//! its own, that outlives the host for one purpose: when the host dies
+//! (even by SIGKILL) it kills what the host's commands left. It is the
+//! host's own binary run as the watchdog (`watchdog_main.rs`, blocking on a
+//! pidfd of the host) when the host named one with
+//! [`use_watchdog_program`], else a tiny `bash` loop.
 //!
 //! It learns of the death by EOF on its stdin, a pipe whose write end only
 //! the host holds and never gives up: a dedicated writer thread owns it and
@@ -197,12 +200,43 @@ fn shell() -> std::io::Result<std::path::PathBuf> {
         })
 }
 
+/// The program that runs the watchdog in Rust when executed as [`NAME`]
+/// (see `watchdog_main.rs`), if the host named one.
+static PROGRAM: OnceLock<std::path::PathBuf> = OnceLock::new();
+
+/// Runs the host-death watchdog as `program` (executed with `argv[0]` set
+/// to the watchdog's name; it must call [`crate::run_watchdog_if_asked`]
+/// first thing in `main`, as `dsh-bash` does: pass `/proc/self/exe` from a
+/// binary that does) instead of the `bash` loop: it blocks on a pidfd of
+/// the host instead of polling, and costs no shell at the host's death.
+/// Call it before the first command; later calls are ignored.
+pub fn use_watchdog_program(program: impl Into<std::path::PathBuf>) {
+    let _ = PROGRAM.set(program.into());
+}
+
+/// The watchdog's command line: `program` as [`NAME`] if one is set, else
+/// `bash` with the script; then the cgroup, host pid, start time, marker.
+fn watchdog_command() -> std::io::Result<Command> {
+    let mut command = match PROGRAM.get() {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.arg0(NAME);
+            command
+        }
+        None => {
+            let mut command = Command::new(shell()?);
+            command.args(["--noprofile", "--norc", "-c", SCRIPT, NAME]);
+            command
+        }
+    };
+    command.current_dir("/");
+    Ok(command)
+}
+
 fn start() -> std::io::Result<Running> {
     let cgroup = CgroupHost::get().map_or(Path::new(""), CgroupHost::dir);
-    let mut command = Command::new(shell()?);
+    let mut command = watchdog_command()?;
     command
-        .current_dir("/")
-        .args(["--noprofile", "--norc", "-c", SCRIPT, NAME])
         .arg(cgroup)
         .arg(std::process::id().to_string())
         .arg(sys::start_time(std::process::id()).map_or_else(String::new, |t| t.to_string()))

@@ -1,0 +1,227 @@
+//! The host-death watchdog in Rust: the program the host re-executes under
+//! the name [`NAME`](crate::watchdog) when it knows one (its own binary,
+//! set with [`use_watchdog_program`](crate::use_watchdog_program)); the
+//! `bash` loop stays the fallback for hosts that know none.
+//!
+//! It costs nothing while the host lives: it blocks in `poll` on its stdin
+//! (the host's messages, `+ PGID` / `- PGID`) and on a pidfd of the host,
+//! and wakes only for a message or the host's exit, whichever way the host
+//! ends (a command holding the pipe open cannot keep it waiting). Then it
+//! kills every recorded process group, writes `cgroup.kill` of the host's
+//! parent cgroup, kills every process that still carries the host's
+//! environment marker, and removes the cgroup tree. SIGHUP and SIGINT are
+//! ignored, as by the script.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What the host hands its watchdog on the command line, after `argv[0]`:
+/// its parent cgroup (may be empty), pid, start time and environment
+/// marker (`NAME=VALUE`).
+struct Watch {
+    cgroup: Option<PathBuf>,
+    host: libc::pid_t,
+    start: Option<u64>,
+    marker: Option<Vec<u8>>,
+}
+
+impl Watch {
+    fn parse(args: &[OsString]) -> Option<Watch> {
+        use std::os::unix::ffi::OsStrExt;
+        let [cgroup, host, start, marker] = args else {
+            return None;
+        };
+        Some(Watch {
+            cgroup: (!cgroup.is_empty()).then(|| PathBuf::from(cgroup)),
+            host: host.to_str()?.parse().ok()?,
+            start: start.to_str().and_then(|s| s.parse().ok()),
+            marker: (!marker.is_empty()).then(|| marker.as_bytes().to_vec()),
+        })
+    }
+}
+
+/// Runs the watchdog and exits if this process was started as one
+/// (`argv[0]` is the watchdog's name); returns otherwise. Call it first in
+/// `main`, before any thread or runtime starts.
+pub fn run_watchdog_if_asked() {
+    let mut args = std::env::args_os();
+    if args.next().as_deref() != Some(std::ffi::OsStr::new(crate::watchdog::NAME)) {
+        return;
+    }
+    let rest: Vec<OsString> = args.collect();
+    let Some(watch) = Watch::parse(&rest) else {
+        eprintln!("{}: expected CGROUP HOST-PID START-TIME MARKER", crate::watchdog::NAME);
+        std::process::exit(2);
+    };
+    watch.serve();
+    std::process::exit(0);
+}
+
+impl Watch {
+    fn serve(self) {
+        // SAFETY: setting dispositions to SIG_IGN in a single-threaded
+        // process before anything else runs.
+        unsafe {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+        }
+        let groups = self.wait_for_death();
+        for group in &groups {
+            // SAFETY: kill(2) of a recorded process group (> 1).
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
+        if let Some(cgroup) = &self.cgroup {
+            let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
+        }
+        if let Some(marker) = &self.marker {
+            kill_marked(marker);
+        }
+        if let Some(cgroup) = &self.cgroup {
+            for _ in 0..10 {
+                remove_tree(cgroup);
+                if !cgroup.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Reads the host's messages until it dies (EOF, or its pidfd becomes
+    /// readable); the process groups recorded then.
+    fn wait_for_death(&self) -> BTreeSet<libc::pid_t> {
+        let mut groups = BTreeSet::new();
+        let Some(pidfd) = self.host_pidfd() else {
+            return groups;
+        };
+        let mut stdin = std::io::stdin().lock();
+        let mut pending = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let mut fds = [
+                libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            ];
+            // SAFETY: poll(2) on two descriptors we hold, no timeout.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if ready < 0 {
+                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return groups;
+            }
+            if fds[1].revents != 0 {
+                return groups;
+            }
+            if fds[0].revents == 0 {
+                continue;
+            }
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => return groups,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
+            }
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                record(&mut groups, &line);
+            }
+        }
+    }
+
+    /// A pidfd of the host, if it is still the process that started us (its
+    /// start time matches); `None` if it is already gone or its pid reused.
+    fn host_pidfd(&self) -> Option<std::os::fd::OwnedFd> {
+        let pidfd = crate::sys::pidfd_open(self.host).ok()?;
+        let now = crate::scratch::start_time(u32::try_from(self.host).ok()?);
+        match (self.start, now) {
+            (Some(want), Some(now)) if want != now => None,
+            (_, None) => None,
+            _ => Some(pidfd),
+        }
+    }
+}
+
+/// Applies one message line (`+ PGID` records, `- PGID` forgets; only
+/// plain ids above 1).
+fn record(groups: &mut BTreeSet<libc::pid_t>, line: &[u8]) {
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let (Some(op), Some(id)) = (words.next(), words.next()) else {
+        return;
+    };
+    let Ok(id) = id.parse::<libc::pid_t>() else {
+        return;
+    };
+    if id <= 1 {
+        return;
+    }
+    match op {
+        "+" => {
+            groups.insert(id);
+        }
+        "-" => {
+            groups.remove(&id);
+        }
+        _ => {}
+    }
+}
+
+/// SIGKILLs every process whose environment holds `marker` exactly.
+fn kill_marked(marker: &[u8]) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let me = std::process::id();
+    for pid in entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+    {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|entry| entry == marker) {
+            // SAFETY: kill(2) of a process that carries the dead host's
+            // marker.
+            unsafe { libc::kill(libc::pid_t::try_from(pid).unwrap_or(0), libc::SIGKILL) };
+        }
+    }
+}
+
+/// Removes a (killed) cgroup directory and its children, deepest first.
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_record_and_forget_plain_groups_above_one() {
+        let mut groups = BTreeSet::new();
+        for line in ["+ 10\n", "+ 11\n", "- 10\n", "+ 1\n", "+ -5\n", "+ x\n", "junk\n"] {
+            record(&mut groups, line.as_bytes());
+        }
+        assert_eq!(groups.into_iter().collect::<Vec<_>>(), [11]);
+    }
+
+    #[test]
+    fn the_command_line_is_cgroup_pid_start_marker() {
+        let args: Vec<OsString> = ["", "42", "7", "DSH_BASH_HOST=42.7"].map(OsString::from).into();
+        let watch = Watch::parse(&args).unwrap();
+        assert_eq!((watch.cgroup, watch.host, watch.start), (None, 42, Some(7)));
+        assert_eq!(watch.marker.as_deref(), Some(&b"DSH_BASH_HOST=42.7"[..]));
+        assert!(Watch::parse(&args[..3]).is_none());
+    }
+}
