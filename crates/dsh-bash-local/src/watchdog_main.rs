@@ -14,7 +14,6 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -98,9 +97,7 @@ impl Watch {
         let Some(pidfd) = self.host_pidfd() else {
             return groups;
         };
-        let mut stdin = std::io::stdin().lock();
         let mut pending = Vec::new();
-        let mut buf = [0u8; 4096];
         loop {
             let mut fds = [
                 libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 },
@@ -115,18 +112,15 @@ impl Watch {
                 return groups;
             }
             if fds[1].revents != 0 {
+                // The host is gone: what it wrote before it died counts.
+                drain(&mut pending, &mut groups);
                 return groups;
             }
             if fds[0].revents == 0 {
                 continue;
             }
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => return groups,
-                Ok(n) => pending.extend_from_slice(&buf[..n]),
-            }
-            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                record(&mut groups, &line);
+            if !read_messages(&mut pending, &mut groups) {
+                return groups;
             }
         }
     }
@@ -141,6 +135,46 @@ impl Watch {
             (_, None) => None,
             _ => Some(pidfd),
         }
+    }
+}
+
+/// Reads what is on stdin now (one `read`, unbuffered: nothing may wait
+/// in a buffer `poll` does not see) and applies its whole lines; false at
+/// EOF or an error.
+fn read_messages(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) -> bool {
+    let mut buf = [0u8; 4096];
+    // SAFETY: read(2) from our stdin into a stack buffer.
+    let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+    let Ok(n @ 1..) = usize::try_from(n) else {
+        return n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+    };
+    pending.extend_from_slice(&buf[..n]);
+    while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+        let line: Vec<u8> = pending.drain(..=end).collect();
+        record(groups, &line);
+    }
+    true
+}
+
+/// Applies every message still in the pipe (without waiting).
+fn drain(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
+    // SAFETY: fcntl(2) on our stdin: make reads return EAGAIN when empty.
+    unsafe {
+        let flags = libc::fcntl(0, libc::F_GETFL);
+        libc::fcntl(0, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: as in `read_messages`.
+        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        let Ok(n @ 1..) = usize::try_from(n) else {
+            break;
+        };
+        pending.extend_from_slice(&buf[..n]);
+    }
+    while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+        let line: Vec<u8> = pending.drain(..=end).collect();
+        record(groups, &line);
     }
 }
 
