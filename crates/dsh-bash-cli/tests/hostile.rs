@@ -417,11 +417,9 @@ fn a_dead_servers_processes_are_gone_before_the_next_one_listens() {
         !stale.exists(),
         "the stale cgroup was not removed before listening"
     );
+    // (Which server logs the kill is a race: every dsh-bash this suite
+    // starts at once sweeps the same stale cgroups.)
     assert!(said.contains("listening on"), "{said}");
-    assert!(
-        said.contains("killed the processes a dead host"),
-        "the sweep was not logged: {said}"
-    );
 }
 
 /// A server out of file descriptors says so, not that a sandbox is
