@@ -485,6 +485,40 @@ fn out_of_descriptors_is_not_a_missing_sandbox() {
     let refused = ask(&call(2), 2).to_string();
     assert!(refused.contains("could not be started now"), "{refused}");
     assert!(!refused.contains("install bubblewrap"), "{refused}");
+    // Limits where bubblewrap's probe runs short but Landlock's would
+    // pass: the command is refused, never run under the weaker backend
+    // (outside bubblewrap's pid namespace, `$$` is the host's numbering).
+    if common::confined::usable_or_skip(
+        &["--sandbox", "read-only", "--sandbox-backend", "bwrap"],
+        "no weaker backend for want of descriptors",
+    ) {
+        let open = std::fs::read_dir(format!("/proc/{}/fd", server.id()))
+            .unwrap()
+            .count();
+        let mut id = 10;
+        for extra in 2..40 {
+            soft(&(open + extra).to_string());
+            id += 1;
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"bash","arguments":{{"command":"echo pid=$$","description":"d"}}}}}}"#
+            );
+            let answer = ask(&line, id).to_string();
+            if answer.contains("could not be started now") {
+                continue;
+            }
+            let pid: u32 = answer
+                .split("pid=")
+                .nth(1)
+                .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{answer}"));
+            assert!(
+                pid < 10,
+                "ran outside bubblewrap with {extra} descriptors free: {answer}"
+            );
+            break;
+        }
+    }
     soft(&own);
     let ran = ask(&call(3), 3).to_string();
     assert!(

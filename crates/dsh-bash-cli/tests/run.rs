@@ -557,3 +557,43 @@ fn watchdogs_of(parent: i32) -> Vec<i32> {
         })
         .collect()
 }
+
+/// A host that could not run for longer than a command's timeout (stopped)
+/// while the command finished in time reports the finish, not a timeout:
+/// the command's exit and its deadline were both due when the host woke.
+#[test]
+fn a_stalled_host_reports_a_command_that_finished_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (started, finished) = (dir.path().join("started"), dir.path().join("finished"));
+    let command = format!(
+        "touch {}; sleep 0.3; touch {}; echo done",
+        started.display(),
+        finished.display()
+    );
+    let host = dsh_bash()
+        .args(["run", "--timeout", "1000", "--"])
+        .arg(&command)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = i32::try_from(host.id()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) on the host this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    while !finished.exists() {
+        assert!(Instant::now() < deadline, "the command never finished");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The stall itself, past the 1 s timeout: what is tested, not a wait.
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let output = host.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(text, "done\n", "{text}");
+    assert_eq!(output.status.code(), Some(0), "{text}");
+}

@@ -329,8 +329,14 @@ pub(crate) async fn supervise(
     };
 
     let exited = tokio::select! {
+        biased;
         status = wait_exit(&pidfd) => Ok(status),
-        () = sleep_or_never(ends.timeout) => Err(StopCause::Timeout),
+        // Its exit and its deadline both due (the host could not run in
+        // between: stopped, starved): it exited in time, not timed out.
+        () = sleep_or_never(ends.timeout) => match sys::try_reap(pidfd.get_ref().as_fd()) {
+            Ok(Some(status)) => Ok(Ok(status)),
+            _ => Err(StopCause::Timeout),
+        },
         () = cancelled_or_never(ends.cancel.as_ref()) => Err(StopCause::Cancelled),
         () = ends.stop.token.cancelled() => Err(ends.stop.cause().unwrap_or(StopCause::Killed)),
         () = ends.shutdown.cancelled() => Err(StopCause::Shutdown),

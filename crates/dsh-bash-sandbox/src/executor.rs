@@ -414,7 +414,9 @@ impl SandboxBashExecutor {
             Ok(result) => result,
             // Out of descriptors, processes or memory: the host is busy, the
             // sandbox is not missing; said as what it is.
-            Err(err @ BashError::Spawn { .. }) if exhausted(&err) => return Err(err),
+            Err(BashError::Spawn { message, cause }) if exhausted(&cause) => {
+                return Err(SandboxUnavailable::exhausted(mode, Some(message)).into())
+            }
             // The runner could not even start (missing binary, a restriction
             // the kernel refused, reported by the launcher): nothing ran.
             Err(BashError::Spawn { message, .. }) => {
@@ -526,16 +528,11 @@ impl BashExecutor for SandboxBashExecutor {
 
 /// A spawn that failed for want of a resource the host ran out of (file
 /// descriptors, processes, memory), not for want of a sandbox.
-fn exhausted(err: &BashError) -> bool {
-    let BashError::Spawn { cause, .. } = err else {
-        return false;
-    };
+fn exhausted(cause: &std::io::Error) -> bool {
     // Linux's EMFILE and ENFILE, which have no stable `ErrorKind`.
     const EMFILE: i32 = 24;
     const ENFILE: i32 = 23;
     use std::io::ErrorKind;
-    matches!(
-        cause.kind(),
-        ErrorKind::OutOfMemory | ErrorKind::StorageFull | ErrorKind::WouldBlock
-    ) || matches!(cause.raw_os_error(), Some(EMFILE | ENFILE))
+    matches!(cause.kind(), ErrorKind::OutOfMemory | ErrorKind::WouldBlock)
+        || matches!(cause.raw_os_error(), Some(EMFILE | ENFILE))
 }

@@ -114,23 +114,21 @@ impl LocalSandboxProvider {
     }
 
     /// The backend verdict, probed once. A probe that failed because the
-    /// host ran out of descriptors, processes or memory leaves nothing
-    /// kept, whatever the other probes found (a backend chosen then may be
-    /// a weaker one than the host has): the verdict serves this command and
-    /// the next one probes again. With no backend at all, its reasons are
-    /// the error.
+    /// host ran out of descriptors, processes or memory makes this command
+    /// an error (its reasons), whatever the other probes found (a backend
+    /// chosen then may be a weaker one than the host has), and keeps
+    /// nothing: the next command probes again.
     async fn verdict(&self) -> Result<Verdict, String> {
         if let Some(kept) = self.verdict.get() {
             return Ok(kept.clone());
         }
-        let (verdict, transient) = self.select().await;
-        if transient {
-            return match verdict {
-                Verdict::Unavailable(why) => Err(why),
-                usable => Ok(usable),
-            };
+        match self.select().await {
+            // A stronger backend may be there: nothing runs under a weaker
+            // one meanwhile (the command is refused as "could not be
+            // started now", and the next one probes again).
+            (_, Some(exhausted)) => Err(exhausted),
+            (verdict, None) => Ok(self.verdict.get_or_init(|| async { verdict }).await.clone()),
         }
-        Ok(self.verdict.get_or_init(|| async { verdict }).await.clone())
     }
 
     /// The scope-only Landlock ruleset bubblewrap runs under (one per
@@ -175,9 +173,10 @@ impl LocalSandboxProvider {
     }
 
     /// The strongest backend that passes its probe (or why none does), and
-    /// whether a probe failed for want of descriptors, processes or memory.
+    /// the reasons when a probe failed for want of descriptors, processes
+    /// or memory.
     #[cfg(target_os = "linux")]
-    async fn select(&self) -> (Verdict, bool) {
+    async fn select(&self) -> (Verdict, Option<String>) {
         let timeout = self.config.probe_timeout;
         let mut reasons = Vec::new();
         if matches!(self.config.backend, Backend::Auto | Backend::Bwrap)
@@ -195,7 +194,7 @@ impl LocalSandboxProvider {
             )
             .await;
             match probed {
-                Ok(()) => return (Verdict::Bwrap, false),
+                Ok(()) => return (Verdict::Bwrap, None),
                 Err(why) => reasons.push(why.to_string()),
             }
         }
@@ -221,22 +220,26 @@ impl LocalSandboxProvider {
                 )
                 .await;
                 match probed {
-                    Ok(()) => return (Verdict::Landlock { abi }, exhausted(&reasons.join("; "))),
+                    Ok(()) => {
+                        let reasons = reasons.join("; ");
+                        let exhausted = exhausted(&reasons).then_some(reasons);
+                        return (Verdict::Landlock { abi }, exhausted);
+                    }
                     Err(why) => reasons.push(why.to_string()),
                 }
             }
         }
         let reasons = reasons.join("; ");
         tracing::warn!(%reasons, "no usable sandbox backend");
-        let transient = exhausted(&reasons);
-        (Verdict::Unavailable(reasons), transient)
+        let exhausted = exhausted(&reasons).then(|| reasons.clone());
+        (Verdict::Unavailable(reasons), exhausted)
     }
 
     #[cfg(not(target_os = "linux"))]
-    async fn select(&self) -> (Verdict, bool) {
+    async fn select(&self) -> (Verdict, Option<String>) {
         (
             Verdict::Unavailable("no sandbox backend exists for this platform".into()),
-            false,
+            None,
         )
     }
 

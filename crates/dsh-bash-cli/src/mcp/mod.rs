@@ -569,7 +569,7 @@ impl BashServer {
         tracing::warn!(call = %serde_json::to_string(&context.id).unwrap_or_default(), kept = %id,
             "the client went away before the result of a bash call; the result is kept");
         self.state.notices.deliver(&format!(
-            "a bash call's client went away before its result came back; the result is kept as {id}: read it with bash_output (task_id {id})"
+            "a bash call's client went away before its result came back; the result is kept as {id}: read it with bash_output (task_id {id}; the newest 16 kept results are kept)"
         ));
         id
     }
