@@ -58,6 +58,9 @@ fn exhausted(reasons: &str) -> bool {
 pub struct LocalSandboxProvider {
     config: LocalSandboxConfig,
     verdict: OnceCell<Verdict>,
+    /// One probe at a time: calls that race at start wait for the first
+    /// one's verdict instead of probing again.
+    probing: tokio::sync::Mutex<()>,
     #[cfg(target_os = "linux")]
     scope: std::sync::OnceLock<Option<Arc<OwnedFd>>>,
     #[cfg(target_os = "linux")]
@@ -91,6 +94,7 @@ impl LocalSandboxProvider {
         Ok(LocalSandboxProvider {
             config,
             verdict: OnceCell::new(),
+            probing: tokio::sync::Mutex::new(()),
             #[cfg(target_os = "linux")]
             scope: std::sync::OnceLock::new(),
             #[cfg(target_os = "linux")]
@@ -119,6 +123,10 @@ impl LocalSandboxProvider {
     /// chosen then may be a weaker one than the host has), and keeps
     /// nothing: the next command probes again.
     async fn verdict(&self) -> Result<Verdict, String> {
+        if let Some(kept) = self.verdict.get() {
+            return Ok(kept.clone());
+        }
+        let _probing = self.probing.lock().await;
         if let Some(kept) = self.verdict.get() {
             return Ok(kept.clone());
         }
