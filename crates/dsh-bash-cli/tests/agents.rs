@@ -268,6 +268,11 @@ fn run_codex(program: &Path, dir: &Path, calls: &[Value]) -> Vec<String> {
     command
         .args(["exec", "--skip-git-repo-check", "run the script"])
         .current_dir(dir.join("workspace"))
+        // A home of its own: Codex starts the user's login shell (a
+        // snapshot of its environment), which must not run the machine's
+        // start-up files (pyenv's rehash there leaves a lock behind when
+        // Codex exits mid-way, and every later ssh login waits on it).
+        .env("HOME", dir.join("home"))
         .env("CODEX_HOME", &home)
         .env("OPENAI_API_KEY", "dummy");
     let log = finish(command, "codex exec");
