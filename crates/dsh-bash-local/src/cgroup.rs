@@ -119,7 +119,7 @@ fn pids_below(dir: &Path) -> Vec<libc::pid_t> {
 }
 
 /// Removes a (killed) cgroup directory and its children, deepest first.
-fn remove_tree(dir: &Path) {
+pub(crate) fn remove_tree(dir: &Path) {
     if let Ok(entries) = fs::read_dir(dir) {
         for entry in entries.filter_map(Result::ok) {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {

@@ -99,10 +99,13 @@ fn check_workdir(workdir: &Path) -> Result<(), BashError> {
 /// the host `config` describes: their parent cgroups, processes killed
 /// first (unless the containment is the process-tree walk), and their
 /// spill directories. Blocking and bounded (a stale cgroup gets a second
-/// to empty); [`LocalBashExecutor::new`] starts it on a thread of its own,
-/// and a server calls it too before it takes its first request (a second
-/// caller of the cgroup sweep waits for the first).
+/// to empty), once per process; [`LocalBashExecutor::new`] starts it on a
+/// thread of its own, and a server calls it too before it takes its first
+/// request (a second caller waits for the first).
 pub fn sweep_dead_hosts(config: &LocalConfig) {
+    /// Spill parents already swept by this process (held while sweeping:
+    /// a second caller waits for the first instead of sweeping again).
+    static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     if config.containment != crate::ContainmentChoice::ProcessTree {
         let _ = crate::cgroup::CgroupHost::get();
     }
@@ -110,7 +113,11 @@ pub fn sweep_dead_hosts(config: &LocalConfig) {
         .spill_parent
         .clone()
         .unwrap_or_else(crate::scratch::temp_dir);
-    crate::scratch::sweep_dead(&spill_parent, crate::scratch::SPILL_PREFIX);
+    let mut swept = SWEPT.lock().unwrap_or_else(PoisonError::into_inner);
+    if !swept.contains(&spill_parent) {
+        crate::scratch::sweep_dead(&spill_parent, crate::scratch::SPILL_PREFIX);
+        swept.push(spill_parent);
+    }
 }
 
 impl LocalBashExecutor {

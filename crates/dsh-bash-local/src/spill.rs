@@ -170,7 +170,7 @@ impl SpillDir {
             evicted
         };
         for old in evicted {
-            forget(old.path, &old.stream);
+            forget(old, "deleted by retention (only the newest spill files are kept)");
         }
     }
 
@@ -328,21 +328,17 @@ impl SpillDir {
             }
             freed
         };
-        for old in &freed {
-            if let Some(stream) = old.stream.upgrade() {
-                stream.spill_lost("deleted to make room: the spill filesystem was full");
-            }
-            if let Err(err) = fs::remove_file(&old.path) {
-                tracing::debug!(%err, path = %old.path.display(), "reclaiming a spill file failed");
-            }
-        }
-        if !freed.is_empty() {
+        let count = freed.len();
+        if count > 0 {
             tracing::warn!(
-                files = freed.len(),
+                files = count,
                 "the spill filesystem was full: deleted the oldest finished spill files to make room"
             );
         }
-        freed.len()
+        for old in freed {
+            forget(old, "deleted to make room: the spill filesystem was full");
+        }
+        count
     }
 
     /// Deletes the given files now (their task left the registry). Blocking.
@@ -359,12 +355,13 @@ impl SpillDir {
     }
 }
 
-fn forget(path: PathBuf, stream: &Weak<Stream>) {
-    if let Some(stream) = stream.upgrade() {
-        stream.spill_lost("deleted by retention (only the newest spill files are kept)");
+/// Deletes a kept spill file; its stream, if still read, says `why`.
+fn forget(old: Kept, why: &str) {
+    if let Some(stream) = old.stream.upgrade() {
+        stream.spill_lost(why);
     }
-    if let Err(err) = fs::remove_file(&path) {
-        tracing::debug!(%err, path = %path.display(), "evicting a spill file failed");
+    if let Err(err) = fs::remove_file(&old.path) {
+        tracing::debug!(%err, path = %old.path.display(), "deleting a spill file failed");
     }
 }
 

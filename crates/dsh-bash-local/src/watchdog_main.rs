@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What the host hands its watchdog on the command line, after `argv[0]`:
@@ -81,7 +81,7 @@ impl Watch {
         }
         if let Some(cgroup) = &self.cgroup {
             for _ in 0..10 {
-                remove_tree(cgroup);
+                crate::cgroup::remove_tree(cgroup);
                 if !cgroup.exists() {
                     break;
                 }
@@ -149,11 +149,16 @@ fn read_messages(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) -> b
         return n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
     };
     pending.extend_from_slice(&buf[..n]);
+    apply_lines(pending, groups);
+    true
+}
+
+/// Applies the whole lines of `pending`, leaving a partial last one.
+fn apply_lines(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
     while let Some(end) = pending.iter().position(|b| *b == b'\n') {
         let line: Vec<u8> = pending.drain(..=end).collect();
         record(groups, &line);
     }
-    true
 }
 
 /// Applies every message still in the pipe (without waiting).
@@ -172,10 +177,7 @@ fn drain(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
         };
         pending.extend_from_slice(&buf[..n]);
     }
-    while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-        let line: Vec<u8> = pending.drain(..=end).collect();
-        record(groups, &line);
-    }
+    apply_lines(pending, groups);
 }
 
 /// Applies one message line (`+ PGID` records, `- PGID` forgets; only
@@ -223,18 +225,6 @@ fn kill_marked(marker: &[u8]) {
             unsafe { libc::kill(libc::pid_t::try_from(pid).unwrap_or(0), libc::SIGKILL) };
         }
     }
-}
-
-/// Removes a (killed) cgroup directory and its children, deepest first.
-fn remove_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.filter_map(Result::ok) {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&entry.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
 }
 
 #[cfg(test)]

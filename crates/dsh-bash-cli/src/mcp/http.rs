@@ -840,16 +840,17 @@ impl Gate {
             }
             return response;
         };
+        // Only sessions the manager holds are tracked (an unknown id gets
+        // rmcp's 404 and leaves nothing behind).
+        let known = door
+            .manager
+            .sessions
+            .read()
+            .await
+            .contains_key(session.as_str());
         // Closing a session this token does not have: nothing to close.
         let closing = request.method() == hyper::Method::DELETE;
-        if closing
-            && !door
-                .manager
-                .sessions
-                .read()
-                .await
-                .contains_key(session.as_str())
-        {
+        if closing && !known {
             return plain(StatusCode::NOT_FOUND, "Not Found: no such session");
         }
         // A call whose client goes away is told so (its result is kept);
@@ -859,14 +860,6 @@ impl Gate {
         if watched {
             request.extensions_mut().insert(departure.clone());
         }
-        // Only sessions the manager holds are tracked (an unknown id gets
-        // rmcp's 404 and leaves nothing behind).
-        let known = door
-            .manager
-            .sessions
-            .read()
-            .await
-            .contains_key(session.as_str());
         let busy = known.then(|| door.activity.enter(&session, &self.clock));
         let mut response = door.sessions.handle(request).await;
         if closing {
