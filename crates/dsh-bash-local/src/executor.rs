@@ -439,13 +439,7 @@ impl Inner {
         };
         if let Some(stamp) = stamp {
             let stderr = entry.stderr.collected().text;
-            stamp(
-                &mut state,
-                Settled {
-                    stderr: &stderr,
-                    spawned,
-                },
-            );
+            state = stamp(state, Settled { stderr, spawned }).await;
         }
         entry.publisher.publish(state);
         let killed_by_shutdown = entry.stop.cause() == Some(StopCause::Shutdown);

@@ -3,10 +3,12 @@ use std::sync::Arc;
 
 use dsh_bash::{
     BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashSandboxInfo,
-    BashTask, BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode,
-    TaskListener, TaskState,
+    BashTask, BashTaskId, BashTaskRead, BoxFuture, DenialEvidence, ListenerHandle, OwnerToken,
+    SandboxMode, TaskListener, TaskState,
 };
-use dsh_bash_local::{ConfigError, Invocation, LocalBashExecutor, LocalConfig, Settled};
+use dsh_bash_local::{
+    ConfigError, Invocation, LocalBashExecutor, LocalConfig, SettleStamp, Settled,
+};
 use dsh_sandbox::{
     Confinement, Held, NetworkPolicy, ProtectedPaths, RunnerOutcome, SandboxPolicy,
     SandboxProvider, SandboxUnavailable, Workspace, WorkspaceError,
@@ -171,17 +173,39 @@ fn acts_before_the_sandbox(name: &str) -> bool {
         .contains(&name)
 }
 
-/// True if and only if the command failed on its own terms (a non-zero exit
-/// that is not a signal death) and its stderr reads as a sandbox denial. A
-/// wrapping runner (bwrap, the one with a status report) reports its
-/// child's death by signal n as exit 128+n, so those count as signals too.
-fn denied(confinement: &Confinement, exit_code: Option<i32>, stderr: &str) -> bool {
+/// True if and only if the command failed on its own terms: a non-zero
+/// exit that is not a signal death. A wrapping runner (bwrap, the one with
+/// a status report) reports its child's death by signal n as exit 128+n,
+/// so those count as signals too.
+fn failed(confinement: &Confinement, exit_code: Option<i32>) -> bool {
     let wrapped = confinement.runner_report.is_some();
-    let failed = match exit_code {
+    match exit_code {
         Some(0) | None => false,
         Some(code) => !(wrapped && code > 128),
-    };
-    failed && confinement.denial_in(stderr)
+    }
+}
+
+/// Decides the `denied` fact of a command whose tree is gone: only a
+/// failed command is ever denied; then the kernel's account where the
+/// confinement has a witness that can give one now, else the stderr guess.
+async fn judge_denial(
+    info: &mut BashSandboxInfo,
+    confinement: &Confinement,
+    exit_code: Option<i32>,
+    stderr: &str,
+) {
+    if !failed(confinement, exit_code) {
+        return;
+    }
+    if let Some(witness) = &confinement.witness {
+        if let Some(refused) = witness.refusals().await {
+            info.denial_evidence = DenialEvidence::Kernel;
+            info.denied = !refused.is_empty();
+            info.refused = refused;
+            return;
+        }
+    }
+    info.denied = confinement.denial_in(stderr);
 }
 
 fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) -> BashSandboxInfo {
@@ -189,6 +213,8 @@ fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) ->
         mode,
         backend: Some(confinement.backend.clone()),
         denied: false,
+        denial_evidence: DenialEvidence::Stderr,
+        refused: Vec::new(),
         enforcement: Some(confinement.enforcement),
         runner_failed: false,
         gaps: confinement.gaps.clone(),
@@ -389,6 +415,8 @@ impl SandboxBashExecutor {
                 mode,
                 backend: None,
                 denied: false,
+                denial_evidence: DenialEvidence::Stderr,
+                refused: Vec::new(),
                 enforcement: None,
                 runner_failed: false,
                 gaps: Vec::new(),
@@ -432,7 +460,7 @@ impl SandboxBashExecutor {
             return Err(SandboxUnavailable::new(mode, first_line(stderr)).into());
         }
         let mut info = facts(mode, &confinement, &self.workspace);
-        info.denied = denied(&confinement, result.exit_code, stderr);
+        judge_denial(&mut info, &confinement, result.exit_code, stderr).await;
         result.sandbox = Some(info);
         Ok(result)
     }
@@ -449,19 +477,22 @@ impl SandboxBashExecutor {
         } = self.confine(&spec, mode).await?;
         let workspace = self.workspace.clone();
         let cleanups = self.cleanups.clone();
-        let stamp = Box::new(move |state: &mut TaskState, settled: Settled<'_>| {
-            discard(&cleanups, leftovers);
-            let mut info = facts(mode, &confinement, &workspace);
-            // A task stopped while the runner was still setting up never
-            // started either, but that is the stop, not a runner failure.
-            let stopped = state.status == dsh_bash::TaskStatus::Killed;
-            let never_started = confinement.runner_outcome() == RunnerOutcome::NeverStarted;
-            if !settled.spawned || (never_started && !stopped) {
-                info.runner_failed = true;
-            } else {
-                info.denied = denied(&confinement, state.exit_code, settled.stderr);
-            }
-            state.sandbox = Some(info);
+        let stamp: SettleStamp = Box::new(move |mut state: TaskState, settled: Settled| {
+            Box::pin(async move {
+                discard(&cleanups, leftovers);
+                let mut info = facts(mode, &confinement, &workspace);
+                // A task stopped while the runner was still setting up never
+                // started either, but that is the stop, not a runner failure.
+                let stopped = state.status == dsh_bash::TaskStatus::Killed;
+                let never_started = confinement.runner_outcome() == RunnerOutcome::NeverStarted;
+                if !settled.spawned || (never_started && !stopped) {
+                    info.runner_failed = true;
+                } else {
+                    judge_denial(&mut info, &confinement, state.exit_code, &settled.stderr).await;
+                }
+                state.sandbox = Some(info);
+                state
+            })
         });
         self.local.start_invocation(spec, invocation, Some(stamp))
     }

@@ -51,7 +51,9 @@ pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener, TaskListeners};
 pub use ids::{BashTaskId, OwnerToken};
 pub use request::{BashExecRequest, BashExecSpec};
-pub use result::{BashRunResult, BashSandboxInfo, CollectedOutput, Containment};
+pub use result::{
+    BashRunResult, BashSandboxInfo, CollectedOutput, Containment, DenialEvidence, MAX_REFUSALS,
+};
 pub use task::{
     join_streams, task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus,
 };

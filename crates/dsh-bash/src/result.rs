@@ -36,12 +36,23 @@ pub struct BashSandboxInfo {
     /// Which backend confined it (`landlock`, `bwrap`, `runner`); absent for
     /// `danger-full-access`.
     pub backend: Option<SandboxBackend>,
-    /// True if and only if the command failed (non-zero exit) and its stderr
-    /// carries this backend's denial text. Never on exit 0 or signal death.
-    /// A guess, not a kernel report: a command can print the same text
-    /// (`echo "x: Read-only file system" >&2; exit 1`), so renderers say it
-    /// looks like one and suggest nothing on its strength.
+    /// True if and only if the command failed (non-zero exit; never on exit
+    /// 0 or signal death) and, by `denial_evidence`, the kernel reported
+    /// refusing it something (`refused`), or, where the kernel cannot
+    /// tell, its stderr carries this backend's denial text. The second is
+    /// a guess: a command can print the same text (`echo "x: Read-only
+    /// file system" >&2; exit 1`), so renderers say it looks like one and
+    /// suggest nothing on its strength.
     pub denied: bool,
+    /// Where `denied` comes from: the kernel's own records, or the stderr
+    /// guess.
+    #[serde(default)]
+    pub denial_evidence: DenialEvidence,
+    /// What the kernel refused the command (kernel evidence, failed
+    /// commands only), one line each (`fs.make_reg on /etc`), at most
+    /// [`MAX_REFUSALS`].
+    #[serde(default)]
+    pub refused: Vec<String>,
     /// How completely the backend enforced the mode; absent exactly for
     /// `danger-full-access`.
     pub enforcement: Option<SandboxEnforcement>,
@@ -67,6 +78,24 @@ pub struct BashSandboxInfo {
     /// cannot keep them, which `gaps` then names `protected-paths`).
     #[serde(default)]
     pub protected: Vec<PathBuf>,
+}
+
+/// How many refusals [`BashSandboxInfo::refused`] lists at most.
+pub const MAX_REFUSALS: usize = 8;
+
+/// Where a `denied` fact comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum DenialEvidence {
+    /// Stderr reads like this backend's denial: a guess (a command can
+    /// print anything). Where the kernel cannot tell: bubblewrap, Landlock
+    /// without audit, a server without `CAP_AUDIT_READ`.
+    #[default]
+    Stderr,
+    /// The kernel's audit records of the command's own Landlock domain: a
+    /// command cannot forge them.
+    Kernel,
 }
 
 /// How a command's processes were contained (and stopped).

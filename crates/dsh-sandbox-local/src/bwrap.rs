@@ -455,6 +455,7 @@ pub(crate) fn confine(
             restriction: Restriction {
                 drop_capabilities: false,
                 landlock_ruleset: scope,
+                landlock_audit_name: None,
                 seccomp_filter,
                 keep_fds,
             },
@@ -468,6 +469,9 @@ pub(crate) fn confine(
             read: Mutex::new(Some(std::fs::File::from(read))),
             seen: Mutex::new(Vec::new()),
         })),
+        // Its refusals are read-only mounts (EROFS), which the kernel does
+        // not log: the stderr guess.
+        witness: None,
         protected: protection.kept,
         network: policy.network,
         held,

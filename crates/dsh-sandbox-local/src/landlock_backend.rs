@@ -11,7 +11,7 @@
 //!
 //! | mode | writable | gaps |
 //! |---|---|---|
-//! | read-only | `/dev/null` | none on ABI ≥ 6 |
+//! | read-only | `/dev/null`, `/dev/tty` (no device ioctls) | none on ABI ≥ 6 |
 //! | workspace-write | also the workspace and the command's private `TMPDIR` | `metadata` (chmod, chown, times outside the workspace) |
 //!
 //! Older kernels add `truncate` (ABI < 3) and `signals` +
@@ -93,6 +93,14 @@ fn ruleset(policy: &SandboxPolicy) -> Result<OwnedFd, SandboxError> {
     created = created
         .add_rule(PathBeneath::new(dev_null, file_write()))
         .map_err(ruleset("allow /dev/null"))?;
+    // A command's own controlling terminal, if it has one (bash opens it at
+    // start-up; without a terminal the open fails with ENXIO either way):
+    // writable, without device ioctls. Absent on some hosts: skipped.
+    if let Ok(dev_tty) = PathFd::new("/dev/tty") {
+        created = created
+            .add_rule(PathBeneath::new(dev_tty, AccessFs::WriteFile))
+            .map_err(ruleset("allow /dev/tty"))?;
+    }
     if policy.mode == SandboxMode::WorkspaceWrite {
         created = created
             .add_rule(PathBeneath::new(policy.workspace.handle(), writable()))
@@ -199,12 +207,18 @@ pub(crate) fn confine(
     if let (SandboxMode::WorkspaceWrite, Some(tmp)) = (policy.mode, &policy.private_tmp) {
         environment.push(("TMPDIR".into(), Some(tmp.clone().into_os_string())));
     }
+    // The kernel's account of its denials, where the host gives one.
+    let watch = (abi >= 7)
+        .then(crate::audit::Listener::get)
+        .flatten()
+        .and_then(|listener| listener.watch());
     Ok(Confinement {
         invocation: Invocation {
             argv: argv.to_vec(),
             restriction: Restriction {
                 drop_capabilities: true,
                 landlock_ruleset: Some(ruleset),
+                landlock_audit_name: watch.as_ref().map(crate::audit::Watch::name),
                 seccomp_filter: filter,
                 keep_fds: Vec::new(),
             },
@@ -215,6 +229,7 @@ pub(crate) fn confine(
         gaps,
         denial_signatures: vec![DENIAL.into()],
         runner_report: None,
+        witness: watch.map(|watch| Arc::new(watch) as Arc<dyn dsh_sandbox::DenialWitness>),
         protected: Vec::new(),
         network: policy.network,
         held: Vec::new(),

@@ -72,7 +72,11 @@
 //! - **forge a runner failure**: bwrap's own `--json-status-fd` says
 //!   whether the command started; the Landlock path fails before exec and
 //!   the launcher reports the errno. No text the command prints is ever
-//!   read as a runner failure.
+//!   read as a runner failure;
+//! - **forge a denial where the kernel reports them**: under Landlock ABI 7
+//!   with audit on and a server that may read it (root), `denied` comes
+//!   from the audit records of the command's own Landlock domain (see
+//!   `audit.rs`); elsewhere it is a guess from stderr and said to be one.
 //!
 //! What a confined command may still do, by design, and what to do about
 //! it:
@@ -180,6 +184,8 @@
 //! namespaces. Elsewhere every confined mode fails closed without probing.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(target_os = "linux")]
+mod audit;
 #[cfg(target_os = "linux")]
 mod bwrap;
 mod config;

@@ -70,7 +70,7 @@ pub use protect::{
     HOME_PROTECTED_DIRS, HOME_PROTECTED_PATHS, MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
 };
 pub use provider::{
-    BoxFuture, BpfInstruction, Confinement, Held, Invocation, Restriction, RunnerOutcome,
-    RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+    BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, Restriction,
+    RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
 pub use workspace::{Workspace, WorkspaceError};

@@ -45,6 +45,12 @@ pub struct Restriction {
     pub drop_capabilities: bool,
     /// A Landlock ruleset to enforce with `landlock_restrict_self`.
     pub landlock_ruleset: Option<Arc<OwnedFd>>,
+    /// Ask the kernel to log the ruleset's denials after exec to its audit
+    /// log (`LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON`, Landlock ABI 7), the
+    /// domain's creator named with this thread name (`PR_SET_NAME` just
+    /// before `landlock_restrict_self`; at most 15 bytes) so a
+    /// [`DenialWitness`] can tell this command's records from any other's.
+    pub landlock_audit_name: Option<std::ffi::CString>,
     /// A seccomp filter to install (`SECCOMP_MODE_FILTER`).
     pub seccomp_filter: Option<Arc<[BpfInstruction]>>,
     /// Descriptors that stay open across exec at their current numbers (for
@@ -136,6 +142,17 @@ pub trait RunnerReport: Send + Sync + fmt::Debug {
     fn outcome(&self) -> RunnerOutcome;
 }
 
+/// The kernel's own account of what one confined command was refused (for
+/// Landlock: its audit records), as opposed to the stderr guess.
+pub trait DenialWitness: Send + Sync + fmt::Debug {
+    /// What the kernel refused the command, once every record its
+    /// processes caused has arrived (ask after its tree is gone), one
+    /// line per refusal (`fs.make_reg on /etc`). `None` when no account
+    /// can be had now (audit switched off meanwhile, records that did not
+    /// arrive in time): the caller falls back to the guess.
+    fn refusals(&self) -> BoxFuture<'_, Option<Vec<String>>>;
+}
+
 /// How to start one command: the argv to exec, the restriction the
 /// launcher applies between fork and exec, and changes to the command's
 /// environment. An executor builds the plain one (`<shell> -c <command>`);
@@ -170,6 +187,9 @@ pub struct Confinement {
     pub denial_signatures: Vec<String>,
     /// The runner's structural report, when the argv wraps a runner.
     pub runner_report: Option<Arc<dyn RunnerReport>>,
+    /// The kernel's account of what this confinement refused, where the
+    /// host can give one; `denied` then comes from it, not from stderr.
+    pub witness: Option<Arc<dyn DenialWitness>>,
     /// The protected paths kept read-only (absolute); the ones the backend
     /// cannot keep are named by the `protected-paths` gap instead.
     pub protected: Vec<PathBuf>,
@@ -194,6 +214,7 @@ impl Confinement {
             gaps: Vec::new(),
             denial_signatures: Vec::new(),
             runner_report: None,
+            witness: None,
             protected: Vec::new(),
             network: NetworkPolicy::On,
             held: Vec::new(),

@@ -1,11 +1,19 @@
 use dsh_bash::{BashRunResult, CollectedOutput};
 
-/// The marker of a command whose stderr looks like a sandbox denial. A
-/// command can print any text, so it says it is a guess, and no hint to
-/// lift the sandbox follows it: a hostile build script printing
-/// "Read-only file system" must not make this tool suggest escalation.
-fn denial_marker(mode: dsh_bash::SandboxMode) -> String {
-    format!("[sandbox: stderr looks like a permission error under {mode} mode; a guess from the output, not a report from the kernel]")
+/// The marker of a denied command. From the kernel's own records it says
+/// what was refused; from stderr it says it is a guess (a command can print
+/// any text), and no hint to lift the sandbox follows it: a hostile build
+/// script printing "Read-only file system" must not make this tool suggest
+/// escalation.
+fn denial_marker(facts: &dsh_bash::BashSandboxInfo) -> String {
+    let mode = facts.mode;
+    match facts.denial_evidence {
+        dsh_bash::DenialEvidence::Kernel => format!(
+            "[sandbox: the kernel refused under {mode} mode: {}]",
+            facts.refused.join("; ")
+        ),
+        _ => format!("[sandbox: stderr looks like a permission error under {mode} mode; a guess from the output, not a report from the kernel]"),
+    }
 }
 
 /// Appends `line` on a line of its own (no blank line when `text` already
@@ -215,8 +223,9 @@ fn push_stream(
 /// `dsh-bash run` prints it: stdout; a `[stderr]` section when stderr is
 /// non-empty; `(no output)` when both are empty; a truncation notice after
 /// a truncated stream; then, each on its own line and in this order, the
-/// leftover marker, the sandbox denial marker (a guess, see
-/// [`dsh_bash::BashSandboxInfo::denied`]), the timeout marker, and the
+/// leftover marker, the sandbox denial marker (what the kernel refused, or
+/// a guess, see [`dsh_bash::BashSandboxInfo::denied`]), the timeout marker,
+/// and the
 /// signal or non-zero exit marker.
 pub fn render_run_result(result: &BashRunResult) -> String {
     render_run_result_with(result, &Heads::default())
@@ -260,7 +269,7 @@ pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
         );
     }
     if let Some(sandbox) = result.sandbox.as_ref().filter(|s| s.denied) {
-        push_line(&mut text, &denial_marker(sandbox.mode));
+        push_line(&mut text, &denial_marker(sandbox));
     }
     if result.timed_out {
         push_line(
@@ -305,7 +314,7 @@ fn sandbox_marker(task: &dsh_bash::BashTask) -> Option<String> {
             facts.mode
         ));
     }
-    facts.denied.then(|| denial_marker(facts.mode))
+    facts.denied.then(|| denial_marker(facts))
 }
 
 /// The text of a `bash_output` read: the delta or `(no new output)`, the
@@ -525,6 +534,8 @@ mod tests {
             mode: SandboxMode::ReadOnly,
             backend: Some("bwrap".into()),
             denied: true,
+            denial_evidence: dsh_bash::DenialEvidence::Stderr,
+            refused: Vec::new(),
             enforcement: Some(SandboxEnforcement::Full),
             runner_failed: false,
             gaps: Vec::new(),
@@ -540,6 +551,17 @@ mod tests {
         assert!(!plain.contains("sandbox_permissions"), "{plain}");
         r.sandbox.as_mut().unwrap().denied = false;
         assert!(!render_run_result(&r).contains("[sandbox:"));
+        // From the kernel's own records: what was refused, as a fact.
+        let facts = r.sandbox.as_mut().unwrap();
+        facts.denied = true;
+        facts.denial_evidence = dsh_bash::DenialEvidence::Kernel;
+        facts.refused = vec![
+            "fs.make_reg on /etc".into(),
+            "fs.write_file on /usr/x".into(),
+        ];
+        assert!(render_run_result(&r).ends_with(
+            "Read-only file system\n[sandbox: the kernel refused under read-only mode: fs.make_reg on /etc; fs.write_file on /usr/x]\n[exit code: 1]"
+        ));
     }
 
     #[test]

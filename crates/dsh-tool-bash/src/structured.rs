@@ -26,6 +26,9 @@ struct SandboxContent {
     /// a report from the kernel.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     looks_denied: bool,
+    /// What the kernel refused the failed command (its own audit records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    refused: Vec<String>,
     /// The mode the command ran under.
     mode: String,
     /// `on` when a confined command could use the network.
@@ -46,9 +49,14 @@ fn sandbox(info: Option<&BashSandboxInfo>) -> Option<SandboxContent> {
     }
     Some(SandboxContent {
         gaps: info.gaps.iter().map(ToString::to_string).collect(),
-        looks_denied: info.denied,
+        looks_denied: info.denied && info.denial_evidence == dsh_bash::DenialEvidence::Stderr,
         mode: info.mode.to_string(),
         network: network_on.then(|| "on".to_owned()),
+        refused: if info.denied {
+            info.refused.clone()
+        } else {
+            Vec::new()
+        },
         runner_failed: info.runner_failed,
     })
 }

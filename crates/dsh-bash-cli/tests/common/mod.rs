@@ -2,6 +2,7 @@
 //! JSON-RPC connection to `dsh-bash mcp`, and running a real client script.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod audit;
 pub mod confined;
 pub mod listening;
 

@@ -15,12 +15,19 @@ use dsh_sandbox::Restriction;
 
 use super::errno;
 
+/// Log the domain's denials after exec too (Landlock ABI 7).
+const LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON: u32 = 1 << 1;
+
 /// A restriction in the form the child reads: raw numbers and pointers into
 /// memory the parent keeps alive until the child has exec'd.
 pub(crate) struct Prepared {
     drop_capabilities: bool,
     no_new_privs: bool,
     landlock: RawFd,
+    /// `landlock_restrict_self` flags.
+    landlock_flags: u32,
+    /// The thread name set just before, if any.
+    landlock_name: Option<std::ffi::CString>,
     seccomp: Vec<libc::sock_filter>,
     keep: Vec<RawFd>,
 }
@@ -49,6 +56,12 @@ impl Prepared {
                 .landlock_ruleset
                 .as_ref()
                 .map_or(-1, |fd| fd.as_raw_fd()),
+            landlock_flags: if restriction.landlock_audit_name.is_some() {
+                LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+            } else {
+                0
+            },
+            landlock_name: restriction.landlock_audit_name.clone(),
             seccomp,
             keep: restriction
                 .keep_fds
@@ -214,8 +227,22 @@ pub(crate) unsafe fn apply(prepared: &Prepared) -> Result<(), i32> {
         return Err(errno());
     }
     if prepared.landlock >= 0 {
+        if let Some(name) = &prepared.landlock_name {
+            // SAFETY: prctl reads a NUL-terminated name the parent keeps
+            // alive (reading the pointer allocates nothing); it names only
+            // this task, whose exec renames it again.
+            if unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) } != 0 {
+                return Err(errno());
+            }
+        }
         // SAFETY: landlock_restrict_self on a ruleset fd the parent keeps open.
-        if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, prepared.landlock, 0u32) } != 0
+        if unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                prepared.landlock,
+                prepared.landlock_flags,
+            )
+        } != 0
         {
             return Err(errno());
         }
