@@ -593,8 +593,19 @@ fn try_escape(
             let _ = std::fs::remove_file(path);
         }
     }
+    // The probe verdict kept per user (`dsh-bash-probe-<uid>`) is meant to
+    // stay; anything else is a leftover.
     let left: Vec<_> = std::fs::read_dir(&host_tmp)
-        .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    !p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("dsh-bash-probe-"))
+                })
+                .collect()
+        })
         .unwrap_or_default();
     if !left.is_empty() {
         broken.push(format!("private TMPDIRs left behind: {left:?}"));

@@ -448,7 +448,8 @@ impl SandboxBashExecutor {
             // The runner could not even start (missing binary, a restriction
             // the kernel refused, reported by the launcher): nothing ran.
             Err(BashError::Spawn { message, .. }) => {
-                return Err(SandboxUnavailable::new(mode, Some(message)).into())
+                self.provider.runner_failed();
+                return Err(SandboxUnavailable::new(mode, Some(message)).into());
             }
             Err(other) => return Err(other),
         };
@@ -457,6 +458,7 @@ impl SandboxBashExecutor {
         // command started; nothing the command printed is consulted.
         let stopped = result.aborted || result.timed_out;
         if confinement.runner_outcome() == RunnerOutcome::NeverStarted && !stopped {
+            self.provider.runner_failed();
             return Err(SandboxUnavailable::new(mode, first_line(stderr)).into());
         }
         let mut info = facts(mode, &confinement, &self.workspace);
@@ -477,6 +479,7 @@ impl SandboxBashExecutor {
         } = self.confine(&spec, mode).await?;
         let workspace = self.workspace.clone();
         let cleanups = self.cleanups.clone();
+        let provider = Arc::clone(&self.provider);
         let stamp: SettleStamp = Box::new(move |mut state: TaskState, settled: Settled| {
             Box::pin(async move {
                 discard(&cleanups, leftovers);
@@ -486,6 +489,7 @@ impl SandboxBashExecutor {
                 let stopped = state.status == dsh_bash::TaskStatus::Killed;
                 let never_started = confinement.runner_outcome() == RunnerOutcome::NeverStarted;
                 if !settled.spawned || (never_started && !stopped) {
+                    provider.runner_failed();
                     info.runner_failed = true;
                 } else {
                     judge_denial(&mut info, &confinement, state.exit_code, &settled.stderr).await;

@@ -6,7 +6,9 @@
 //! command and passes only if a write outside its policy failed, the
 //! command exited 0 and (for a runner) the runner reported that it started
 //! it. The verdict, including "unavailable", is computed once per provider,
-//! even when the first calls race, and cached. Either backend can be
+//! even when the first calls race, and cached; a usable one is also kept
+//! per user across processes, keyed by what can change it (`kept_verdict.rs`),
+//! and forgotten when a confined command's runner fails. Either backend can be
 //! forced; an operator may instead configure a bwrap-shaped runner command,
 //! which skips selection and probes.
 //!
@@ -190,6 +192,8 @@ mod audit;
 mod bwrap;
 mod config;
 mod error;
+#[cfg(target_os = "linux")]
+mod kept_verdict;
 #[cfg(target_os = "linux")]
 mod landlock_backend;
 #[cfg(target_os = "linux")]

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use dsh_sandbox::{
     BoxFuture, Confinement, SandboxBackend, SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
-use tokio::sync::OnceCell;
 
 use crate::config::{Backend, ConfigError, LocalSandboxConfig};
 use crate::error::{NoBackend, SandboxError};
@@ -57,7 +56,9 @@ fn exhausted(reasons: &str) -> bool {
 #[derive(Debug)]
 pub struct LocalSandboxProvider {
     config: LocalSandboxConfig,
-    verdict: OnceCell<Verdict>,
+    /// The verdict once probed (or kept from an earlier process); cleared
+    /// when a confined command's runner failed.
+    verdict: std::sync::Mutex<Option<Verdict>>,
     /// One probe at a time: calls that race at start wait for the first
     /// one's verdict instead of probing again.
     probing: tokio::sync::Mutex<()>,
@@ -93,7 +94,7 @@ impl LocalSandboxProvider {
         }
         Ok(LocalSandboxProvider {
             config,
-            verdict: OnceCell::new(),
+            verdict: std::sync::Mutex::new(None),
             probing: tokio::sync::Mutex::new(()),
             #[cfg(target_os = "linux")]
             scope: std::sync::OnceLock::new(),
@@ -123,20 +124,68 @@ impl LocalSandboxProvider {
     /// chosen then may be a weaker one than the host has), and keeps
     /// nothing: the next command probes again.
     async fn verdict(&self) -> Result<Verdict, String> {
-        if let Some(kept) = self.verdict.get() {
-            return Ok(kept.clone());
+        if let Some(kept) = self.kept() {
+            return Ok(kept);
         }
         let _probing = self.probing.lock().await;
-        if let Some(kept) = self.verdict.get() {
-            return Ok(kept.clone());
+        if let Some(kept) = self.kept() {
+            return Ok(kept);
+        }
+        #[cfg(target_os = "linux")]
+        let key = self.kept_key();
+        #[cfg(target_os = "linux")]
+        if let Some(kept) = crate::kept_verdict::load(&key) {
+            let verdict = match kept {
+                crate::kept_verdict::Kept::Bwrap => Verdict::Bwrap,
+                crate::kept_verdict::Kept::Landlock { abi } => Verdict::Landlock { abi },
+            };
+            return Ok(self.keep(verdict));
         }
         match self.select().await {
             // A stronger backend may be there: nothing runs under a weaker
             // one meanwhile (the command is refused as "could not be
             // started now", and the next one probes again).
             (_, Some(exhausted)) => Err(exhausted),
-            (verdict, None) => Ok(self.verdict.get_or_init(|| async { verdict }).await.clone()),
+            (verdict, None) => {
+                #[cfg(target_os = "linux")]
+                match &verdict {
+                    Verdict::Bwrap => {
+                        crate::kept_verdict::store(&key, &crate::kept_verdict::Kept::Bwrap)
+                    }
+                    Verdict::Landlock { abi } => crate::kept_verdict::store(
+                        &key,
+                        &crate::kept_verdict::Kept::Landlock { abi: *abi },
+                    ),
+                    Verdict::Unavailable(_) => {}
+                }
+                Ok(self.keep(verdict))
+            }
         }
+    }
+
+    fn kept(&self) -> Option<Verdict> {
+        self.verdict
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn keep(&self, verdict: Verdict) -> Verdict {
+        *self
+            .verdict
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(verdict.clone());
+        verdict
+    }
+
+    /// What the kept verdict of this provider's configuration depends on.
+    #[cfg(target_os = "linux")]
+    fn kept_key(&self) -> String {
+        crate::kept_verdict::key(
+            &format!("{:?}", self.config.backend),
+            &self.config.bwrap,
+            crate::sys::landlock_abi(),
+        )
     }
 
     /// The scope-only Landlock ruleset bubblewrap runs under (one per
@@ -352,6 +401,17 @@ impl LocalSandboxProvider {
 }
 
 impl SandboxProvider for LocalSandboxProvider {
+    fn runner_failed(&self) {
+        // The verdict may be stale (bwrap removed, user namespaces turned
+        // off): the next command probes again, here and in other processes.
+        *self
+            .verdict
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        #[cfg(target_os = "linux")]
+        crate::kept_verdict::forget();
+    }
+
     fn confine<'a>(
         &'a self,
         argv: &'a [OsString],

@@ -250,6 +250,11 @@ pub trait SandboxProvider: Send + Sync {
         argv: &'a [OsString],
         policy: &'a SandboxPolicy,
     ) -> BoxFuture<'a, Result<Confinement, SandboxUnavailable>>;
+
+    /// A confinement this provider gave failed to start its command (the
+    /// runner's own report said so): whatever it decided once about this
+    /// host may be stale. The default keeps nothing, so does nothing.
+    fn runner_failed(&self) {}
 }
 
 /// A confined mode was asked for and nothing on this host can enforce it.
