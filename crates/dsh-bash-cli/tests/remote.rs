@@ -547,3 +547,50 @@ async fn concurrent_kills_both_wait_for_the_settle() {
     );
     served.shutdown().await;
 }
+
+/// A remote executor over stdio in the same process as a local one whose
+/// process-tree containment adopts orphans: the `ssh`-like child of the
+/// remote one (a child of this process, started by tokio, in its session)
+/// is never taken for a command's orphan, neither when a command's
+/// leftover is stopped at its exit nor when a timeout stops a tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_child_survives_process_tree_stops_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote_pid = dir.path().join("remote");
+    let remote = over_stdio(&remote_pid).await;
+    let pid = pid_in(&remote_pid).await;
+    let local = dsh_bash_local::LocalBashExecutor::new(dsh_bash_local::LocalConfig {
+        containment: dsh_bash_local::ContainmentChoice::ProcessTree,
+        adopt_orphans: true,
+        grace: Duration::from_millis(200),
+        ..dsh_bash_local::LocalConfig::default()
+    })
+    .unwrap();
+    // A leftover in a session of its own, adopted once the shell exits.
+    let left = local
+        .run(
+            local
+                .resolve(BashExecRequest::new("setsid sleep 30 & echo started"))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(left.stdout.text, "started\n");
+    assert!(left.leftovers_stopped >= 1, "{left:?}");
+    // A timeout's stop of a whole tree.
+    let mut request = BashExecRequest::new("sleep 30 & sleep 30");
+    request.timeout = Some(Duration::from_millis(300));
+    let stopped = local.run(local.resolve(request).unwrap()).await.unwrap();
+    assert!(stopped.timed_out, "{stopped:?}");
+    assert!(
+        common::alive(pid),
+        "the remote executor's child was stopped"
+    );
+    let echoed = remote
+        .run(remote.resolve(BashExecRequest::new("echo alive")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(echoed.stdout.text, "alive\n");
+    remote.shutdown().await;
+    local.shutdown().await;
+}

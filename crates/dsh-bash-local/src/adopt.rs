@@ -15,9 +15,14 @@
 //! a scan exclude each other (a gate), so a shell that has just been cloned
 //! is never mistaken for an orphan.
 //!
-//! Enable it only in a process that has no children of its own besides the
-//! executor's: an adopted orphan is any unregistered child, and adopted
-//! zombies are reaped.
+//! A child of the host in the host's own session is never an orphan: every
+//! command starts a session of its own (`setsid`), so none of its
+//! descendants can join the host's. That keeps the children a program
+//! embedding the executor starts itself (the `ssh` of a remote executor
+//! over stdio, a `tokio::process` child) out of every stop and every reap.
+//! A process the host spawns that starts a session of its own (`setsid`)
+//! without our spawner is still taken for an orphan: register it
+//! (spawn it through the executor) or leave adoption off.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,7 +95,7 @@ pub(crate) fn unregister(pid: libc::pid_t) {
 /// True if and only if `entry` is an orphan the host adopted: its child,
 /// not one it registered. Call under [`scanning`].
 pub(crate) fn adopted(entry: &ProcEntry) -> bool {
-    if !enabled() || entry.ppid != host() {
+    if !enabled() || entry.ppid != host() || entry.session == host_session() {
         return false;
     }
     !KNOWN
@@ -104,9 +109,23 @@ fn host() -> libc::pid_t {
     libc::pid_t::try_from(std::process::id()).unwrap_or(0)
 }
 
-/// The host's children (from `/proc/self/task/*/children`: a few small
+fn host_session() -> libc::pid_t {
+    // SAFETY: getsid(0) asks for our own session; it cannot fail.
+    unsafe { libc::getsid(0) }
+}
+
+/// The host's children that may be orphans of its commands: not in the
+/// host's own session (from `/proc/self/task/*/children`: a few small
 /// reads, no scan of every process).
 fn children() -> Vec<libc::pid_t> {
+    let own = host_session();
+    every_child()
+        .into_iter()
+        .filter(|pid| crate::tree::entry(*pid).is_some_and(|entry| entry.session != own))
+        .collect()
+}
+
+fn every_child() -> Vec<libc::pid_t> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
@@ -186,6 +205,7 @@ mod tests {
             pid: 4242,
             ppid: host(),
             pgrp: 4242,
+            session: 4242,
             exited: false,
         };
         assert!(!adopted(&entry));

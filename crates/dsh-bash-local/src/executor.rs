@@ -185,6 +185,7 @@ impl LocalBashExecutor {
                 argv: vec![shell, "-c".into(), "--".into(), spec.command.clone().into()],
                 restriction: Restriction::default(),
                 environment: Vec::new(),
+                held: Vec::new(),
             });
         }
         let text =
@@ -208,6 +209,7 @@ impl LocalBashExecutor {
                 ..Restriction::default()
             },
             environment: Vec::new(),
+            held: Vec::new(),
         })
     }
 
@@ -327,6 +329,8 @@ impl Inner {
         timeout: Option<Duration>,
         stop: &Stop,
     ) -> std::io::Result<Ended> {
+        let mut invocation = invocation;
+        let held = std::mem::take(&mut invocation.held);
         let launch = self.launch(spec, invocation);
         supervise(
             launch,
@@ -350,6 +354,7 @@ impl Inner {
                 linger: self.config.linger,
                 tracker: &self.tracker,
             },
+            held,
         )
         .await
     }

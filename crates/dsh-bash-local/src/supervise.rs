@@ -284,14 +284,17 @@ async fn stop_cgroup(
 }
 
 /// Runs `launch` to its end: its streams through `capture`, ended early by
-/// `ends`, stopped with `patience`. `Err` only when it could not be
-/// spawned or supervised.
+/// `ends`, stopped with `patience`; `held` is dropped once the whole tree
+/// is gone (after this returns when leftovers are still being stopped).
+/// `Err` only when it could not be spawned or supervised.
 pub(crate) async fn supervise(
     launch: Launch,
     capture: Capture<'_>,
     ends: Deadlines<'_>,
     patience: Patience<'_>,
+    held: Vec<Arc<dyn dsh_sandbox::Held>>,
 ) -> io::Result<Ended> {
+    let mut held = held;
     let spawned = spawn::spawn(launch).await?;
     let pid = spawned.pid;
     let linger = CancellationToken::new();
@@ -361,7 +364,11 @@ pub(crate) async fn supervise(
                     Some(cgroup) if populated => {
                         let count = cgroup.pids().len();
                         let grace = patience.grace_over(StopCause::Killed, ends.shutdown);
-                        patience.tracker.spawn(cgroup.stop(grace));
+                        let held = std::mem::take(&mut held);
+                        patience.tracker.spawn(async move {
+                            cgroup.stop(grace).await;
+                            drop(held);
+                        });
                         count
                     }
                     Some(cgroup) => {
@@ -409,9 +416,11 @@ pub(crate) async fn supervise(
                 .await;
                 let count = stopping.member_count();
                 let grace = patience.grace_over(StopCause::Killed, ends.shutdown);
+                let held = std::mem::take(&mut held);
                 patience.tracker.spawn(async move {
                     stopping.finish(grace).await;
                     spawn::release(pid);
+                    drop(held);
                 });
                 count
             } else {
@@ -502,5 +511,7 @@ pub(crate) async fn supervise(
     if let Some(writer) = writer {
         writer.abort();
     }
+    // No leftover is being stopped: the tree is gone now.
+    drop(held);
     Ok(ended)
 }

@@ -31,6 +31,9 @@ pub(crate) struct ProcEntry {
     pub(crate) pid: libc::pid_t,
     pub(crate) ppid: libc::pid_t,
     pub(crate) pgrp: libc::pid_t,
+    /// The session: every command starts one of its own (`setsid`), so a
+    /// process in the host's session is none of theirs.
+    pub(crate) session: libc::pid_t,
     /// True if and only if the process has exited (a zombie awaiting its reaper).
     pub(crate) exited: bool,
 }
@@ -42,10 +45,12 @@ fn parse_stat(pid: libc::pid_t, stat: &str) -> Option<ProcEntry> {
     let state = fields.next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
     Some(ProcEntry {
         pid,
         ppid,
         pgrp,
+        session,
         exited: matches!(state, "Z" | "X"),
     })
 }
@@ -426,6 +431,7 @@ mod tests {
                 pid: 42,
                 ppid: 7,
                 pgrp: 42,
+                session: 42,
                 exited: false,
             }
         );
@@ -452,6 +458,7 @@ mod tests {
             pid,
             ppid,
             pgrp,
+            session: pgrp,
             exited: false,
         }
     }

@@ -98,6 +98,9 @@ struct Confined {
     confinement: Confinement,
     invocation: Invocation,
     leftovers: Leftovers,
+    /// Closed once the command's whole tree is gone (the local executor
+    /// drops its sender then).
+    gone: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// What a command leaves to clean once its tree is gone: its private
@@ -141,6 +144,27 @@ fn discard(cleanups: &TaskTracker, leftovers: Leftovers) {
     } else {
         leftovers.clean();
     }
+}
+
+/// Cleans `leftovers` once the tree is `gone`: when it already is, now and
+/// awaited (the result never comes while its TMPDIR or a stand-in is still
+/// there); else after its last leftover has been stopped (a daemon in its
+/// grace may still use its TMPDIR until then).
+async fn clean_when_gone(
+    cleanups: &TaskTracker,
+    leftovers: Leftovers,
+    mut gone: tokio::sync::oneshot::Receiver<()>,
+) {
+    use tokio::sync::oneshot::error::TryRecvError;
+    if gone.try_recv() == Err(TryRecvError::Empty) {
+        let later = cleanups.clone();
+        cleanups.spawn(async move {
+            let _ = gone.await;
+            later.spawn_blocking(move || leftovers.clean());
+        });
+        return;
+    }
+    let _ = cleanups.spawn_blocking(move || leftovers.clean()).await;
 }
 
 /// The first line of `stderr` (the runner's own explanation).
@@ -391,19 +415,23 @@ impl SandboxBashExecutor {
             }
         }
         let held = std::mem::take(&mut confinement.held);
+        let (tree_alive, gone) = tokio::sync::oneshot::channel::<()>();
         Ok(Confined {
             // The confinement's invocation, keeping what the plain one
-            // keeps (a long command's descriptor).
+            // keeps (a long command's descriptor), and the sender whose
+            // drop says the tree is gone.
             invocation: {
                 let mut invocation = confinement.invocation.clone();
                 invocation
                     .restriction
                     .keep_fds
                     .extend(plain.restriction.keep_fds.iter().cloned());
+                invocation.held.push(Arc::new(tree_alive));
                 invocation
             },
             confinement,
             leftovers: Leftovers { private_tmp, held },
+            gone,
         })
     }
 
@@ -430,14 +458,13 @@ impl SandboxBashExecutor {
             confinement,
             invocation,
             leftovers,
+            gone,
         } = self.confine(&spec, mode).await?;
         let ran = self.local.run_invocation(spec, invocation).await;
-        // Gone before the result is: a printed TMPDIR never outlives it,
-        // nor a stand-in the workspace did not have.
-        let _ = self
-            .cleanups
-            .spawn_blocking(move || leftovers.clean())
-            .await;
+        // Gone before the result is when the tree is (a printed TMPDIR
+        // never outlives it, nor a stand-in the workspace did not have);
+        // else once its last leftover is.
+        clean_when_gone(&self.cleanups, leftovers, gone).await;
         let mut result = match ran {
             Ok(result) => result,
             // Out of descriptors, processes or memory: the host is busy, the
@@ -476,13 +503,14 @@ impl SandboxBashExecutor {
             confinement,
             invocation,
             leftovers,
+            gone,
         } = self.confine(&spec, mode).await?;
         let workspace = self.workspace.clone();
         let cleanups = self.cleanups.clone();
         let provider = Arc::clone(&self.provider);
         let stamp: SettleStamp = Box::new(move |mut state: TaskState, settled: Settled| {
             Box::pin(async move {
-                discard(&cleanups, leftovers);
+                clean_when_gone(&cleanups, leftovers, gone).await;
                 let mut info = facts(mode, &confinement, &workspace);
                 // A task stopped while the runner was still setting up never
                 // started either, but that is the stop, not a runner failure.

@@ -460,6 +460,7 @@ pub(crate) fn confine(
                 keep_fds,
             },
             environment,
+            held: Vec::new(),
         },
         backend: backend.into(),
         enforcement: SandboxGap::enforcement(&gaps),

@@ -223,6 +223,7 @@ pub(crate) fn confine(
                 keep_fds: Vec::new(),
             },
             environment,
+            held: Vec::new(),
         },
         backend: NAME.into(),
         enforcement: SandboxGap::enforcement(&gaps),

@@ -109,10 +109,12 @@
 //!   scope only stops connections going out). Under bwrap the name dies
 //!   with the sandbox's pid namespace; under Landlock with the command's
 //!   processes;
-//! - under Landlock, a `setsid` daemon the command leaves running (the
-//!   executor stops leftovers of the command's process group, not yet
-//!   every escapee, see `dsh-bash-local`) may keep writing in the private
-//!   `TMPDIR` while it is removed, and so leave part of it behind;
+//! - under Landlock the private `TMPDIR` is a directory on the host: it
+//!   stays until the command's whole tree is gone (its leftovers stopped,
+//!   after their grace), so a leftover never writes into a directory being
+//!   removed; a process that escaped every containment (none under a
+//!   cgroup; under the process-tree walk one that left the command's
+//!   session and was not adopted) could still leave part of it behind;
 //! - under bwrap as an unprivileged user, `mknod NAME c 0 0` creates an
 //!   overlayfs "whiteout" in the workspace: a device number no driver
 //!   serves, on a `nodev` mount;

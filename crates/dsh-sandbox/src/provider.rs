@@ -167,6 +167,12 @@ pub struct Invocation {
     pub restriction: Restriction,
     /// Applied after the credential scrub: `Some` sets, `None` removes.
     pub environment: Vec<(OsString, Option<OsString>)>,
+    /// Kept by the executor until the command's whole tree is gone, its
+    /// stopped leftovers included (a foreground result may come first),
+    /// then dropped: how a confining layer learns the tree is gone (drop
+    /// a channel's sender). Dropped on a runtime thread: nothing here may
+    /// block as it drops.
+    pub held: Vec<Arc<dyn Held>>,
 }
 
 /// How to run one exact argv confined: the invocation, and the facts about
