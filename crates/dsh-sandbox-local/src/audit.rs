@@ -25,7 +25,8 @@
 //! Landlock domain like ours can at most report a real refusal. When the
 //! account may be incomplete (records lost by the kernel or by our socket,
 //! audit switched off meanwhile, a marker that did not come back within a
-//! second) it is not given, and the guess stands.
+//! second) or would be slow (the kernel's audit queue over half full: the
+//! marker would wait for room), it is not given, and the guess stands.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -56,7 +57,9 @@ const MAX_UNNAMED: usize = 256;
 #[derive(Clone, Copy, Debug)]
 struct AuditStatus {
     enabled: u32,
+    backlog_limit: u32,
     lost: u32,
+    backlog: u32,
 }
 
 /// What the reader thread has filed.
@@ -160,7 +163,7 @@ impl Listener {
                 if kind == NLMSG_ERROR {
                     return Err(nlmsg_error(payload));
                 }
-                if kind == AUDIT_GET && payload.len() >= 28 {
+                if kind == AUDIT_GET && payload.len() >= 32 {
                     let word = |at: usize| {
                         u32::from_ne_bytes([
                             payload[at],
@@ -171,7 +174,9 @@ impl Listener {
                     };
                     return Ok(AuditStatus {
                         enabled: word(4),
+                        backlog_limit: word(20),
                         lost: word(24),
+                        backlog: word(28),
                     });
                 }
             }
@@ -369,6 +374,11 @@ impl Claim {
         let listener = self.listener;
         let status = listener.status().ok()?;
         if status.enabled == 0 || status.lost != self.lost {
+            return None;
+        }
+        // A queue near its limit would make the marker wait for room (up
+        // to the kernel's backlog wait, a minute by default): no account.
+        if status.backlog_limit != 0 && status.backlog.saturating_mul(2) > status.backlog_limit {
             return None;
         }
         let n = listener.mark(false).ok()?;
