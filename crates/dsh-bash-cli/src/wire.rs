@@ -10,10 +10,11 @@
 //! method gets the library's `-32601`. A message over 15 MiB is answered
 //! `-32600` and dropped (the library would drop it silently). Outgoing
 //! messages and these answers go through one writer, whole lines at a time,
-//! so they never interleave. The server's own requests (`elicitation/create`)
-//! go out without the `_meta.progressToken` the protocol library stamps on
-//! every request: the server sends no progress for them, and a token nobody
-//! announced misleads a client.
+//! so they never interleave. On stdio, the server's own requests
+//! (`elicitation/create`) go out without the `_meta.progressToken` the
+//! protocol library stamps on every request: the server sends no progress
+//! for them, and a token nobody announced misleads a client. (Over HTTP the
+//! library writes them itself and they keep it: a limit.)
 //!
 //! The reader also reports EOF: a client that closes stdin wants the
 //! session over now, even with calls in flight.

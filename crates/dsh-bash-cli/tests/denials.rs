@@ -26,7 +26,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::audit;
-use common::confined::{as_user, base, binary, chown, skip, User, NOBODY};
+use common::confined::{base, chown, skip, workspace_write, User, NOBODY};
 use serde_json::Value;
 
 const GUESS: &str = "[sandbox: stderr looks like a permission error under workspace-write mode; a guess from the output, not a report from the kernel]";
@@ -45,20 +45,11 @@ fn workspace(name: &str, user: User) -> PathBuf {
 }
 
 fn run_with(user: User, backend: &str, ws: &Path, json: bool, command: &str) -> Command {
-    let mut run = as_user(user, binary().to_str().unwrap());
-    run.args([
-        "run",
-        "--sandbox",
-        "workspace-write",
-        "--sandbox-backend",
-        backend,
-    ])
-    .arg("--workdir")
-    .arg(ws);
+    let mut run = workspace_write(user, backend, ws);
     if json {
         run.arg("--json");
     }
-    run.arg("--").arg(command).stdin(Stdio::null());
+    run.arg("--").arg(command);
     run
 }
 
@@ -170,22 +161,30 @@ fn wait_for(path: &Path) {
     }
 }
 
-fn side_by_side(ws: &Path) {
-    let gate = fifo(ws, "gate");
-    let refused = ws.join("refused");
+/// `dsh-bash run --json` under Landlock as root of a command that does
+/// `refusal`, says so, then holds until its gate is released, and fails:
+/// the running process (once it has been refused) and its gate.
+fn refused_and_held(ws: &Path, refusal: &str, name: &str) -> (std::process::Child, PathBuf) {
+    let gate = fifo(ws, &format!("gate-{name}"));
+    let refused = ws.join(format!("refused-{name}"));
     let _ = std::fs::remove_file(&refused);
-    // A: refused, says so, then holds until released, and fails.
-    let first = run_with(
+    let held = run_with(
         User::Root,
         "landlock",
         ws,
         true,
-        "touch /usr/dsh-denials-a; touch refused; read line < gate; exit 1",
+        &format!("{refusal}; touch refused-{name}; read line < gate-{name}; exit 1"),
     )
     .stdout(Stdio::piped())
     .spawn()
     .unwrap();
     wait_for(&refused);
+    (held, gate)
+}
+
+fn side_by_side(ws: &Path) {
+    // A: refused, then held open.
+    let (first, gate) = refused_and_held(ws, "touch /usr/dsh-denials-a", "a");
     // B, while A holds its refusal: forges one.
     let second = facts(
         User::Root,
@@ -291,20 +290,7 @@ fn where_the_kernel_cannot_tell(ws: &Path, nobody_ws: &Path) {
 }
 
 fn audit_switched_off_meanwhile(ws: &Path, switched: audit::Switched) {
-    let gate = fifo(ws, "gate-off");
-    let refused = ws.join("refused-off");
-    let _ = std::fs::remove_file(&refused);
-    let held = run_with(
-        User::Root,
-        "landlock",
-        ws,
-        true,
-        "touch /etc/dsh-denials-x; touch refused-off; read line < gate-off; exit 1",
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .unwrap();
-    wait_for(&refused);
+    let (held, gate) = refused_and_held(ws, "touch /etc/dsh-denials-x", "off");
     drop(switched);
     assert_eq!(audit::enabled(), Some(false), "audit stayed on");
     release(&gate);

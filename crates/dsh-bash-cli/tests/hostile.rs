@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::confined::{as_user, base, binary, chown, skip, User, NOBODY};
+use common::confined::{base, binary, chown, skip, workspace_write, User, NOBODY};
 
 fn dir(path: PathBuf, user: User) -> PathBuf {
     std::fs::create_dir_all(&path).unwrap();
@@ -39,22 +39,12 @@ fn run(
     extra: &[&str],
     command: &str,
 ) -> Command {
-    let mut run = as_user(user, binary().to_str().unwrap());
-    run.args([
-        "run",
-        "--sandbox",
-        "workspace-write",
-        "--sandbox-backend",
-        backend,
-    ])
-    .arg("--workdir")
-    .arg(ws)
-    .args(extra)
-    .arg("--")
-    .arg(command)
-    .env("TMPDIR", tmpdir)
-    .env("WS", ws)
-    .stdin(Stdio::null());
+    let mut run = workspace_write(user, backend, ws);
+    run.args(extra)
+        .arg("--")
+        .arg(command)
+        .env("TMPDIR", tmpdir)
+        .env("WS", ws);
     run
 }
 

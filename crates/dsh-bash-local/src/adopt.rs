@@ -114,21 +114,16 @@ fn host_session() -> libc::pid_t {
     unsafe { libc::getsid(0) }
 }
 
-/// The host's children that may be orphans of its commands: not in the
-/// host's own session (from `/proc/self/task/*/children`: a few small
-/// reads, no scan of every process).
-fn children() -> Vec<libc::pid_t> {
-    let own = host_session();
-    every_child()
-        .into_iter()
-        .filter(|pid| crate::tree::entry(*pid).is_some_and(|entry| entry.session != own))
-        .collect()
-}
-
-fn every_child() -> Vec<libc::pid_t> {
+/// The host's children that may be orphans of its commands, as
+/// `/proc/<pid>/stat` shows them: not registered, and not in the host's
+/// own session (from `/proc/self/task/*/children`: a few small reads, no
+/// scan of every process). Call under [`scanning`].
+fn unregistered_children() -> Vec<ProcEntry> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
+    let own = host_session();
+    let known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
     tasks
         .filter_map(Result::ok)
         .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
@@ -137,29 +132,24 @@ fn every_child() -> Vec<libc::pid_t> {
                 .filter_map(|p| p.parse().ok())
                 .collect::<Vec<libc::pid_t>>()
         })
+        .filter(|pid| !known.as_ref().is_some_and(|k| k.contains_key(pid)))
+        .filter_map(crate::tree::entry)
+        .filter(|entry| entry.session != own)
         .collect()
 }
 
-/// The orphans the host holds now (cheap; blocking reads of `/proc/self`).
-pub(crate) fn orphans() -> Vec<libc::pid_t> {
+/// The orphans the host holds now that are still running (zombies
+/// awaiting the reaper excluded; blocking reads of `/proc/self`).
+pub(crate) fn live_orphans() -> Vec<libc::pid_t> {
     if !enabled() {
         return Vec::new();
     }
     let _gate = scanning();
-    let known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
-    children()
+    unregistered_children()
         .into_iter()
-        .filter(|pid| !known.as_ref().is_some_and(|k| k.contains_key(pid)))
+        .filter(|entry| !entry.exited)
+        .map(|entry| entry.pid)
         .collect()
-}
-
-/// The orphans still running (zombies awaiting the reaper excluded).
-pub(crate) fn live_orphans() -> Vec<libc::pid_t> {
-    orphans().into_iter().filter(|pid| !exited(*pid)).collect()
-}
-
-fn exited(pid: libc::pid_t) -> bool {
-    crate::tree::entry(pid).is_none_or(|entry| entry.exited)
 }
 
 /// Reaps adopted orphans that have exited (blocking).
@@ -169,10 +159,9 @@ pub(crate) fn reap_exited() {
     }
     // Under the gate: no scan classifies while a zombie is reaped.
     let _gate = scanning();
-    let known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
-    for pid in children() {
-        if !known.as_ref().is_some_and(|k| k.contains_key(&pid)) && exited(pid) {
-            sys::reap_pid(pid);
+    for entry in unregistered_children() {
+        if entry.exited {
+            sys::reap_pid(entry.pid);
         }
     }
 }

@@ -324,12 +324,11 @@ impl Inner {
     async fn supervise(
         &self,
         spec: &BashExecSpec,
-        invocation: Invocation,
+        mut invocation: Invocation,
         streams: (&Arc<Stream>, &Arc<Stream>),
         timeout: Option<Duration>,
         stop: &Stop,
     ) -> std::io::Result<Ended> {
-        let mut invocation = invocation;
         let held = std::mem::take(&mut invocation.held);
         let launch = self.launch(spec, invocation);
         supervise(

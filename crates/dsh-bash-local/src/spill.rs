@@ -316,11 +316,11 @@ impl SpillDir {
             let mut freed = Vec::new();
             let mut bytes = 0;
             while bytes < need {
-                let oldest = kept
-                    .iter()
-                    .position(|k| k.owner == *owner)
-                    .or(if kept.is_empty() { None } else { Some(0) });
-                let Some(one) = oldest.and_then(|at| kept.remove(at)) else {
+                let oldest = match kept.iter().position(|k| k.owner == *owner) {
+                    Some(at) => kept.remove(at),
+                    None => kept.pop_front(),
+                };
+                let Some(one) = oldest else {
                     break;
                 };
                 bytes += one.bytes.max(1);
@@ -481,8 +481,8 @@ mod tests {
         assert!(!paths[1].exists() && !paths[2].exists());
     }
 
-    /// One owner's files past its limits evict only its own; the server
-    /// ceiling (four times the limits) evicts the oldest of all.
+    /// A full file system frees the owner's oldest files first, then the
+    /// oldest of others.
     #[test]
     fn a_full_filesystem_reclaims_the_owners_oldest_first() {
         let parent = tempfile::tempdir().unwrap();
@@ -503,6 +503,8 @@ mod tests {
         assert_eq!(spill.reclaim(&a, 1), 0, "nothing left to free");
     }
 
+    /// One owner's files past its limits evict only its own; the server
+    /// ceiling (four times the limits) evicts the oldest of all.
     #[test]
     fn one_owners_pressure_evicts_only_its_own() {
         let parent = tempfile::tempdir().unwrap();

@@ -292,9 +292,8 @@ pub(crate) async fn supervise(
     capture: Capture<'_>,
     ends: Deadlines<'_>,
     patience: Patience<'_>,
-    held: Vec<Arc<dyn dsh_sandbox::Held>>,
+    mut held: Vec<Arc<dyn dsh_sandbox::Held>>,
 ) -> io::Result<Ended> {
-    let mut held = held;
     let spawned = spawn::spawn(launch).await?;
     let pid = spawned.pid;
     let linger = CancellationToken::new();

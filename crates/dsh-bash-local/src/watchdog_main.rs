@@ -138,19 +138,27 @@ impl Watch {
     }
 }
 
-/// Reads what is on stdin now (one `read`, unbuffered: nothing may wait
-/// in a buffer `poll` does not see) and applies its whole lines; false at
-/// EOF or an error.
-fn read_messages(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) -> bool {
+/// One `read` of stdin (unbuffered: nothing may wait in a buffer `poll`
+/// does not see) appended to `pending`: the bytes read, or the error
+/// (`Ok(0)` at EOF).
+fn read_once(pending: &mut Vec<u8>) -> std::io::Result<usize> {
     let mut buf = [0u8; 4096];
     // SAFETY: read(2) from our stdin into a stack buffer.
     let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-    let Ok(n @ 1..) = usize::try_from(n) else {
-        return n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
-    };
+    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
     pending.extend_from_slice(&buf[..n]);
+    Ok(n)
+}
+
+/// Reads what is on stdin now and applies its whole lines; false at EOF or
+/// an error.
+fn read_messages(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) -> bool {
+    let going = match read_once(pending) {
+        Ok(n) => n > 0,
+        Err(err) => err.kind() == std::io::ErrorKind::Interrupted,
+    };
     apply_lines(pending, groups);
-    true
+    going
 }
 
 /// Applies the whole lines of `pending`, leaving a partial last one.
@@ -168,15 +176,7 @@ fn drain(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
         let flags = libc::fcntl(0, libc::F_GETFL);
         libc::fcntl(0, libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
-    let mut buf = [0u8; 4096];
-    loop {
-        // SAFETY: as in `read_messages`.
-        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        let Ok(n @ 1..) = usize::try_from(n) else {
-            break;
-        };
-        pending.extend_from_slice(&buf[..n]);
-    }
+    while matches!(read_once(pending), Ok(1..)) {}
     apply_lines(pending, groups);
 }
 

@@ -87,8 +87,10 @@ pub(crate) struct Listener {
     arrived: Condvar,
     /// Numbers commands and markers.
     next: AtomicU64,
-    /// This server's prefix in names and markers (random).
+    /// This server's prefix in names (random).
     tag: u32,
+    /// What starts each of this server's markers: `dsh-bash sync <tag> `.
+    marker: String,
 }
 
 impl Listener {
@@ -108,12 +110,14 @@ impl Listener {
     fn start() -> io::Result<&'static Listener> {
         let multicast = socket(READLOG_GROUP)?;
         let control = socket(0)?;
+        let tag = random_tag();
         let listener: &'static Listener = Box::leak(Box::new(Listener {
             control: Mutex::new(control),
             filed: Mutex::new(Filed::default()),
             arrived: Condvar::new(),
             next: AtomicU64::new(1),
-            tag: random_tag(),
+            tag,
+            marker: format!("dsh-bash sync {tag:08x} "),
         }));
         // One marker with an acknowledgement: proves we may write the log.
         listener.mark(true)?;
@@ -153,7 +157,7 @@ impl Listener {
         let control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
         let seq = self.next.fetch_add(1, Ordering::Relaxed) as u32;
         send(&control, AUDIT_GET, libc::NLM_F_REQUEST as u16, seq, &[])?;
-        let mut buffer = vec![0u8; 8192];
+        let mut buffer = [0u8; 8192];
         loop {
             let got = recv(&control, &mut buffer)?;
             for (kind, reply_seq, payload) in messages(&buffer[..got]) {
@@ -187,14 +191,14 @@ impl Listener {
     fn mark(&self, acknowledged: bool) -> io::Result<u64> {
         let control = self.control.lock().unwrap_or_else(PoisonError::into_inner);
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let text = format!("dsh-bash sync {:08x} {n}\0", self.tag);
+        let text = format!("{}{n}\0", self.marker);
         let mut flags = libc::NLM_F_REQUEST as u16;
         if acknowledged {
             flags |= libc::NLM_F_ACK as u16;
         }
         send(&control, AUDIT_USER, flags, n as u32, text.as_bytes())?;
         if acknowledged {
-            let mut buffer = vec![0u8; 4096];
+            let mut buffer = [0u8; 4096];
             let got = recv(&control, &mut buffer)?;
             let refused = messages(&buffer[..got])
                 .find(|(kind, _, _)| *kind == NLMSG_ERROR)
@@ -240,8 +244,7 @@ impl Listener {
     }
 
     fn file_access(&self, text: &str) {
-        let Some(domain) = field(text, "domain").and_then(|d| u64::from_str_radix(&d, 16).ok())
-        else {
+        let Some(domain) = domain_of(text) else {
             return;
         };
         let refusal = refusal(text);
@@ -262,8 +265,7 @@ impl Listener {
     }
 
     fn file_domain(&self, text: &str) {
-        let Some(domain) = field(text, "domain").and_then(|d| u64::from_str_radix(&d, 16).ok())
-        else {
+        let Some(domain) = domain_of(text) else {
             return;
         };
         let mut filed = self.filed();
@@ -288,11 +290,10 @@ impl Listener {
     }
 
     fn file_marker(&self, text: &str) {
-        let ours = format!("dsh-bash sync {:08x} ", self.tag);
-        let Some(at) = text.find(&ours) else {
+        let Some(at) = text.find(&self.marker) else {
             return;
         };
-        let number = text[at + ours.len()..]
+        let number = text[at + self.marker.len()..]
             .split(|c: char| !c.is_ascii_digit())
             .next()
             .and_then(|n| n.parse::<u64>().ok());
@@ -302,6 +303,11 @@ impl Listener {
             self.arrived.notify_all();
         }
     }
+}
+
+/// The Landlock domain a record names (`domain=` in hex).
+fn domain_of(text: &str) -> Option<u64> {
+    field(text, "domain").and_then(|d| u64::from_str_radix(&d, 16).ok())
 }
 
 /// Adds `refusal` to `list` unless it is there or the list is full.

@@ -26,11 +26,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 
-/// The verdict's form in the file.
-pub(crate) enum Kept {
-    Bwrap,
-    Landlock { abi: i64 },
-}
+use crate::provider::Verdict;
 
 /// Bump when the probes change what they check.
 const PROBE_VERSION: u32 = 1;
@@ -89,7 +85,7 @@ pub(crate) fn key(backend: &str, bwrap: &std::path::Path, abi: i64) -> String {
 }
 
 /// The kept verdict for `key`, if the file is ours and names that key.
-pub(crate) fn load(key: &str) -> Option<Kept> {
+pub(crate) fn load(key: &str) -> Option<Verdict> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -108,20 +104,21 @@ pub(crate) fn load(key: &str) -> Option<Kept> {
         return None;
     }
     match verdict {
-        "bwrap" => Some(Kept::Bwrap),
+        "bwrap" => Some(Verdict::Bwrap),
         other => other
             .strip_prefix("landlock ")
             .and_then(|abi| abi.parse().ok())
-            .map(|abi| Kept::Landlock { abi }),
+            .map(|abi| Verdict::Landlock { abi }),
     }
 }
 
-/// Keeps `verdict` for `key` (best effort: a write that fails only means
-/// the next process probes).
-pub(crate) fn store(key: &str, verdict: &Kept) {
+/// Keeps `verdict` for `key` when it names a usable backend (best effort:
+/// a write that fails only means the next process probes).
+pub(crate) fn store(key: &str, verdict: &Verdict) {
     let line = match verdict {
-        Kept::Bwrap => format!("{key} => bwrap\n"),
-        Kept::Landlock { abi } => format!("{key} => landlock {abi}\n"),
+        Verdict::Bwrap => format!("{key} => bwrap\n"),
+        Verdict::Landlock { abi } => format!("{key} => landlock {abi}\n"),
+        Verdict::Unavailable(_) => return,
     };
     let target = path();
     let fresh = target.with_extension(format!("{}.new", std::process::id()));

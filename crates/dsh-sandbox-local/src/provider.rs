@@ -32,7 +32,7 @@ pub(crate) fn environment() -> Vec<(OsString, Option<OsString>)> {
 
 /// The backend the probes chose, or why none can be used.
 #[derive(Clone, Debug)]
-enum Verdict {
+pub(crate) enum Verdict {
     Bwrap,
     Landlock { abi: i64 },
     Unavailable(String),
@@ -131,35 +131,12 @@ impl LocalSandboxProvider {
         if let Some(kept) = self.kept() {
             return Ok(kept);
         }
-        #[cfg(target_os = "linux")]
-        let key = self.kept_key();
-        #[cfg(target_os = "linux")]
-        if let Some(kept) = crate::kept_verdict::load(&key) {
-            let verdict = match kept {
-                crate::kept_verdict::Kept::Bwrap => Verdict::Bwrap,
-                crate::kept_verdict::Kept::Landlock { abi } => Verdict::Landlock { abi },
-            };
-            return Ok(self.keep(verdict));
-        }
         match self.select().await {
             // A stronger backend may be there: nothing runs under a weaker
             // one meanwhile (the command is refused as "could not be
             // started now", and the next one probes again).
             (_, Some(exhausted)) => Err(exhausted),
-            (verdict, None) => {
-                #[cfg(target_os = "linux")]
-                match &verdict {
-                    Verdict::Bwrap => {
-                        crate::kept_verdict::store(&key, &crate::kept_verdict::Kept::Bwrap)
-                    }
-                    Verdict::Landlock { abi } => crate::kept_verdict::store(
-                        &key,
-                        &crate::kept_verdict::Kept::Landlock { abi: *abi },
-                    ),
-                    Verdict::Unavailable(_) => {}
-                }
-                Ok(self.keep(verdict))
-            }
+            (verdict, None) => Ok(self.keep(verdict)),
         }
     }
 
@@ -176,16 +153,6 @@ impl LocalSandboxProvider {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(verdict.clone());
         verdict
-    }
-
-    /// What the kept verdict of this provider's configuration depends on.
-    #[cfg(target_os = "linux")]
-    fn kept_key(&self) -> String {
-        crate::kept_verdict::key(
-            &format!("{:?}", self.config.backend),
-            &self.config.bwrap,
-            crate::sys::landlock_abi(),
-        )
     }
 
     /// The scope-only Landlock ruleset bubblewrap runs under (one per
@@ -229,11 +196,31 @@ impl LocalSandboxProvider {
         )
     }
 
+    /// The verdict kept by an earlier process for this host and
+    /// configuration, else [`Self::probe`]'s, kept for later ones when it
+    /// names a usable backend.
+    #[cfg(target_os = "linux")]
+    async fn select(&self) -> (Verdict, Option<String>) {
+        let key = crate::kept_verdict::key(
+            &format!("{:?}", self.config.backend),
+            &self.config.bwrap,
+            crate::sys::landlock_abi(),
+        );
+        if let Some(kept) = crate::kept_verdict::load(&key) {
+            return (kept, None);
+        }
+        let (verdict, exhausted) = self.probe().await;
+        if exhausted.is_none() {
+            crate::kept_verdict::store(&key, &verdict);
+        }
+        (verdict, exhausted)
+    }
+
     /// The strongest backend that passes its probe (or why none does), and
     /// the reasons when a probe failed for want of descriptors, processes
     /// or memory.
     #[cfg(target_os = "linux")]
-    async fn select(&self) -> (Verdict, Option<String>) {
+    async fn probe(&self) -> (Verdict, Option<String>) {
         let timeout = self.config.probe_timeout;
         let mut reasons = Vec::new();
         if matches!(self.config.backend, Backend::Auto | Backend::Bwrap)

@@ -153,10 +153,7 @@ fn last_bytes(text: &str, bytes: usize) -> &str {
     if text[..at].ends_with('\n') {
         return &text[at..];
     }
-    match text[at..].find('\n') {
-        Some(end) if at + end + 1 < text.len() => &text[at + end + 1..],
-        _ => &text[at..],
-    }
+    from_a_line_start(&text[at..])
 }
 
 /// The first whole lines of `head` in at most `bytes` bytes.

@@ -52,11 +52,7 @@ fn sandbox(info: Option<&BashSandboxInfo>) -> Option<SandboxContent> {
         looks_denied: info.denied && info.denial_evidence == dsh_bash::DenialEvidence::Stderr,
         mode: info.mode.to_string(),
         network: network_on.then(|| "on".to_owned()),
-        refused: if info.denied {
-            info.refused.clone()
-        } else {
-            Vec::new()
-        },
+        refused: info.refused.clone(),
         runner_failed: info.runner_failed,
     })
 }

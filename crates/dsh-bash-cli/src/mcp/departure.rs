@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -104,7 +104,7 @@ impl Drop for Watched {
 }
 
 /// Results kept for a session whose client went away, at most.
-const MAX_KEPT: usize = 16;
+pub(crate) const MAX_KEPT: usize = 16;
 
 /// The prefix of a kept result's id (`kept-1`), which `bash_output` takes.
 pub(crate) const KEPT_PREFIX: &str = "kept-";
@@ -119,18 +119,24 @@ type KeptOutcome = Result<ToolOutput, String>;
 /// own client goes away loses nothing either.
 #[derive(Default)]
 pub(crate) struct Kept {
-    next: AtomicU64,
-    results: Mutex<VecDeque<(String, KeptOutcome)>>,
+    results: Mutex<KeptResults>,
+}
+
+/// The kept results, oldest first, and how many were ever kept (ids are
+/// numbered under the same lock, so the oldest always goes first).
+#[derive(Default)]
+struct KeptResults {
+    kept: u64,
+    results: VecDeque<(String, KeptOutcome)>,
 }
 
 impl Kept {
     /// Keeps `result` (the oldest goes past [`MAX_KEPT`]); its id.
     pub(crate) fn keep(&self, result: Outcome) -> String {
-        let id = format!(
-            "{KEPT_PREFIX}{}",
-            self.next.fetch_add(1, Ordering::Relaxed) + 1
-        );
-        let mut results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = self.results.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.kept += 1;
+        let id = format!("{KEPT_PREFIX}{}", guard.kept);
+        let results = &mut guard.results;
         if results.len() >= MAX_KEPT {
             results.pop_front();
         }
@@ -142,10 +148,10 @@ impl Kept {
     /// `task_id` the kept id, `status` `completed` (how it ended is in the
     /// text's markers and the exit code and signal fields).
     pub(crate) fn read(&self, id: &str) -> Option<Outcome> {
-        let results = self.results.lock().unwrap_or_else(PoisonError::into_inner);
-        let (_, outcome) = results.iter().find(|(kept, _)| kept == id)?;
+        let guard = self.results.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, outcome) = guard.results.iter().find(|(kept, _)| kept == id)?;
         let outcome = outcome.clone();
-        drop(results);
+        drop(guard);
         Some(
             outcome
                 .map(|mut output| {

@@ -445,7 +445,7 @@ fn shared_session(
 ) -> Option<Arc<SessionState>> {
     let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(current) = slot.as_mut() {
-        current.used = current.used.max(clock.now());
+        current.used = clock.now();
         return Some(Arc::clone(&current.state));
     }
     let state = hub.try_open(max, true, Some(token))?;
@@ -889,11 +889,11 @@ impl Gate {
     /// Ends every session idle for longer than `idle` on the awake clock:
     /// a 2025-era session with no request and no call in flight for that
     /// long, a token's shared session with no request.
-    async fn expire(&self, idle: Duration) {
+    fn expire(&self, idle: Duration) {
         let now = self.clock.now();
         let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         for door in &self.doors {
-            for id in door.activity.expired(now, idle) {
+            for id in door.activity.expired(now, idle_ms) {
                 tracing::info!(session = %id, "a session expired after {idle:?} idle");
                 // Closed on a task of its own: a session whose worker is
                 // stuck writing to a client that stopped reading must not
@@ -1024,10 +1024,13 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
         async move {
             let mut tick = tokio::time::interval(super::idle::TICK);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut last = std::time::Instant::now();
             loop {
                 tick.tick().await;
-                gate.clock.advance();
-                gate.expire(idle).await;
+                let now = std::time::Instant::now();
+                gate.clock.advance(now.duration_since(last));
+                last = now;
+                gate.expire(idle);
             }
         }
     });

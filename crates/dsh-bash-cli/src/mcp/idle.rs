@@ -11,25 +11,15 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the reaper advances the clock and looks for idle sessions.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
 
 /// Milliseconds the server has been able to run, as the reaper saw them.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct AwakeClock {
     millis: AtomicU64,
-    last: Mutex<Instant>,
-}
-
-impl Default for AwakeClock {
-    fn default() -> Self {
-        AwakeClock {
-            millis: AtomicU64::new(0),
-            last: Mutex::new(Instant::now()),
-        }
-    }
 }
 
 impl AwakeClock {
@@ -38,15 +28,10 @@ impl AwakeClock {
         self.millis.load(Ordering::Acquire)
     }
 
-    /// Adds the time since the last advance, at most two [`TICK`]s of it
-    /// (the rest was a stall).
-    pub(crate) fn advance(&self) {
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        let ran = now.duration_since(*last).min(2 * TICK);
-        *last = now;
-        drop(last);
-        let ran = u64::try_from(ran.as_millis()).unwrap_or(u64::MAX);
+    /// Adds `ran`, the time since the reaper's last advance, at most two
+    /// [`TICK`]s of it (the rest was a stall).
+    pub(crate) fn advance(&self, ran: Duration) {
+        let ran = u64::try_from(ran.min(2 * TICK).as_millis()).unwrap_or(u64::MAX);
         self.millis.fetch_add(ran, Ordering::AcqRel);
     }
 }
@@ -99,9 +84,8 @@ impl Activity {
     }
 
     /// The sessions with nothing in flight and no request for longer than
-    /// `idle` at `now`, forgotten.
-    pub(crate) fn expired(&self, now: u64, idle: Duration) -> Vec<String> {
-        let idle = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    /// `idle` milliseconds at `now`, forgotten.
+    pub(crate) fn expired(&self, now: u64, idle: u64) -> Vec<String> {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         let gone: Vec<String> = seen
             .iter()
@@ -147,8 +131,7 @@ mod tests {
     #[test]
     fn a_stall_counts_as_two_ticks() {
         let clock = AwakeClock::default();
-        *clock.last.lock().unwrap() = Instant::now() - Duration::from_secs(60);
-        clock.advance();
+        clock.advance(Duration::from_secs(60));
         assert_eq!(clock.now(), 2_000);
     }
 
@@ -158,7 +141,7 @@ mod tests {
             Arc::new(Activity::default()),
             Arc::new(AwakeClock::default()),
         );
-        let idle = Duration::from_secs(10);
+        let idle = 10_000;
         activity.touch("quiet", 0);
         let busy = activity.enter("busy", &clock);
         assert!(

@@ -569,7 +569,8 @@ impl BashServer {
         tracing::warn!(call = %serde_json::to_string(&context.id).unwrap_or_default(), kept = %id,
             "the client went away before the result of a bash call; the result is kept");
         self.state.notices.deliver(&format!(
-            "a bash call's client went away before its result came back; the result is kept as {id}: read it with bash_output (task_id {id}; the newest 16 kept results are kept)"
+            "a bash call's client went away before its result came back; the result is kept as {id}: read it with bash_output (task_id {id}; the newest {} kept results are kept)",
+            departure::MAX_KEPT
         ));
         id
     }
@@ -844,13 +845,13 @@ impl ServerHandler for BashServer {
         let asked_args = deferral.is_some().then(|| args.clone());
         // The tasks extension's results exist from 2026-07-28 on; an
         // earlier session cannot parse them, whatever it declared.
+        let background = args.get("run_in_background") == Some(&Value::Bool(true));
         let as_task = stateless
             && request.name == "bash"
             && context
                 .client_capabilities()
                 .is_some_and(|caps| caps.supports_tasks())
-            && args.get("run_in_background") != Some(&Value::Bool(true));
-        let background = args.get("run_in_background") == Some(&Value::Bool(true));
+            && !background;
         let counted = match self.admit(&request.name) {
             Ok(counted) => counted,
             Err(message) => {

@@ -88,6 +88,24 @@ pub fn as_user(user: User, program: &str) -> Command {
     }
 }
 
+/// `dsh-bash run --sandbox workspace-write --sandbox-backend BACKEND
+/// --workdir WS` as `user`, stdin from `/dev/null`; the caller adds its
+/// flags, `--` and the command.
+pub fn workspace_write(user: User, backend: &str, ws: &Path) -> Command {
+    let mut run = as_user(user, binary().to_str().unwrap());
+    run.args([
+        "run",
+        "--sandbox",
+        "workspace-write",
+        "--sandbox-backend",
+        backend,
+    ])
+    .arg("--workdir")
+    .arg(ws)
+    .stdin(std::process::Stdio::null());
+    run
+}
+
 /// Changes the owner of `path` to `uid` (and its group to the same number).
 pub fn chown(path: &Path, uid: u32) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();

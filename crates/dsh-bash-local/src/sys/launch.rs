@@ -220,6 +220,7 @@ impl Launcher {
 
 /// `clone3`'s arguments (`struct clone_args` of `linux/sched.h`), up to
 /// `cgroup` (Linux 5.7).
+#[cfg(target_arch = "x86_64")]
 #[repr(C)]
 #[derive(Default)]
 struct CloneArgs {
@@ -237,6 +238,7 @@ struct CloneArgs {
 }
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7), as a `clone_args` flag.
+#[cfg(target_arch = "x86_64")]
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// `clone3(args, size)` whose child runs `child(arg)` on the stack
@@ -289,6 +291,7 @@ unsafe fn clone3_on_stack(
 /// Whether `clone3` with `CLONE_INTO_CGROUP` failed here once (a kernel
 /// before 5.7, a seccomp profile that refuses it): then every command
 /// moves itself into its cgroup instead.
+#[cfg(target_arch = "x86_64")]
 static CLONE3_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Clones the child straight into the cgroup `dir`: `clone3` with
@@ -306,14 +309,13 @@ static CLONE3_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
 /// As for `clone` below: `args`, the strings and `stack_top`'s stack stay
 /// valid until the child execs or exits (this thread is suspended until
 /// then); every signal is blocked by the caller.
+#[cfg(target_arch = "x86_64")]
 unsafe fn clone_into_cgroup(
     dir: &std::ffi::CStr,
     args: &ChildArgs,
     stack: (*mut u8, usize),
 ) -> Option<libc::pid_t> {
-    if !cfg!(target_arch = "x86_64")
-        || CLONE3_REFUSED.load(std::sync::atomic::Ordering::Relaxed)
-    {
+    if CLONE3_REFUSED.load(std::sync::atomic::Ordering::Relaxed) {
         return None;
     }
     // SAFETY: open with a NUL-terminated path.
@@ -336,7 +338,6 @@ unsafe fn clone_into_cgroup(
         cgroup: fd.as_raw_fd() as u64,
         ..CloneArgs::default()
     };
-    #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract.
     let pid = unsafe {
         clone3_on_stack(
@@ -345,17 +346,22 @@ unsafe fn clone_into_cgroup(
             args as *const ChildArgs as *mut libc::c_void,
         )
     };
-    #[cfg(not(target_arch = "x86_64"))]
-    let pid: isize = {
-        let _ = (&mut clone_args, args);
-        -1
-    };
     drop(fd);
     if pid > 0 {
         return libc::pid_t::try_from(pid).ok();
     }
     tracing::debug!(errno = -pid, "clone3 into a cgroup refused; commands move themselves into their cgroups");
     CLONE3_REFUSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    None
+}
+
+/// Elsewhere the trampoline is not written: every command moves itself.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clone_into_cgroup(
+    _dir: &std::ffi::CStr,
+    _args: &ChildArgs,
+    _stack: (*mut u8, usize),
+) -> Option<libc::pid_t> {
     None
 }
 

@@ -24,9 +24,8 @@ pub(crate) struct Prepared {
     drop_capabilities: bool,
     no_new_privs: bool,
     landlock: RawFd,
-    /// `landlock_restrict_self` flags.
-    landlock_flags: u32,
-    /// The thread name set just before, if any.
+    /// The thread name set just before, if any (and then the domain logs
+    /// its denials after exec too).
     landlock_name: Option<std::ffi::CString>,
     seccomp: Vec<libc::sock_filter>,
     keep: Vec<RawFd>,
@@ -56,11 +55,6 @@ impl Prepared {
                 .landlock_ruleset
                 .as_ref()
                 .map_or(-1, |fd| fd.as_raw_fd()),
-            landlock_flags: if restriction.landlock_audit_name.is_some() {
-                LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
-            } else {
-                0
-            },
             landlock_name: restriction.landlock_audit_name.clone(),
             seccomp,
             keep: restriction
@@ -227,6 +221,7 @@ pub(crate) unsafe fn apply(prepared: &Prepared) -> Result<(), i32> {
         return Err(errno());
     }
     if prepared.landlock >= 0 {
+        let mut flags = 0u32;
         if let Some(name) = &prepared.landlock_name {
             // SAFETY: prctl reads a NUL-terminated name the parent keeps
             // alive (reading the pointer allocates nothing); it names only
@@ -234,15 +229,10 @@ pub(crate) unsafe fn apply(prepared: &Prepared) -> Result<(), i32> {
             if unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) } != 0 {
                 return Err(errno());
             }
+            flags = LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON;
         }
         // SAFETY: landlock_restrict_self on a ruleset fd the parent keeps open.
-        if unsafe {
-            libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                prepared.landlock,
-                prepared.landlock_flags,
-            )
-        } != 0
+        if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, prepared.landlock, flags) } != 0
         {
             return Err(errno());
         }

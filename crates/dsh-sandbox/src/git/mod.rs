@@ -399,9 +399,14 @@ fn command_paths(root: &Path, worktree: &Path, line: &str) -> Vec<PathBuf> {
 /// (inside `root`), inside `root`: its `.git` directory, or what its `.git`
 /// file points to and that one's common directory.
 fn git_dirs_in(root: &Path, worktree: &Path) -> Vec<PathBuf> {
-    git_dirs_anywhere(worktree)
-        .into_iter()
-        .filter(|dir| dir.starts_with(root) && dir != root)
+    within(root, &git_dirs_anywhere(worktree))
+}
+
+/// Those of `dirs` strictly inside `root`.
+fn within(root: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter()
+        .filter(|dir| dir.starts_with(root) && *dir != root)
+        .cloned()
         .collect()
 }
 
@@ -486,11 +491,7 @@ pub(crate) fn reach(root: &Path) -> Reach {
     // are outside), else the one above it (a package of a monorepo): their
     // config and index name places inside the workspace.
     let anywhere = git_dirs_anywhere(root);
-    let gitdirs: Vec<PathBuf> = anywhere
-        .iter()
-        .filter(|dir| dir.starts_with(root) && *dir != root)
-        .cloned()
-        .collect();
+    let gitdirs = within(root, &anywhere);
     let (worktree, dirs) = if anywhere.is_empty() {
         enclosing(root).unwrap_or_else(|| (root.to_path_buf(), Vec::new()))
     } else {

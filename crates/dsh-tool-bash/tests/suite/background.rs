@@ -8,7 +8,7 @@ use serde_json::json;
 use dsh_bash::BashExecutor;
 use dsh_tool_bash::BashTools;
 
-use super::fixture::{bash, call, ctx, noticed, settled, Recording};
+use super::fixture::{bash, call, ctx, noticed, output_of, settled, Recording};
 
 fn background(command: &str) -> serde_json::Value {
     let mut args = bash(command);
@@ -30,16 +30,12 @@ async fn start_poll_and_kill() {
     assert_eq!(started.structured["task_id"], "bash-1");
     assert_eq!(recording.last().owner.unwrap().as_str(), "s1");
     settled(&recording, "bash-1").await;
-    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
-        .await
-        .unwrap();
+    let read = output_of(&tools, "bash-1", &ctx).await;
     assert_eq!(
         read.text,
         "one\n[stderr]\ntwo\n[status: completed, exit code: 0]"
     );
-    let again = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
-        .await
-        .unwrap();
+    let again = output_of(&tools, "bash-1", &ctx).await;
     assert_eq!(
         again.text,
         "(no new output)\n[status: completed, exit code: 0]"
@@ -52,17 +48,13 @@ async fn start_poll_and_kill() {
     call(&tools, "bash", background("sleep 30"), &ctx)
         .await
         .unwrap();
-    let running = call(&tools, "bash_output", json!({"task_id": "bash-2"}), &ctx)
-        .await
-        .unwrap();
+    let running = output_of(&tools, "bash-2", &ctx).await;
     assert_eq!(running.text, "(no new output)\n[status: running]");
     let kill = call(&tools, "bash_kill", json!({"task_id": "bash-2"}), &ctx)
         .await
         .unwrap();
     assert_eq!(kill.text, "killed background task bash-2");
-    let killed = call(&tools, "bash_output", json!({"task_id": "bash-2"}), &ctx)
-        .await
-        .unwrap();
+    let killed = output_of(&tools, "bash-2", &ctx).await;
     assert_eq!(killed.text, "(no new output)\n[status: killed by SIGTERM]");
 
     let err = call(&tools, "bash_output", json!({"task_id": "bash-9"}), &ctx)
@@ -104,9 +96,7 @@ async fn lossy_reads_name_the_spill_files() {
         .await
         .unwrap();
     settled(&recording, "bash-1").await;
-    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
-        .await
-        .unwrap();
+    let read = output_of(&tools, "bash-1", &ctx).await;
     assert!(
         read.text
             .contains("1000\n[some output was dropped from memory; full output: /"),
@@ -157,9 +147,7 @@ async fn a_task_that_never_started_says_so() {
     args["workdir"] = json!("/no/such/dir");
     call(&tools, "bash", args, &ctx).await.unwrap();
     settled(&recording, "bash-1").await;
-    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &ctx)
-        .await
-        .unwrap();
+    let read = output_of(&tools, "bash-1", &ctx).await;
     assert_eq!(
         read.text,
         "[stderr]\nspawn failed: workdir /no/such/dir does not exist\n[status: failed to start: the command never ran (its stderr says why)]"

@@ -133,6 +133,18 @@ pub async fn call(
     tools.call(name, args, ctx).await
 }
 
+/// `bash_output` of task `id`, which must succeed.
+pub async fn output_of(tools: &BashTools, id: &str, ctx: &CallContext) -> ToolOutput {
+    call(
+        tools,
+        "bash_output",
+        serde_json::json!({"task_id": id}),
+        ctx,
+    )
+    .await
+    .unwrap()
+}
+
 pub fn bash(command: &str) -> Value {
     serde_json::json!({"command": command, "description": "run a test command"})
 }

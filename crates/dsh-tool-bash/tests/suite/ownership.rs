@@ -7,7 +7,7 @@ use serde_json::json;
 use dsh_bash::BashExecutor;
 use dsh_tool_bash::{BashTools, Session};
 
-use super::fixture::{bash, call, ctx, settled, Recording};
+use super::fixture::{bash, call, ctx, output_of, settled, Recording};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_sessions_can_neither_read_nor_kill() {
@@ -72,8 +72,6 @@ async fn unowned_tasks_are_open_to_all() {
     call(&tools, "bash", args, &ctx(None)).await.unwrap();
     settled(&recording, "bash-1").await;
     let anyone = ctx(Some(Arc::new(Session::new("bob", None))));
-    let read = call(&tools, "bash_output", json!({"task_id": "bash-1"}), &anyone)
-        .await
-        .unwrap();
+    let read = output_of(&tools, "bash-1", &anyone).await;
     assert_eq!(read.text, "open\n[status: completed, exit code: 0]");
 }
