@@ -79,3 +79,56 @@ fn a_kept_verdict_is_used_only_when_it_is_ours_and_current() {
         "the link's target was written"
     );
 }
+
+/// As uid 65534 with a temp dir another user can write (here: root, who
+/// plants a verdict with the right key under the unprivileged user's
+/// name): the planted file is not the user's own, so it is ignored and
+/// the backend probed.
+#[test]
+fn a_verdict_planted_by_another_user_is_ignored() {
+    use common::confined::{as_user, base, binary, chown, usable_as_or_skip, User, NOBODY};
+    if !usable_as_or_skip(
+        User::Nobody,
+        &["--sandbox", "read-only"],
+        "a planted probe verdict",
+    ) {
+        return;
+    }
+    let root = base().join("probe-kept");
+    let (tmp, ws) = (root.join("tmp"), root.join("ws"));
+    for dir in [&root, &tmp, &ws] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    for dir in [base(), root.clone()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    chown(&ws, NOBODY);
+    let backend = || {
+        let output = as_user(User::Nobody, binary().to_str().unwrap())
+            .args(["run", "--sandbox", "read-only", "--json", "--workdir"])
+            .arg(&ws)
+            .args(["--", "true"])
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap();
+        let result: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+        result["sandbox"]["backend"].as_str().unwrap().to_owned()
+    };
+    let chosen = backend();
+    let kept = tmp.join(format!("dsh-bash-probe-{NOBODY}"));
+    let line = std::fs::read_to_string(&kept).expect("the verdict is kept");
+    let (key, _) = line.trim_end().rsplit_once(" => ").unwrap();
+    let planted = if chosen == "bwrap" {
+        "landlock 7"
+    } else {
+        "bwrap"
+    };
+    std::fs::remove_file(&kept).unwrap();
+    // Root's file, readable by all, naming the other backend.
+    std::fs::write(&kept, format!("{key} => {planted}\n")).unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(backend(), chosen, "a verdict planted by root was used");
+    let _ = std::fs::remove_dir_all(base());
+}
