@@ -173,11 +173,12 @@ impl CgroupHost {
         &self.dir
     }
 
-    /// Kills what no command cgroup holds: processes a command moved into
-    /// the parent cgroup itself or into a cgroup it made beside its own.
-    /// Returns how many were found. Blocking (cgroupfs).
-    pub(crate) fn stop_strays(&self) -> usize {
-        let mut strays = 0;
+    /// Finds what no command cgroup holds: processes a command moved into
+    /// the parent cgroup itself (SIGKILLed here, each through a pidfd) and
+    /// cgroups it made beside its own (returned, to be killed and removed
+    /// by [`Strays::remove`], which blocks). Reads only.
+    pub(crate) fn strays(&self) -> Strays {
+        let mut killed = 0;
         for pid in fs::read_to_string(self.dir.join("cgroup.procs"))
             .unwrap_or_default()
             .lines()
@@ -185,9 +186,10 @@ impl CgroupHost {
         {
             if let Ok(fd) = sys::pidfd_open(pid) {
                 sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
-                strays += 1;
+                killed += 1;
             }
         }
+        let mut cgroups = Vec::new();
         if let Ok(entries) = fs::read_dir(&self.dir) {
             for entry in entries.filter_map(Result::ok) {
                 let name = entry.file_name();
@@ -195,19 +197,17 @@ impl CgroupHost {
                     .to_str()
                     .and_then(|n| n.strip_prefix("cmd-"))
                     .is_some_and(|n| n.parse::<u64>().is_ok());
-                if ours || !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    continue;
+                if !ours && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    let dir = entry.path();
+                    killed += pids_below(&dir).len();
+                    cgroups.push(dir);
                 }
-                let dir = entry.path();
-                strays += pids_below(&dir).len();
-                let _ = fs::write(dir.join("cgroup.kill"), "1");
-                remove_tree(&dir);
             }
         }
-        if strays > 0 {
-            tracing::warn!(strays, "processes had left their command's cgroup; killed");
+        if killed > 0 {
+            tracing::warn!(strays = killed, "processes had left their command's cgroup; killed");
         }
-        strays
+        Strays { killed, cgroups }
     }
 
     /// A new, empty cgroup for one command, with the paths the child enters
@@ -226,6 +226,28 @@ impl CgroupHost {
                 let _ = fs::remove_dir(&path);
                 Err(err)
             }
+        }
+    }
+}
+
+/// What had left its command's cgroup within the host's parent.
+pub(crate) struct Strays {
+    killed: usize,
+    /// Cgroups a command made beside its own.
+    pub(crate) cgroups: Vec<PathBuf>,
+}
+
+impl Strays {
+    /// How many processes were found.
+    pub(crate) fn count(&self) -> usize {
+        self.killed
+    }
+
+    /// Kills and removes the foreign cgroups. Blocking (cgroupfs).
+    pub(crate) fn remove(self) {
+        for dir in self.cgroups {
+            let _ = fs::write(dir.join("cgroup.kill"), "1");
+            remove_tree(&dir);
         }
     }
 }
@@ -312,6 +334,27 @@ impl CommandCgroup {
         }
     }
 
+    /// [`CommandCgroup::kill`] on a blocking thread: the write takes the
+    /// kernel's cgroup mutex, which another cgroup operation may hold.
+    pub(crate) async fn kill_off_thread(&self) {
+        let path = self.path.join("cgroup.kill");
+        let killed = tokio::task::spawn_blocking(move || {
+            File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(b"1"))
+        })
+        .await;
+        match killed {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(%err, cgroup = %self.path.display(), "cgroup.kill failed");
+            }
+            // The blocking pool is gone (the runtime shuts down): in place.
+            Err(_) => self.kill(),
+        }
+    }
+
     /// SIGKILLs everything in the cgroup at once (`cgroup.kill`).
     pub(crate) fn kill(&self) {
         if let Err(err) = File::options()
@@ -341,10 +384,9 @@ impl CommandCgroup {
     }
 
     /// Stops everything still inside: SIGTERM (and SIGCONT), until
-    /// `grace_over` for the cgroup to empty, then `cgroup.kill`; returns once it is
-    /// empty (bounded: a process stuck in the kernel is logged) and removes
-    /// it.
-    pub(crate) async fn stop(self, grace_over: impl std::future::Future<Output = ()>) {
+    /// `grace_over` for the cgroup to empty, then `cgroup.kill`; returns
+    /// once it is empty (bounded: a process stuck in the kernel is logged).
+    pub(crate) async fn stop(&self, grace_over: impl std::future::Future<Output = ()>) {
         if self.populated() {
             self.signal_all(libc::SIGTERM);
             self.signal_all(libc::SIGCONT);
@@ -353,17 +395,17 @@ impl CommandCgroup {
                 () = grace_over => false,
             };
             if !emptied {
-                self.kill();
+                self.kill_off_thread().await;
                 if !self.emptied(Duration::from_secs(10)).await {
                     tracing::warn!(cgroup = %self.path.display(), "processes survived cgroup.kill for 10 s");
                 }
             }
         }
-        self.remove();
     }
 
     /// Removes the (empty) cgroup and any sub-cgroups the command made; a
-    /// populated one is killed first.
+    /// populated one is killed first. Blocking (cgroupfs): the spawner
+    /// threads run it (`spawn::remove`).
     pub(crate) fn remove(mut self) {
         if self.populated() {
             self.kill();

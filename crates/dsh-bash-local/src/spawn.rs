@@ -40,6 +40,7 @@ pub(crate) struct Spawned {
 enum Job {
     Spawn(Box<Launch>, oneshot::Sender<io::Result<Spawned>>),
     Release(libc::pid_t),
+    Remove(CommandCgroup),
 }
 
 /// How many permanent spawner threads fork in parallel.
@@ -105,6 +106,7 @@ fn serve(queue: mpsc::Receiver<Job>) {
                 }
             }
             Job::Release(pgid) => watchdog::forget(pgid),
+            Job::Remove(cgroup) => cgroup.remove(),
         }
     }
 }
@@ -158,5 +160,14 @@ pub(crate) async fn spawn(launch: Launch) -> io::Result<Spawned> {
 pub(crate) fn release(pgid: libc::pid_t) {
     if let Ok(spawners) = spawners() {
         let _ = spawners.send(Job::Release(pgid));
+    }
+}
+
+/// Removes a settled command's cgroup on a spawner thread (cgroupfs
+/// blocks on the kernel's cgroup mutex; no runtime thread waits for it).
+/// Where no spawner runs, the cgroup's drop removes it in place.
+pub(crate) fn remove(cgroup: CommandCgroup) {
+    if let Ok(spawners) = spawners() {
+        let _ = spawners.send(Job::Remove(cgroup));
     }
 }

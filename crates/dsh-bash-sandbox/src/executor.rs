@@ -136,6 +136,44 @@ impl Drop for Leftovers {
     }
 }
 
+/// A command's private TMPDIR. Making it (and sweeping dead owners'
+/// ones, the first time) touches the file system: off the runtime threads.
+async fn private_tmp(mode: SandboxMode) -> Result<PrivateTmp, BashError> {
+    let made = tokio::task::spawn_blocking(PrivateTmp::create)
+        .await
+        .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())));
+    made.map_err(|err| {
+        SandboxUnavailable::new(
+            mode,
+            Some(format!("cannot create the command's private TMPDIR: {err}")),
+        )
+        .into()
+    })
+}
+
+/// A wrapping runner (bubblewrap) is an ordinary dynamically linked
+/// program started with the command's environment: what its loader or C
+/// library acts on would run before any sandbox exists, so a request
+/// naming such a variable is refused.
+fn runner_env(spec: &BashExecSpec, confinement: &Confinement) -> Result<(), BashError> {
+    if confinement.runner_report.is_none() {
+        return Ok(());
+    }
+    let Some(name) = spec
+        .env
+        .iter()
+        .flat_map(|env| env.keys())
+        .find(|name| acts_before_the_sandbox(name))
+    else {
+        return Ok(());
+    };
+    let backend = &confinement.backend;
+    Err(BashError::EnvRefused {
+        name: name.clone(),
+        why: format!("{backend} would act on it before the sandbox exists; set it inside the command instead (`{name}=… program`)"),
+    })
+}
+
 /// Cleans a command's leftovers on the blocking pool, tracked so shutdown
 /// waits for it.
 fn discard(cleanups: &TaskTracker, leftovers: Leftovers) {
@@ -347,18 +385,7 @@ impl SandboxBashExecutor {
             return Err(SandboxUnavailable::new(mode, Some(why.clone())).into());
         }
         let private_tmp = if mode == SandboxMode::WorkspaceWrite {
-            // Making it (and sweeping dead owners' ones, the first time)
-            // touches the file system: off the runtime threads.
-            let made = tokio::task::spawn_blocking(PrivateTmp::create)
-                .await
-                .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())));
-            let dir = made.map_err(|err| {
-                SandboxUnavailable::new(
-                    mode,
-                    Some(format!("cannot create the command's private TMPDIR: {err}")),
-                )
-            })?;
-            Some(dir)
+            Some(private_tmp(mode).await?)
         } else {
             None
         };
@@ -390,29 +417,10 @@ impl SandboxBashExecutor {
                 return Err(refused.into());
             }
         };
-        // A wrapping runner (bubblewrap) is an ordinary dynamically linked
-        // program started with the command's environment: what its loader
-        // or C library acts on would run before any sandbox exists.
-        if confinement.runner_report.is_some() {
-            if let Some(name) = spec
-                .env
-                .iter()
-                .flat_map(|env| env.keys())
-                .find(|name| acts_before_the_sandbox(name))
-            {
-                let backend = confinement.backend;
-                discard(
-                    &self.cleanups,
-                    Leftovers {
-                        private_tmp,
-                        held: std::mem::take(&mut confinement.held),
-                    },
-                );
-                return Err(BashError::EnvRefused {
-                    name: name.clone(),
-                    why: format!("{backend} would act on it before the sandbox exists; set it inside the command instead (`{name}=… program`)"),
-                });
-            }
+        if let Err(refused) = runner_env(spec, &confinement) {
+            let held = std::mem::take(&mut confinement.held);
+            discard(&self.cleanups, Leftovers { private_tmp, held });
+            return Err(refused);
         }
         let held = std::mem::take(&mut confinement.held);
         let (tree_alive, gone) = tokio::sync::oneshot::channel::<()>();

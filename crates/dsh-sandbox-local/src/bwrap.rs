@@ -485,7 +485,7 @@ mod tests {
     use dsh_sandbox::Workspace;
 
     #[test]
-    fn profiles_isolate_and_bind_through_handles() {
+    fn a_read_only_profile_isolates_and_binds_the_workspace_by_handle() {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Workspace::open(dir.path()).unwrap();
         let read_only = SandboxPolicy {
@@ -528,7 +528,12 @@ mod tests {
                 "/tmp/dsh-bash-spill".into()
             ]));
         assert_eq!(text.last().map(String::as_str), Some("--"));
+    }
 
+    #[test]
+    fn protected_paths_are_bound_read_only_from_handles_under_pinned_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::open(dir.path()).unwrap();
         let tmp = dir.path().join("tmp");
         std::fs::create_dir(dir.path().join(".vscode")).unwrap();
         std::fs::write(dir.path().join(".bashrc"), "").unwrap();

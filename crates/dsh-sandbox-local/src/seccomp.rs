@@ -207,50 +207,51 @@ pub(crate) fn foreign_families() -> Option<Vec<BpfInstruction>> {
     compile(rules)
 }
 
-fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<BTreeMap<i64, Vec<SeccompRule>>> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let unconditional = [
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_setxattr,
-        libc::SYS_lsetxattr,
-        libc::SYS_fsetxattr,
-        libc::SYS_removexattr,
-        libc::SYS_lremovexattr,
-        libc::SYS_fremovexattr,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_keyctl,
-        libc::SYS_bpf,
-        libc::SYS_perf_event_open,
-        libc::SYS_msgget,
-        libc::SYS_msgsnd,
-        libc::SYS_msgrcv,
-        libc::SYS_msgctl,
-        libc::SYS_semget,
-        libc::SYS_semop,
-        libc::SYS_semtimedop,
-        libc::SYS_semctl,
-        libc::SYS_shmget,
-        libc::SYS_shmat,
-        libc::SYS_shmdt,
-        libc::SYS_shmctl,
-        libc::SYS_mq_open,
-        libc::SYS_mq_unlink,
-        libc::SYS_mq_timedsend,
-        libc::SYS_mq_timedreceive,
-        libc::SYS_mq_notify,
-        libc::SYS_mq_getsetattr,
-    ];
-    for nr in unconditional {
-        rules.insert(nr, always());
-    }
-    rules.insert(SYS_SETXATTRAT, always());
-    rules.insert(SYS_REMOVEXATTRAT, always());
+/// Calls refused whatever their arguments: io_uring (it bypasses the
+/// filter), tracing and reading other processes, extended attributes,
+/// keyrings, BPF and perf, System V and POSIX IPC.
+const UNCONDITIONAL: [i64; 35] = [
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_keyctl,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmdt,
+    libc::SYS_shmctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
+
+type Rules = BTreeMap<i64, Vec<SeccompRule>>;
+
+/// Scheduling and resource calls allowed on the caller itself only.
+fn self_only(rules: &mut Rules) -> Option<()> {
     rules.insert(libc::SYS_prlimit64, not_self(0)?);
     // setpriority(PRIO_USER, 0, ..) and ioprio_set(IOPRIO_WHO_USER, 0, ..)
     // mean "every process of my user": refused whatever `who` says.
@@ -268,6 +269,17 @@ fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<BTreeMap<i64, Vec<
     ] {
         rules.insert(nr, not_self(0)?);
     }
+    Some(())
+}
+
+fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<Rules> {
+    let mut rules: Rules = BTreeMap::new();
+    for nr in UNCONDITIONAL {
+        rules.insert(nr, always());
+    }
+    rules.insert(SYS_SETXATTRAT, always());
+    rules.insert(SYS_REMOVEXATTRAT, always());
+    self_only(&mut rules)?;
     rules.insert(libc::SYS_mknodat, device_node(2)?);
     rules.insert(libc::SYS_ioctl, filesystem_ioctls()?);
     if network == NetworkPolicy::Off {
@@ -286,38 +298,44 @@ fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<BTreeMap<i64, Vec<
         }
     }
     #[cfg(target_arch = "x86_64")]
-    {
-        rules.insert(libc::SYS_mknod, device_node(1)?);
-        if mode == SandboxMode::ReadOnly {
-            for nr in [
-                libc::SYS_chmod,
-                libc::SYS_chown,
-                libc::SYS_lchown,
-                libc::SYS_utime,
-                libc::SYS_utimes,
-                libc::SYS_futimesat,
-            ] {
-                rules.insert(nr, always());
-            }
-        }
-        // The same calls through the x32 ABI, where the kernel serves it:
-        // the same numbers with the x32 bit, plus the x32-only numbers of
-        // ioctl (514), ptrace (521), mq_notify (527), process_vm_readv (539)
-        // and process_vm_writev (540).
-        if !x32_served() {
-            return Some(rules);
-        }
-        let native: Vec<(i64, Vec<SeccompRule>)> =
-            rules.iter().map(|(nr, r)| (nr | X32, r.clone())).collect();
-        rules.extend(native);
-        if let Some(ioctl) = rules.get(&libc::SYS_ioctl).cloned() {
-            rules.insert(514 | X32, ioctl);
-        }
-        for nr in [521, 527, 539, 540] {
-            rules.insert(nr | X32, always());
+    legacy_and_x32(&mut rules, mode)?;
+    Some(rules)
+}
+
+/// x86_64's older calls, and every rule again through the x32 ABI where
+/// the kernel serves it.
+#[cfg(target_arch = "x86_64")]
+fn legacy_and_x32(rules: &mut Rules, mode: SandboxMode) -> Option<()> {
+    rules.insert(libc::SYS_mknod, device_node(1)?);
+    if mode == SandboxMode::ReadOnly {
+        for nr in [
+            libc::SYS_chmod,
+            libc::SYS_chown,
+            libc::SYS_lchown,
+            libc::SYS_utime,
+            libc::SYS_utimes,
+            libc::SYS_futimesat,
+        ] {
+            rules.insert(nr, always());
         }
     }
-    Some(rules)
+    // The same calls through the x32 ABI, where the kernel serves it: the
+    // same numbers with the x32 bit, plus the x32-only numbers of ioctl
+    // (514), ptrace (521), mq_notify (527), process_vm_readv (539) and
+    // process_vm_writev (540).
+    if !x32_served() {
+        return Some(());
+    }
+    let native: Vec<(i64, Vec<SeccompRule>)> =
+        rules.iter().map(|(nr, r)| (nr | X32, r.clone())).collect();
+    rules.extend(native);
+    if let Some(ioctl) = rules.get(&libc::SYS_ioctl).cloned() {
+        rules.insert(514 | X32, ioctl);
+    }
+    for nr in [521, 527, 539, 540] {
+        rules.insert(nr | X32, always());
+    }
+    Some(())
 }
 
 /// The filter for `mode` and `network` on this architecture; `None` where

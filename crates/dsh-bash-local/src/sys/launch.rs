@@ -365,6 +365,47 @@ unsafe fn clone_into_cgroup(
     None
 }
 
+/// The C strings a child execs with, and the pointer arrays over them.
+struct ExecStrings {
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    cwd: CString,
+    /// Owns what `argv` and `envp` point into.
+    _owned: (Vec<CString>, Vec<CString>),
+}
+
+impl ExecStrings {
+    fn new(launch: &Launch) -> io::Result<ExecStrings> {
+        let mut argv_owned = vec![cstring(launch.program.as_os_str().as_bytes())?];
+        for arg in &launch.args {
+            argv_owned.push(cstring(arg.as_bytes())?);
+        }
+        let envp_owned = launch
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut entry = k.as_bytes().to_vec();
+                entry.push(b'=');
+                entry.extend_from_slice(v.as_bytes());
+                cstring(&entry)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let pointers = |owned: &[CString]| -> Vec<*const libc::c_char> {
+            owned
+                .iter()
+                .map(|c| c.as_ptr())
+                .chain([std::ptr::null()])
+                .collect()
+        };
+        Ok(ExecStrings {
+            argv: pointers(&argv_owned),
+            envp: pointers(&envp_owned),
+            cwd: cstring(OsStr::new(&launch.workdir).as_bytes())?,
+            _owned: (argv_owned, envp_owned),
+        })
+    }
+}
+
 /// Starts `launch` in a new process, inside `cgroup` (if any) before exec
 /// (cloned into it where the kernel can, else moving itself there); its
 /// pid and our ends of its pipes. The calling thread is the child's parent
@@ -375,33 +416,8 @@ pub(crate) fn launch(
     launcher: &mut Launcher,
 ) -> io::Result<(libc::pid_t, Pipes)> {
     let path = launcher.path_of(&launch.program, &launch.env)?;
-    let mut argv_owned = vec![cstring(launch.program.as_os_str().as_bytes())?];
-    for arg in &launch.args {
-        argv_owned.push(cstring(arg.as_bytes())?);
-    }
-    let envp_owned = launch
-        .env
-        .iter()
-        .map(|(k, v)| {
-            let mut entry = k.as_bytes().to_vec();
-            entry.push(b'=');
-            entry.extend_from_slice(v.as_bytes());
-            cstring(&entry)
-        })
-        .collect::<io::Result<Vec<_>>>()?;
-    let argv: Vec<*const libc::c_char> = argv_owned
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
-    let envp: Vec<*const libc::c_char> = envp_owned
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
-    let cwd = cstring(OsStr::new(&launch.workdir).as_bytes())?;
+    let strings = ExecStrings::new(launch)?;
     let restriction = Prepared::new(&launch.restriction);
-
     let (stdin_read, stdin_write) = if launch.piped_stdin {
         let (r, w) = pipe()?;
         (r, Some(w))
@@ -413,9 +429,9 @@ pub(crate) fn launch(
     let (report_read, report_write) = pipe()?;
     let mut args = ChildArgs {
         path: path.as_ptr(),
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
-        cwd: cwd.as_ptr(),
+        argv: strings.argv.as_ptr(),
+        envp: strings.envp.as_ptr(),
+        cwd: strings.cwd.as_ptr(),
         stdio: [
             stdin_read.as_raw_fd(),
             stdout_write.as_raw_fd(),
@@ -426,76 +442,15 @@ pub(crate) fn launch(
         restriction: &restriction as *const Prepared,
         cgroup: std::ptr::null(),
     };
-    let stack_top = {
-        let len = launcher.stack.len();
-        // 16-byte aligned top of the stack buffer.
-        let top = launcher.stack.as_mut_ptr().wrapping_add(len) as usize & !15;
-        top as *mut libc::c_void
-    };
-
-    let mut previous = MaybeUninit::<libc::sigset_t>::zeroed();
-    // SAFETY: block every signal around the clone so no handler runs in the
-    // child on shared memory; restored right after.
-    unsafe {
-        let mut all = MaybeUninit::<libc::sigset_t>::zeroed();
-        libc::sigfillset(all.as_mut_ptr());
-        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), previous.as_mut_ptr());
-    }
-    let stack = {
-        let base = launcher.stack.as_mut_ptr();
-        (base, stack_top as usize - base as usize)
-    };
-    // SAFETY: CLONE_VM|CLONE_VFORK suspends this thread until the child
-    // execs or exits; `args`, the strings and the stack outlive that;
-    // signals are blocked.
-    let cloned = cgroup
-        .as_ref()
-        .and_then(|entry| unsafe { clone_into_cgroup(entry.dir, &args, stack) });
-    let (pid, clone_error) = match cloned {
-        Some(pid) => (pid, io::Error::from_raw_os_error(0)),
-        None => {
-            if let Some(entry) = &cgroup {
-                args.cgroup = entry.procs.as_ptr();
-            }
-            // SAFETY: CLONE_VM|CLONE_VFORK suspends this thread until the
-            // child execs or exits; `args`, the strings and the stack
-            // outlive that. The child only makes async-signal-safe
-            // syscalls (see `child`).
-            let pid = unsafe {
-                libc::clone(
-                    child,
-                    stack_top,
-                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                    &args as *const ChildArgs as *mut libc::c_void,
-                )
-            };
-            (pid, io::Error::last_os_error())
-        }
-    };
-    // SAFETY: restoring the mask saved above.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, previous.as_ptr(), std::ptr::null_mut());
-    }
-    if pid < 0 {
-        return Err(clone_error);
-    }
+    // SAFETY: `args` points into `strings`, `path` and `restriction`, which
+    // outlive the call; the child's end of every pipe stays open until it
+    // returns.
+    let pid = unsafe { clone_child(&mut args, cgroup.as_ref(), &mut launcher.stack) }?;
     drop((stdin_read, stdout_write, stderr_write, report_write));
-    let mut bytes = [0u8; 4];
-    // SAFETY: read into a stack buffer from the report pipe we own.
-    let n = unsafe {
-        libc::read(
-            report_read.as_raw_fd(),
-            bytes.as_mut_ptr().cast(),
-            bytes.len(),
-        )
-    };
-    if n == 4 {
-        let mut status = 0;
-        // SAFETY: reap the child that failed before exec.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+    if let Some(errno) = exec_failure(&report_read, pid) {
         // The program may have moved: resolve it afresh next time.
         launcher.resolved = None;
-        return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(bytes)));
+        return Err(io::Error::from_raw_os_error(errno));
     }
     Ok((
         pid,
@@ -505,4 +460,79 @@ pub(crate) fn launch(
             stderr: stderr_read,
         },
     ))
+}
+
+/// Clones the child that runs [`child`] with `args` on `stack`, into the
+/// cgroup's directory where the kernel can (else `args` tells it to move
+/// itself through `cgroup.procs`), with every signal blocked around it.
+///
+/// # Safety
+///
+/// Everything `args` points to must stay valid until this returns (the
+/// child runs on our memory until it execs or exits: `CLONE_VFORK`
+/// suspends this thread until then).
+unsafe fn clone_child(
+    args: &mut ChildArgs,
+    cgroup: Option<&crate::cgroup::Entry<'_>>,
+    stack: &mut [u8],
+) -> io::Result<libc::pid_t> {
+    let base = stack.as_mut_ptr();
+    // 16-byte aligned top of the stack buffer.
+    let top = base.wrapping_add(stack.len()) as usize & !15;
+    let mut previous = MaybeUninit::<libc::sigset_t>::zeroed();
+    // SAFETY: block every signal around the clone so no handler runs in the
+    // child on shared memory; restored right after.
+    unsafe {
+        let mut all = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigfillset(all.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), previous.as_mut_ptr());
+    }
+    // SAFETY: CLONE_VM|CLONE_VFORK suspends this thread until the child
+    // execs or exits; the caller keeps `args` valid that long; signals are
+    // blocked.
+    let cloned = cgroup
+        .and_then(|entry| unsafe { clone_into_cgroup(entry.dir, args, (base, top - base as usize)) });
+    let pid = match cloned {
+        Some(pid) => Ok(pid),
+        None => {
+            if let Some(entry) = cgroup {
+                args.cgroup = entry.procs.as_ptr();
+            }
+            // SAFETY: as above; the child only makes async-signal-safe
+            // syscalls (see `child`).
+            let pid = unsafe {
+                libc::clone(
+                    child,
+                    top as *mut libc::c_void,
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    args as *mut ChildArgs as *mut libc::c_void,
+                )
+            };
+            if pid < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(pid)
+            }
+        }
+    };
+    // SAFETY: restoring the mask saved above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, previous.as_ptr(), std::ptr::null_mut());
+    }
+    pid
+}
+
+/// The errno a child reported before it could exec (it is reaped then),
+/// or `None` once its report pipe closed at exec.
+fn exec_failure(report: &OwnedFd, pid: libc::pid_t) -> Option<i32> {
+    let mut bytes = [0u8; 4];
+    // SAFETY: read into a stack buffer from the report pipe we own.
+    let n = unsafe { libc::read(report.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+    if n != 4 {
+        return None;
+    }
+    let mut status = 0;
+    // SAFETY: reap the child that failed before exec.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    Some(i32::from_ne_bytes(bytes))
 }
