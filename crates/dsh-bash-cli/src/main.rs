@@ -17,7 +17,6 @@ use clap::{Parser, Subcommand};
 mod compose;
 mod mcp;
 mod run;
-mod wire;
 
 /// Exit status for "the command could not run at all".
 const COULD_NOT_RUN: u8 = 125;

@@ -32,28 +32,6 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
-/// Stops `cancel` on Ctrl-C or SIGTERM.
-pub fn cancel_on_interrupt(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        // SIGHUP too: a closed terminal would otherwise kill this process
-        // outright, leaving the commands' temporary directories and
-        // protected-path stand-ins behind.
-        let (Ok(mut term), Ok(mut hangup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) else {
-            return;
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-            _ = hangup.recv() => {}
-        }
-        cancel.cancel();
-    })
-}
-
 /// Runs the command; the exit code mirrors the command's.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let executor = compose::executor(&args.executor, compose::local_config(&args.executor))?;
@@ -67,7 +45,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec = executor.resolve(request)?;
 
     // Ctrl-C or SIGTERM stops the command (the whole tree) before we exit.
-    let interrupts = cancel_on_interrupt(cancel);
+    let interrupts = dsh_bash_mcp::stop_on_signals(cancel);
     let result = executor.run(spec).await;
     interrupts.abort();
     executor.shutdown().await;

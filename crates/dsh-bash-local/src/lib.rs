@@ -30,7 +30,7 @@
 //! # A foreground call, end to end
 //!
 //! ```text
-//! MCP tools/call "bash"   dsh-bash-cli  mcp/mod.rs    BashServer::call_tool
+//! MCP tools/call "bash"   dsh-bash-mcp  lib.rs        BashServer::call_tool
 //!   -> BashTools::call    dsh-tool-bash tools.rs      arguments, escalation, owner
 //!   -> BashExecutor::run  (a sandboxing executor first turns its policy into an Invocation)
 //!   -> foreground         executor.rs   Invocation -> Launch (argv, env, restriction)

@@ -29,7 +29,6 @@ use std::convert::Infallible;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -115,49 +114,52 @@ impl Routing<'_> {
 /// The shortest token accepted from a file or the environment.
 const MIN_TOKEN_LEN: usize = 16;
 
-/// Arguments of `mcp` that only matter with `--listen`.
-#[derive(clap::Args)]
-pub struct HttpArgs {
+/// How the HTTP server is gated: its tokens, the origins and hosts it
+/// answers, its session and connection caps. The `dsh-bash` binary's
+/// flags of the same names (with the `clap` feature).
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct HttpOptions {
     /// Bearer tokens, one per line (`#` starts a comment); the file must not
     /// be readable by group or others. A file that does not exist is
     /// created with one generated token (mode 0600). Without this option
     /// the token comes from $DSH_BASH_TOKEN, else it is generated, written
     /// to a private file and printed once on stderr.
-    #[arg(long, value_name = "FILE")]
-    token_file: Option<PathBuf>,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE"))]
+    pub token_file: Option<PathBuf>,
     /// A browser origin allowed to call the server (`https://app.example:443`;
     /// repeatable). A request with any other `Origin` header is refused (403);
     /// requests without one (non-browser clients) are not affected.
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
-    allow_origin: Vec<String>,
+    #[cfg_attr(feature = "clap", arg(long = "allow-origin", value_name = "ORIGIN"))]
+    pub allow_origin: Vec<String>,
     /// A `Host` the server answers to besides the loopback names
     /// (repeatable; `example.com` or `example.com:8700`). On a non-loopback
     /// address without it, any `Host` is accepted.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    allow_host: Vec<String>,
+    #[cfg_attr(feature = "clap", arg(long = "allow-host", value_name = "HOST"))]
+    pub allow_host: Vec<String>,
     /// Sessions alive at once, over all tokens; past it a new session is
     /// refused with 503.
-    #[arg(long, value_name = "N", default_value_t = 64)]
-    max_sessions: usize,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 64))]
+    pub max_sessions: usize,
     /// Sessions one token may have alive at once (so one client cannot
     /// take every session); past it 503.
-    #[arg(long, value_name = "N", default_value_t = 16)]
-    max_sessions_per_token: usize,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 16))]
+    pub max_sessions_per_token: usize,
     /// Let a client approve a call's wider sandbox mode or network (the
     /// `bash` tool's `sandbox_permissions` and `network`). Off by default:
     /// over HTTP the client answering the question is whoever holds a
     /// token, so the server's --sandbox is a ceiling unless this is given.
-    #[arg(long)]
-    allow_escalation: bool,
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub allow_escalation: bool,
     /// Connections open at once; past it new ones wait to be accepted (so
     /// idle connections cannot exhaust the server's descriptors).
-    #[arg(long, value_name = "N", default_value_t = 512)]
-    max_connections: usize,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N", default_value_t = 512))]
+    pub max_connections: usize,
     /// Seconds without a request after which a session expires and its
     /// commands are stopped (raised to the longest timeout plus 10 s, so a
     /// foreground call in flight never outlives its session).
-    #[arg(long, value_name = "SECS", default_value_t = 1800)]
-    idle_timeout: u64,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "SECS", default_value_t = 1800))]
+    pub idle_timeout: u64,
 }
 
 /// A bearer token, compared in constant time.
@@ -191,14 +193,32 @@ fn generate_token() -> String {
 impl Listening {
     /// The file holding the tokens, if one does: what confined commands
     /// must not read.
-    pub(crate) fn token_file(&self) -> Option<&Path> {
+    pub fn token_file(&self) -> Option<&Path> {
         self.token_file.as_deref()
     }
 }
 
-impl HttpArgs {
+impl Default for HttpOptions {
+    /// The binary's defaults: tokens from `$DSH_BASH_TOKEN` or generated,
+    /// loopback hosts only, 64 sessions (16 per token), 512 connections,
+    /// sessions idle for 30 minutes expire, no escalation.
+    fn default() -> Self {
+        HttpOptions {
+            token_file: None,
+            allow_origin: Vec::new(),
+            allow_host: Vec::new(),
+            max_sessions: 64,
+            max_sessions_per_token: 16,
+            allow_escalation: false,
+            max_connections: 512,
+            idle_timeout: 1800,
+        }
+    }
+}
+
+impl HttpOptions {
     /// Whether clients may approve escalations (`--allow-escalation`).
-    pub(crate) fn allows_escalation(&self) -> bool {
+    pub fn allows_escalation(&self) -> bool {
         self.allow_escalation
     }
 }
@@ -241,7 +261,7 @@ fn write_new_token(path: &Path, token: &str) -> anyhow::Result<()> {
 
 /// The configured tokens, where they came from, and the file that holds
 /// them (canonical), if one does.
-fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource, Option<PathBuf>)> {
+fn load_tokens(args: &HttpOptions) -> anyhow::Result<(Vec<Token>, TokenSource, Option<PathBuf>)> {
     let (tokens, source) = read_tokens(args)?;
     let file = match source {
         TokenSource::File => args.token_file.clone(),
@@ -252,7 +272,7 @@ fn load_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource, Opti
     Ok((tokens, source, file))
 }
 
-fn read_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
+fn read_tokens(args: &HttpOptions) -> anyhow::Result<(Vec<Token>, TokenSource)> {
     if let Some(path) = &args.token_file {
         // Opened once: the mode checked is the mode of the file read.
         return match std::fs::File::open(path) {
@@ -336,7 +356,7 @@ fn read_tokens(args: &HttpArgs) -> anyhow::Result<(Vec<Token>, TokenSource)> {
 }
 
 /// A checked `--listen`: the address, its tokens and its policy.
-pub(crate) struct Listening {
+pub struct Listening {
     address: SocketAddr,
     tokens: Vec<Token>,
     /// The file the tokens were read from, canonical (a secret no command
@@ -352,9 +372,9 @@ pub(crate) struct Listening {
 
 impl Listening {
     /// Checks the options and loads (or makes) the tokens.
-    pub(crate) fn prepare(
+    pub fn prepare(
         address: SocketAddr,
-        args: &HttpArgs,
+        args: &HttpOptions,
         max_timeout: Duration,
     ) -> anyhow::Result<Self> {
         if args.max_sessions == 0 {
@@ -927,13 +947,13 @@ impl Gate {
 
 /// Serves until SIGTERM, SIGINT or SIGHUP: then stops accepting, ends every
 /// session, stops every command and returns.
-pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result<ExitCode> {
+pub async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listening.address)
         .await
         .with_context(|| format!("cannot listen on {}", listening.address))?;
     let bound = listener.local_addr()?;
     let stop = CancellationToken::new();
-    let interrupts = crate::run::cancel_on_interrupt(stop.clone());
+    let interrupts = crate::stop_on_signals(stop.clone());
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .disable_allowed_origins();
@@ -1098,7 +1118,7 @@ pub(crate) async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result
     gate.close();
     hub.executor().shutdown().await;
     connections.abort_all();
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 #[cfg(test)]

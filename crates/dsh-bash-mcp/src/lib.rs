@@ -1,5 +1,6 @@
-//! `dsh-bash mcp`: the tools over the Model Context Protocol, on stdio or
-//! (`--listen`, see [`http`]) over Streamable HTTP.
+//! The bash tools over the Model Context Protocol, on stdio or over
+//! Streamable HTTP (see [`http`]): the server of `dsh-bash mcp`, as a
+//! library any Rust program can serve.
 //!
 //! On stdio one connection is one session (its own owner token and cwd).
 //! A session may run at most `--max-commands` commands at once. Calls
@@ -22,6 +23,23 @@
 //! kills a foreground command; a progress token gets a heartbeat while it
 //! runs. Closing stdin, SIGTERM or SIGINT stops every command before the
 //! process exits.
+//!
+//! # Example
+//!
+//! Serving the tools of a local executor on stdin/stdout:
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+//! use dsh_bash_mcp::Hub;
+//!
+//! # async fn serve() -> anyhow::Result<()> {
+//! let executor = Arc::new(LocalBashExecutor::new(LocalConfig::default())?);
+//! let (timeout, max_timeout) = (Duration::from_secs(120), Duration::from_secs(600));
+//! let hub = Hub::new(executor, None, timeout, max_timeout, 32);
+//! dsh_bash_mcp::serve_stdio(Arc::new(hub)).await
+//! # }
+//! ```
 
 // MCP log-message notifications are deprecated from protocol 2026-07-28 on;
 // they are still how a person is told something on the earlier versions,
@@ -31,12 +49,12 @@
 mod approval;
 mod departure;
 mod exec;
-mod http;
+pub mod http;
 mod idle;
 mod task;
+mod wire;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -55,42 +73,12 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use crate::compose::{self, ExecutorArgs};
-
-/// Arguments of `mcp`.
-#[derive(clap::Args)]
-pub struct McpArgs {
-    #[command(flatten)]
-    executor: ExecutorArgs,
-    /// Default foreground timeout in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 120_000.0)]
-    timeout: f64,
-    /// Cap on any requested timeout in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 600_000.0)]
-    max_timeout: f64,
-    /// Bytes of output a result shows the model: a stream no longer is shown
-    /// whole, a longer one is spilled to a file and shown as its head and
-    /// tail; two long streams share the budget.
-    #[arg(long, value_name = "BYTES", default_value_t = crate::compose::MODEL_OUTPUT_BYTES)]
-    max_output_bytes: u64,
-    /// Commands one session may have running at once: foreground calls in
-    /// flight plus running background tasks. Past it a `bash` call is
-    /// refused with a message saying so.
-    #[arg(long, value_name = "N", default_value_t = 32)]
-    max_commands: usize,
-    /// Serve MCP over Streamable HTTP on this address (e.g.
-    /// `127.0.0.1:8700`) instead of stdio. Every request needs the bearer
-    /// token (see --token-file).
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<std::net::SocketAddr>,
-    #[command(flatten)]
-    http: http::HttpArgs,
-}
 
 /// What every session of one server shares: the tools over one executor,
 /// the session defaults and caps.
-pub(crate) struct Hub {
+pub struct Hub {
     tools: Arc<BashTools>,
     /// A new session's working directory.
     cwd: Option<PathBuf>,
@@ -110,7 +98,10 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
-    pub(crate) fn new(
+    /// A hub over `executor`: new sessions start in `cwd`, a call's
+    /// timeout defaults to `default_timeout` and is capped at
+    /// `max_timeout`, and a session may run `max_commands` at once.
+    pub fn new(
         executor: Arc<dyn BashExecutor>,
         cwd: Option<PathBuf>,
         default_timeout: Duration,
@@ -134,12 +125,13 @@ impl Hub {
     }
 
     /// The same hub, with escalation approvals allowed or not.
-    pub(crate) fn with_escalation(mut self, allowed: bool) -> Self {
+    pub fn with_escalation(mut self, allowed: bool) -> Self {
         self.escalation = allowed;
         self
     }
 
-    pub(crate) fn executor(&self) -> &Arc<dyn BashExecutor> {
+    /// The executor every session runs its commands on.
+    pub fn executor(&self) -> &Arc<dyn BashExecutor> {
         self.tools.executor()
     }
 
@@ -922,103 +914,12 @@ impl ServerHandler for BashServer {
     }
 }
 
-/// The longest the server waits for the start-up sweep before serving.
-const START_SWEEP_BOUND: Duration = Duration::from_secs(5);
-
-/// Serves MCP until the connection closes (stdio) or a signal arrives,
-/// then stops every command it started.
-pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
-    let mut local = compose::local_config(&args.executor);
-    let max_timeout = compose::millis("max-timeout", args.max_timeout)?;
-    local.default_timeout = compose::millis("timeout", args.timeout)?.min(max_timeout);
-    local.max_timeout = max_timeout;
-    let local_default_timeout = local.default_timeout;
-    local.max_output_bytes = args.max_output_bytes;
-    // A session's full-output paths mean nothing once the server ends.
-    local.discard_spill_on_shutdown = true;
-    if args.max_commands == 0 {
-        anyhow::bail!("--max-commands must be at least 1");
-    }
-    // Listening is checked before anything starts.
-    let listening = match args.listen {
-        Some(address) => Some(http::Listening::prepare(address, &args.http, max_timeout)?),
-        None => None,
-    };
-    let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
-    let secrets: Vec<_> = listening
-        .as_ref()
-        .and_then(|l| l.token_file().map(ToOwned::to_owned))
-        .into_iter()
-        .collect();
-    let swept = local.clone();
-    let composed = compose::compose(&args.executor, local, secrets.clone())?;
-    // What dead hosts left (their cgroups, processes killed first; their
-    // spill directories and private TMPDIRs) is gone before the first
-    // request is taken, within a bound.
-    let sweep = tokio::task::spawn_blocking(move || {
-        dsh_bash_local::sweep_dead_hosts(&swept);
-        dsh_bash_sandbox::sweep_dead_private_tmps();
-    });
-    if tokio::time::timeout(START_SWEEP_BOUND, sweep)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the sweep of dead hosts' leftovers is still running after {START_SWEEP_BOUND:?}; serving anyway");
-    }
-    if let (Some(provider), Some(secret)) = (&composed.provider, secrets.first()) {
-        exposed_token(provider, secret, args.http.allows_escalation()).await?;
-    }
-    let executor = composed.executor;
-    // On stdio the client is the person's own; over HTTP any token holder
-    // would answer its own approval questions.
-    let escalation = listening.is_none() || args.http.allows_escalation();
-    let hub = Arc::new(
-        Hub::new(
-            Arc::clone(&executor),
-            cwd,
-            local_default_timeout,
-            max_timeout,
-            args.max_commands,
-        )
-        .with_escalation(escalation),
-    );
-    match listening {
-        Some(listening) => http::serve(listening, hub).await,
-        None => serve_stdio(hub).await,
-    }
-}
-
-/// Refuses (with `--allow-escalation`) or warns of a token file confined
-/// commands can read: Landlock cannot hide a file from the user it runs as,
-/// and a command holding the token could approve its own escalation or
-/// read and kill that token's tasks. bubblewrap hides it (an empty file is
-/// bound over it).
-async fn exposed_token(
-    provider: &dsh_sandbox_local::LocalSandboxProvider,
-    token_file: &std::path::Path,
-    allow_escalation: bool,
-) -> anyhow::Result<()> {
-    if provider.backend().await != Ok(dsh_sandbox::SandboxBackend::Landlock) {
-        return Ok(());
-    }
-    if allow_escalation {
-        anyhow::bail!(
-            "refusing --allow-escalation: under the Landlock backend a confined command can read the token file {} (Landlock cannot hide a file from the user it runs as) and approve its own escalation; install bubblewrap (which hides it), or drop --allow-escalation",
-            token_file.display()
-        );
-    }
-    eprintln!(
-        "dsh-bash: warning: under the Landlock backend confined commands can read the token file {}, and with it read and kill that token's tasks; bubblewrap hides it",
-        token_file.display()
-    );
-    Ok(())
-}
-
-/// One session on stdin/stdout.
-async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<ExitCode> {
+/// Serves one session on stdin/stdout until stdin closes or SIGTERM, SIGINT
+/// or SIGHUP arrives, then stops every command it started.
+pub async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<()> {
     let state = hub.open();
     let server = hub.server(Arc::clone(&state));
-    let stop = tokio_util::sync::CancellationToken::new();
+    let stop = CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::stdio();
     let (lines, outgoing) = tokio::sync::mpsc::unbounded_channel();
     let in_flight = crate::wire::InFlight::default();
@@ -1032,7 +933,7 @@ async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<ExitCode> {
         .serve((stdin, crate::wire::Outbound::new(lines)))
         .await?;
     let cancel = service.cancellation_token();
-    let interrupts = crate::run::cancel_on_interrupt(stop.clone());
+    let interrupts = stop_on_signals(stop.clone());
     tokio::select! {
         closed = service.waiting() => {
             if let Err(err) = closed {
@@ -1048,5 +949,26 @@ async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<ExitCode> {
     // Lines already handed to the writer go out; a reader still blocked on
     // stdin keeps its sender alive, so the wait is bounded.
     let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// Cancels `stop` at SIGINT, SIGTERM or SIGHUP (a closed terminal would
+/// otherwise kill the process outright, leaving the commands' temporary
+/// directories and protected-path stand-ins behind).
+pub fn stop_on_signals(stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut hangup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            _ = hangup.recv() => {}
+        }
+        stop.cancel();
+    })
 }

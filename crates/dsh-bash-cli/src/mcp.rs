@@ -1,0 +1,134 @@
+//! `dsh-bash mcp`: the flags, the executor they compose, and the server of
+//! [`dsh_bash_mcp`] on stdio or (`--listen`) over Streamable HTTP.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_bash_mcp::http::{HttpOptions, Listening};
+use dsh_bash_mcp::Hub;
+
+use crate::compose::{self, ExecutorArgs};
+
+/// Arguments of `mcp`.
+#[derive(clap::Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    executor: ExecutorArgs,
+    /// Default foreground timeout in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 120_000.0)]
+    timeout: f64,
+    /// Cap on any requested timeout in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 600_000.0)]
+    max_timeout: f64,
+    /// Bytes of output a result shows the model: a stream no longer is shown
+    /// whole, a longer one is spilled to a file and shown as its head and
+    /// tail; two long streams share the budget.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::compose::MODEL_OUTPUT_BYTES)]
+    max_output_bytes: u64,
+    /// Commands one session may have running at once: foreground calls in
+    /// flight plus running background tasks. Past it a `bash` call is
+    /// refused with a message saying so.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    max_commands: usize,
+    /// Serve MCP over Streamable HTTP on this address (e.g.
+    /// `127.0.0.1:8700`) instead of stdio. Every request needs the bearer
+    /// token (see --token-file).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// Only with --listen.
+    #[command(flatten)]
+    http: HttpOptions,
+}
+
+/// The longest the server waits for the start-up sweep before serving.
+const START_SWEEP_BOUND: Duration = Duration::from_secs(5);
+
+/// Serves MCP until the connection closes (stdio) or a signal arrives,
+/// then stops every command it started.
+pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
+    let mut local = compose::local_config(&args.executor);
+    let max_timeout = compose::millis("max-timeout", args.max_timeout)?;
+    local.default_timeout = compose::millis("timeout", args.timeout)?.min(max_timeout);
+    local.max_timeout = max_timeout;
+    let local_default_timeout = local.default_timeout;
+    local.max_output_bytes = args.max_output_bytes;
+    // A session's full-output paths mean nothing once the server ends.
+    local.discard_spill_on_shutdown = true;
+    if args.max_commands == 0 {
+        anyhow::bail!("--max-commands must be at least 1");
+    }
+    // Listening is checked before anything starts.
+    let listening = match args.listen {
+        Some(address) => Some(Listening::prepare(address, &args.http, max_timeout)?),
+        None => None,
+    };
+    let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
+    let secrets: Vec<_> = listening
+        .as_ref()
+        .and_then(|l| l.token_file().map(ToOwned::to_owned))
+        .into_iter()
+        .collect();
+    let swept = local.clone();
+    let composed = compose::compose(&args.executor, local, secrets.clone())?;
+    // What dead hosts left (their cgroups, processes killed first; their
+    // spill directories and private TMPDIRs) is gone before the first
+    // request is taken, within a bound.
+    let sweep = tokio::task::spawn_blocking(move || {
+        dsh_bash_local::sweep_dead_hosts(&swept);
+        dsh_bash_sandbox::sweep_dead_private_tmps();
+    });
+    if tokio::time::timeout(START_SWEEP_BOUND, sweep)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the sweep of dead hosts' leftovers is still running after {START_SWEEP_BOUND:?}; serving anyway");
+    }
+    if let (Some(provider), Some(secret)) = (&composed.provider, secrets.first()) {
+        exposed_token(provider, secret, args.http.allows_escalation()).await?;
+    }
+    // On stdio the client is the person's own; over HTTP any token holder
+    // would answer its own approval questions.
+    let escalation = listening.is_none() || args.http.allows_escalation();
+    let hub = Arc::new(
+        Hub::new(
+            composed.executor,
+            cwd,
+            local_default_timeout,
+            max_timeout,
+            args.max_commands,
+        )
+        .with_escalation(escalation),
+    );
+    match listening {
+        Some(listening) => dsh_bash_mcp::http::serve(listening, hub).await?,
+        None => dsh_bash_mcp::serve_stdio(hub).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses (with `--allow-escalation`) or warns of a token file confined
+/// commands can read: Landlock cannot hide a file from the user it runs as,
+/// and a command holding the token could approve its own escalation or
+/// read and kill that token's tasks. bubblewrap hides it (an empty file is
+/// bound over it).
+async fn exposed_token(
+    provider: &dsh_sandbox_local::LocalSandboxProvider,
+    token_file: &std::path::Path,
+    allow_escalation: bool,
+) -> anyhow::Result<()> {
+    if provider.backend().await != Ok(dsh_sandbox::SandboxBackend::Landlock) {
+        return Ok(());
+    }
+    if allow_escalation {
+        anyhow::bail!(
+            "refusing --allow-escalation: under the Landlock backend a confined command can read the token file {} (Landlock cannot hide a file from the user it runs as) and approve its own escalation; install bubblewrap (which hides it), or drop --allow-escalation",
+            token_file.display()
+        );
+    }
+    eprintln!(
+        "dsh-bash: warning: under the Landlock backend confined commands can read the token file {}, and with it read and kill that token's tasks; bubblewrap hides it",
+        token_file.display()
+    );
+    Ok(())
+}
