@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use dsh_bash::wire::{ErrorFacts, ExecExtras, ReadFacts, Reply, ServerFacts, TaskFacts};
 use dsh_bash::{BashExecRequest, BashExecutor, BashTaskId, NetworkPolicy, SandboxMode};
-use dsh_tool_bash::{effective_sandbox_mode, Session};
-use serde::Deserialize;
+use dsh_tool_bash::{effective_sandbox_mode, ExecutorBashCall, Session, ToolError};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -53,28 +52,6 @@ fn failed(code: &str, message: impl Into<String>) -> Reply {
     Reply::Failed(refusal(code, message))
 }
 
-/// The arguments of an executor `bash` call.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunArgs {
-    command: String,
-    workdir: Option<String>,
-    #[serde(rename = "timeoutMs")]
-    timeout_ms: Option<u64>,
-    #[serde(default)]
-    run_in_background: bool,
-    /// Accepted for parity with the model's call; not used.
-    #[serde(default)]
-    #[allow(dead_code)]
-    description: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TaskArgs {
-    task_id: String,
-}
-
 /// Runs one executor call in `session`; never fails, a failure is a
 /// [`Reply::Failed`].
 pub(super) async fn call(
@@ -86,52 +63,58 @@ pub(super) async fn call(
     cancel: CancellationToken,
 ) -> Reply {
     match tool {
-        "bash" => match serde_json::from_value::<RunArgs>(args) {
-            Ok(args) => run(executor, session, args, extras, cancel).await,
+        "bash" => match dsh_tool_bash::executor_bash_call(&args) {
+            Ok(call) => run(executor, session, call, extras, cancel).await,
             Err(err) => failed("INVALID_ARGUMENTS", format!("bash: {err}")),
         },
         "bash_output" | "bash_kill" => {
-            let args = match serde_json::from_value::<TaskArgs>(args) {
-                Ok(args) => args,
+            let id = match dsh_tool_bash::executor_task_id(&args) {
+                Ok(id) => BashTaskId::new(id),
                 Err(err) => return failed("INVALID_ARGUMENTS", format!("{tool}: {err}")),
             };
-            let id = BashTaskId::new(args.task_id);
-            if executor.get(&id).is_none() {
-                return Reply::Failed(ErrorFacts::from(&dsh_bash::BashError::UnknownTask { id }));
-            }
-            if executor.owner_of(&id) != Some(session.owner()) {
-                return Reply::Failed(ErrorFacts {
-                    code: "NOT_OWNER".into(),
-                    message: format!("task {id} belongs to another session"),
-                    task: Some(id),
-                });
-            }
+            let id = match dsh_tool_bash::owned_task(executor, Some(session), id) {
+                Ok(id) => id,
+                Err(refused) => return Reply::Failed(task_refusal(refused)),
+            };
             if tool == "bash_output" {
                 match executor.read_output(&id) {
                     Ok(read) => Reply::Read(ReadFacts::from(&read)),
                     Err(err) => Reply::Failed(ErrorFacts::from(&err)),
                 }
             } else {
-                match executor.kill(&id).await {
-                    Ok(killed) => match executor.get(&id) {
-                        Some(task) => Reply::Killed {
-                            killed,
-                            task: TaskFacts::from(&task),
-                        },
-                        None => {
-                            Reply::Failed(ErrorFacts::from(&dsh_bash::BashError::UnknownTask {
-                                id,
-                            }))
-                        }
-                    },
-                    Err(err) => Reply::Failed(ErrorFacts::from(&err)),
-                }
+                killed(executor, id).await
             }
         }
         other => failed(
             "INVALID_ARGUMENTS",
             format!("unknown tool \"{other}\": expected bash, bash_output or bash_kill"),
         ),
+    }
+}
+
+/// The facts of a task this session may not touch.
+fn task_refusal(refused: ToolError) -> ErrorFacts {
+    match refused {
+        ToolError::Exec(err) => ErrorFacts::from(&err),
+        ToolError::NotOwner(ref id) => ErrorFacts {
+            code: "NOT_OWNER".into(),
+            message: refused.text(),
+            task: Some(id.clone()),
+        },
+        other => refusal("INVALID_ARGUMENTS", other.text()),
+    }
+}
+
+async fn killed(executor: &dyn BashExecutor, id: BashTaskId) -> Reply {
+    match executor.kill(&id).await {
+        Ok(killed) => match executor.get(&id) {
+            Some(task) => Reply::Killed {
+                killed,
+                task: TaskFacts::from(&task),
+            },
+            None => Reply::Failed(ErrorFacts::from(&dsh_bash::BashError::UnknownTask { id })),
+        },
+        Err(err) => Reply::Failed(ErrorFacts::from(&err)),
     }
 }
 
@@ -178,7 +161,7 @@ fn narrowing(
 async fn run(
     executor: &dyn BashExecutor,
     session: &Session,
-    args: RunArgs,
+    call: ExecutorBashCall,
     extras: ExecExtras,
     cancel: CancellationToken,
 ) -> Reply {
@@ -186,27 +169,22 @@ async fn run(
     if let Err(refused) = narrowing(executor, standing, &extras) {
         return Reply::Failed(refused);
     }
-    let mut request = BashExecRequest::new(args.command);
-    let cwd = session.cwd().map(std::path::Path::to_path_buf);
-    request.workdir = match (args.workdir.map(std::path::PathBuf::from), cwd) {
-        (Some(dir), Some(cwd)) if dir.is_relative() => Some(cwd.join(dir)),
-        (Some(dir), _) => Some(dir),
-        (None, cwd) => cwd,
-    };
-    request.timeout = args.timeout_ms.map(Duration::from_millis);
+    let mut request = BashExecRequest::new(call.command);
+    request.workdir = dsh_tool_bash::session_workdir(Some(session), call.workdir.as_deref());
+    request.timeout = call.timeout;
     request.cancel = Some(cancel);
     request.stdin = extras.stdin;
     request.env = extras.env;
     request.sandbox_mode = extras.sandbox_mode.or(standing);
     request.network = extras.network;
-    if args.run_in_background {
+    if call.background {
         request.owner = Some(session.owner());
     }
     let spec = match executor.resolve(request) {
         Ok(spec) => spec,
         Err(err) => return Reply::Failed(ErrorFacts::from(&err)),
     };
-    if args.run_in_background {
+    if call.background {
         match executor.start(spec).await {
             Ok(task) => Reply::Started(TaskFacts::from(&task)),
             Err(err) => Reply::Failed(ErrorFacts::from(&err)),

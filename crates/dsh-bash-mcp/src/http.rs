@@ -158,7 +158,10 @@ pub struct HttpOptions {
     /// Seconds without a request after which a session expires and its
     /// commands are stopped (raised to the longest timeout plus 10 s, so a
     /// foreground call in flight never outlives its session).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "SECS", default_value_t = 1800))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_name = "SECS", default_value_t = 1800)
+    )]
     pub idle_timeout: u64,
 }
 

@@ -75,7 +75,6 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-
 /// What every session of one server shares: the tools over one executor,
 /// the session defaults and caps.
 pub struct Hub {

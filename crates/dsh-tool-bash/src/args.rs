@@ -272,13 +272,30 @@ fn present<'a>(args: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
     args.get(field).filter(|value| !value.is_null())
 }
 
+/// Who makes a `bash` call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// A model, through the tool: a description is required, and under a
+    /// confining executor it may ask for an escalation.
+    Model {
+        /// Whether the executor confines (the escalation arguments exist).
+        confining: bool,
+    },
+    /// A remote executor (an executor call): the same arguments, the
+    /// description optional, no escalation (an executor call widens
+    /// nothing).
+    Executor,
+}
+
 /// Validates `bash` arguments. The order of checks is fixed: command,
 /// description, timeoutMs, workdir, run_in_background, the escalation
 /// pair, then unknown arguments.
-pub(crate) fn bash_call(args: &Value, confining: bool) -> Result<BashCall, String> {
+pub(crate) fn bash_call(args: &Value, caller: Caller) -> Result<BashCall, String> {
     let args = object(args)?;
     let command = non_empty(args, "command")?;
-    non_empty(args, "description")?;
+    if caller != Caller::Executor || present(args, "description").is_some() {
+        non_empty(args, "description")?;
+    }
     let timeout = match present(args, "timeoutMs") {
         None => None,
         // An integer of milliseconds; 30000.0 is 30000, 1500.5 is not.
@@ -313,6 +330,30 @@ pub(crate) fn bash_call(args: &Value, confining: bool) -> Result<BashCall, Strin
             ))
         }
     };
+    let (escalation, confining) = match caller {
+        Caller::Model { confining } => (escalation(args)?, confining),
+        Caller::Executor => {
+            if let Some(field) = ESCALATION_FIELDS
+                .into_iter()
+                .find(|f| args.contains_key(*f))
+            {
+                return Err(format!("unknown argument \"{field}\" (an executor call widens nothing: a wider sandbox or the network is asked for through the model's bash call); allowed: {}", bash_arguments(false).join(", ")));
+            }
+            (None, false)
+        }
+    };
+    only(args, bash_arguments(confining))?;
+    Ok(BashCall {
+        command,
+        timeout,
+        workdir,
+        background,
+        escalation,
+    })
+}
+
+/// The escalation pair of a confined call, if it asks for one.
+fn escalation(args: &Map<String, Value>) -> Result<Option<Escalate>, String> {
     let permissions = present(args, "sandbox_permissions");
     let network = present(args, "network");
     let justification = present(args, "justification");
@@ -356,14 +397,39 @@ pub(crate) fn bash_call(args: &Value, confining: bool) -> Result<BashCall, Strin
             })
         }
     };
-    only(args, bash_arguments(confining))?;
-    Ok(BashCall {
-        command,
-        timeout,
-        workdir,
-        background,
-        escalation,
+    Ok(escalation)
+}
+
+/// A remote executor's `bash` call (an executor call), validated by the
+/// model's rules: the same arguments and errors, the description
+/// optional, no escalation arguments (an executor call widens nothing).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecutorBashCall {
+    /// The command line.
+    pub command: String,
+    /// `timeoutMs`.
+    pub timeout: Option<std::time::Duration>,
+    /// `workdir`, as given (see [`crate::session_workdir`]).
+    pub workdir: Option<String>,
+    /// `run_in_background`.
+    pub background: bool,
+}
+
+/// Validates an executor call's `bash` arguments; the error says what was
+/// wrong and what is allowed.
+pub fn executor_bash_call(args: &Value) -> Result<ExecutorBashCall, String> {
+    let call = bash_call(args, Caller::Executor)?;
+    Ok(ExecutorBashCall {
+        command: call.command,
+        timeout: call.timeout,
+        workdir: call.workdir,
+        background: call.background,
     })
+}
+
+/// Validates an executor call's `bash_output` / `bash_kill` arguments.
+pub fn executor_task_id(args: &Value) -> Result<String, String> {
+    task_id(args)
 }
 
 /// Validates `bash_output` / `bash_kill` arguments.
@@ -420,7 +486,11 @@ mod tests {
             (with(json!({"network": "off", "justification": "x"})), "invalid network: expected \"on\" (the network is off in the sandbox; ask for it only when the command needs it), got \"off\""),
         ];
         for (args, message) in cases {
-            assert_eq!(bash_call(&args, false).unwrap_err(), message, "{args}");
+            assert_eq!(
+                bash_call(&args, Caller::Model { confining: false }).unwrap_err(),
+                message,
+                "{args}"
+            );
         }
         assert_eq!(
             task_id(&json!({"task_id": ""})).unwrap_err(),
@@ -432,12 +502,12 @@ mod tests {
         );
         // Confining: the escalation pair is allowed, still nothing else.
         assert_eq!(
-            bash_call(&with(json!({"cwd": "/"})), true).unwrap_err(),
+            bash_call(&with(json!({"cwd": "/"})), Caller::Model { confining: true }).unwrap_err(),
             "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, sandbox_permissions, justification, network"
         );
         let network = bash_call(
             &with(json!({"network": "on", "justification": "fetch the crate index"})),
-            true,
+            Caller::Model { confining: true },
         )
         .unwrap();
         assert_eq!(
@@ -451,12 +521,31 @@ mod tests {
     }
 
     #[test]
+    fn an_executor_call_follows_the_same_rules_without_description_or_escalation() {
+        let bare = json!({"command": "ls", "timeoutMs": 1500});
+        let call = bash_call(&bare, Caller::Executor).unwrap();
+        assert_eq!(call.timeout, Some(std::time::Duration::from_millis(1500)));
+        assert_eq!(
+            bash_call(&bare, Caller::Model { confining: false }).unwrap_err(),
+            "invalid description: expected a non-empty string"
+        );
+        for (args, message) in [
+            (json!({"command": "ls", "description": ""}), "invalid description: expected a non-empty string"),
+            (json!({"command": "ls", "timeoutMs": 1.5}), "invalid timeoutMs: expected a positive integer number of milliseconds, got 1.5"),
+            (json!({"command": "ls", "timeout": 9}), "unknown argument \"timeout\" (did you mean \"timeoutMs\"?); allowed: command, description, timeoutMs, workdir, run_in_background"),
+            (json!({"command": "ls", "network": "on", "justification": "x"}), "unknown argument \"justification\" (an executor call widens nothing: a wider sandbox or the network is asked for through the model's bash call); allowed: command, description, timeoutMs, workdir, run_in_background"),
+        ] {
+            assert_eq!(bash_call(&args, Caller::Executor).unwrap_err(), message, "{args}");
+        }
+    }
+
+    #[test]
     fn known_values_are_kept() {
         let call = bash_call(
             &with(json!({
                 "timeoutMs": 30000.0, "workdir": "sub", "run_in_background": true
             })),
-            false,
+            Caller::Model { confining: false },
         )
         .unwrap();
         assert_eq!(

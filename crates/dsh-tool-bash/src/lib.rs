@@ -61,6 +61,7 @@ mod tools;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 pub use args::Escalation;
+pub use args::{executor_bash_call, executor_task_id, ExecutorBashCall};
 pub use render::{
     render_run_result, render_run_result_with, render_task_read, status_line, Heads, HEAD_BYTES,
 };
@@ -68,6 +69,6 @@ pub use session::{
     effective_sandbox_mode, set_sandbox_mode, NoticeSink, Session, SessionEvent, SANDBOX_MODE_EVENT,
 };
 pub use tools::{
-    completion_notice, notice_is_about, BashTools, CallContext, Tool, ToolAnnotations, ToolError,
-    ToolOutput, STANDING_INSTRUCTION,
+    completion_notice, notice_is_about, owned_task, session_workdir, BashTools, CallContext, Tool,
+    ToolAnnotations, ToolError, ToolOutput, STANDING_INSTRUCTION,
 };

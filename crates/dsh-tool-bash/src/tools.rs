@@ -451,18 +451,10 @@ impl BashTools {
     }
 
     async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
-        let call = args::bash_call(args, self.confining())?;
-        let cwd = ctx
-            .session
-            .as_ref()
-            .and_then(|s| s.cwd().map(PathBuf::from));
-        let workdir = match (call.workdir.as_deref().map(PathBuf::from), cwd) {
-            (Some(dir), Some(cwd)) if dir.is_relative() => Some(cwd.join(dir)),
-            (Some(dir), _) => Some(dir),
-            (None, cwd) => cwd,
-        };
+        let confining = self.confining();
+        let call = args::bash_call(args, args::Caller::Model { confining })?;
         let mut request = BashExecRequest::new(call.command.clone());
-        request.workdir = workdir;
+        request.workdir = session_workdir(ctx.session.as_deref(), call.workdir.as_deref());
         request.timeout = call.timeout;
         request.cancel = Some(ctx.cancel.clone());
         request.sandbox_mode = self.standing_mode(ctx);
@@ -506,16 +498,7 @@ impl BashTools {
     /// The task, if this caller may touch it.
     fn owned_task(&self, args: &Value, ctx: &CallContext) -> Result<BashTaskId, ToolError> {
         let id = BashTaskId::new(args::task_id(args)?);
-        if self.executor.get(&id).is_none() {
-            return Err(BashError::UnknownTask { id }.into());
-        }
-        if let Some(owner) = self.executor.owner_of(&id) {
-            let caller = ctx.session.as_ref().map(|s| s.owner());
-            if caller.as_ref() != Some(&owner) {
-                return Err(ToolError::NotOwner(id));
-            }
-        }
-        Ok(id)
+        owned_task(&*self.executor, ctx.session.as_deref(), id)
     }
 
     fn output(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
@@ -541,4 +524,36 @@ impl BashTools {
             text,
         })
     }
+}
+
+/// A call's working directory: `workdir` (relative to the session's
+/// working directory), else the session's; `None` leaves it to the
+/// executor's default. The one rule for the model's calls and executor
+/// calls.
+pub fn session_workdir(session: Option<&Session>, workdir: Option<&str>) -> Option<PathBuf> {
+    let cwd = session.and_then(|s| s.cwd().map(PathBuf::from));
+    match (workdir.map(PathBuf::from), cwd) {
+        (Some(dir), Some(cwd)) if dir.is_relative() => Some(cwd.join(dir)),
+        (Some(dir), _) => Some(dir),
+        (None, cwd) => cwd,
+    }
+}
+
+/// `id` if `session` may read or kill it: the task exists, and it has no
+/// owner or `session` owns it. The one ownership rule for `bash_output`,
+/// `bash_kill` and their executor calls.
+pub fn owned_task(
+    executor: &dyn BashExecutor,
+    session: Option<&Session>,
+    id: BashTaskId,
+) -> Result<BashTaskId, ToolError> {
+    if executor.get(&id).is_none() {
+        return Err(BashError::UnknownTask { id }.into());
+    }
+    if let Some(owner) = executor.owner_of(&id) {
+        if session.map(Session::owner).as_ref() != Some(&owner) {
+            return Err(ToolError::NotOwner(id));
+        }
+    }
+    Ok(id)
 }
