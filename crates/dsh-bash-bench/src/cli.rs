@@ -103,10 +103,10 @@ pub async fn whole_process(options: &Options) -> Vec<Row> {
     rows
 }
 
-/// The pause between commands of row 1d: an agent's commands come
+/// The pause between commands of the paced rows (1d, 1f): an agent's commands come
 /// seconds apart; a quarter of a second is enough for the kernel to
 /// forget it just did the same thing.
-const PACE: Duration = Duration::from_millis(250);
+pub const PACE: Duration = Duration::from_millis(250);
 
 /// Row 1d: `true` in-process, one command every [`PACE`], per command,
 /// beside `bash -c true` at the same pace.

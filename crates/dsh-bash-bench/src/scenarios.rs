@@ -638,6 +638,68 @@ async fn mcp_round_trip(options: &Options) -> Option<Row> {
     })
 }
 
+/// What applying the default limits costs a command: `true` with them
+/// against `true` without (`ResourceLimits::NONE`), both under the same
+/// containment, back to back (1e) and one every 250 ms, as an agent's
+/// commands come (1f).
+async fn limits_cost(options: &Options) -> Vec<Row> {
+    let limited = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    let free = LocalBashExecutor::new(LocalConfig {
+        limits: dsh_bash_local::ResourceLimits::NONE,
+        ..local(options)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mechanism = limited
+        .run(spec(&limited, "true"))
+        .await
+        .ok()
+        .and_then(|r| r.limits)
+        .map_or_else(|| "none".to_owned(), |l| l.mechanism.to_string());
+    per_command(&limited, "true", 5).await;
+    per_command(&free, "true", 5).await;
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..options.rounds {
+        ours.push(per_command(&limited, "true", options.commands).await);
+        base.push(per_command(&free, "true", options.commands).await);
+    }
+    let added = Stats::of(ours.clone()).median - Stats::of(base.clone()).median;
+    let back_to_back = Row {
+        scenario: "1e run `true` with the default limits".into(),
+        ours: Stats::of(ours),
+        baseline: Some(Stats::of(base)),
+        unit: "ms/cmd",
+        peak_rss_mib: None,
+        note: format!(
+            "limits by {mechanism}; baseline: no limits; added {added:.3} ms (target < 0.2 ms)"
+        ),
+    };
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..options.rounds {
+        for (executor, into) in [(&limited, &mut ours), (&free, &mut base)] {
+            for _ in 0..4 {
+                tokio::time::sleep(crate::cli::PACE).await;
+                let started = Instant::now();
+                let _ = executor.run(spec(executor, "true")).await;
+                into.push(ms(started.elapsed()));
+            }
+        }
+    }
+    let added = Stats::of(ours.clone()).median - Stats::of(base.clone()).median;
+    let paced = Row {
+        scenario: "1f the same, one command every 250 ms".into(),
+        ours: Stats::of(ours),
+        baseline: Some(Stats::of(base)),
+        unit: "ms/cmd",
+        peak_rss_mib: None,
+        note: format!(
+            "limits by {mechanism}; baseline: no limits at the same pace; added {added:.3} ms"
+        ),
+    };
+    limited.shutdown().await;
+    free.shutdown().await;
+    vec![back_to_back, paced]
+}
+
 /// Runs every scenario and returns the table rows.
 pub async fn run_all(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
@@ -667,6 +729,7 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
         rows.push(crate::cli::paced(options, &executor).await);
         executor.shutdown().await;
     }
+    rows.extend(limits_cost(options).await);
     eprintln!("2/8 output throughput");
     rows.extend(throughput(options).await);
     eprintln!("3/8 both streams at once");

@@ -62,6 +62,105 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_spill_bytes: u64,
+    /// Processes (threads count) one command may have at once, or `none`
+    /// (default: the larger of 4096 and 64 per CPU). Applied per command
+    /// by a cgroup where the host has the controller; a fork past it fails.
+    #[arg(long, value_name = "N|none", value_parser = limit_count)]
+    pub max_processes: Option<Limit>,
+    /// Memory one command may use, swap included where the host allows:
+    /// bytes or with K, M, G or T (binary units: 256M, 1.5G), or `none`
+    /// (default: the smaller of 8G and half of this machine's memory).
+    /// Past it the kernel's OOM killer ends the command.
+    #[arg(long, value_name = "SIZE|none", value_parser = limit_size)]
+    pub max_memory: Option<Limit>,
+    /// CPU one command may use, in CPUs (0.5 is half of one, 2 is two), or
+    /// `none` (the default).
+    #[arg(long, value_name = "CPUS|none", value_parser = limit_cpus)]
+    pub max_cpu: Option<Limit>,
+}
+
+/// A limit given on the command line: a value, or `none` for no limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit(Option<u64>);
+
+fn none_or(
+    value: &str,
+    parse: impl FnOnce(&str) -> Option<u64>,
+    expected: &str,
+) -> Result<Limit, String> {
+    if value.eq_ignore_ascii_case("none") {
+        return Ok(Limit(None));
+    }
+    match parse(value.trim()) {
+        Some(n) if n > 0 => Ok(Limit(Some(n))),
+        _ => Err(format!(
+            "expected {expected}, or none for no limit; got {value:?}"
+        )),
+    }
+}
+
+fn limit_count(value: &str) -> Result<Limit, String> {
+    none_or(
+        value,
+        |v| v.parse().ok(),
+        "a positive number of processes (e.g. 200)",
+    )
+}
+
+/// Bytes from `256M`, `1.5G`, `512k`, `8GiB` or a plain number.
+fn parse_size(value: &str) -> Option<u64> {
+    let upper = value.to_ascii_uppercase();
+    let trimmed = upper.trim_end_matches("IB").trim_end_matches('B');
+    let (number, shift) = match trimmed.chars().last()? {
+        'K' => (&trimmed[..trimmed.len() - 1], 10),
+        'M' => (&trimmed[..trimmed.len() - 1], 20),
+        'G' => (&trimmed[..trimmed.len() - 1], 30),
+        'T' => (&trimmed[..trimmed.len() - 1], 40),
+        _ => (trimmed, 0),
+    };
+    let number: f64 = number.trim().parse().ok()?;
+    let bytes = number * (1u64 << shift) as f64;
+    (bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
+fn limit_size(value: &str) -> Result<Limit, String> {
+    none_or(
+        value,
+        parse_size,
+        "a size in bytes or with K, M, G or T (e.g. 256M, 1.5G)",
+    )
+}
+
+fn limit_cpus(value: &str) -> Result<Limit, String> {
+    let millicores = |v: &str| {
+        let cpus: f64 = v.parse().ok()?;
+        let millicores = (cpus * 1000.0).round();
+        (cpus.is_finite() && millicores >= 1.0 && millicores <= f64::from(u32::MAX))
+            .then_some(millicores as u64)
+    };
+    none_or(
+        value,
+        millicores,
+        "a positive number of CPUs (e.g. 0.5 or 2)",
+    )
+}
+
+impl ExecutorArgs {
+    /// The limits every command runs under: the machine's defaults with
+    /// the flags applied.
+    fn limits(&self) -> dsh_bash_local::ResourceLimits {
+        let mut limits = dsh_bash_local::ResourceLimits::for_this_machine();
+        if let Some(Limit(processes)) = self.max_processes {
+            limits.processes = processes;
+        }
+        if let Some(Limit(bytes)) = self.max_memory {
+            limits.memory_bytes = bytes;
+        }
+        if let Some(Limit(millicores)) = self.max_cpu {
+            limits.cpu_millicores = millicores.and_then(|m| u32::try_from(m).ok());
+        }
+        limits
+    }
 }
 
 /// A duration given in milliseconds on the command line: the one place
@@ -95,6 +194,7 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
         // This binary has no children of its own besides its commands':
         // it can be the subreaper of their orphans.
         adopt_orphans: true,
+        limits: args.limits(),
         cwd: args
             .workdir
             .as_ref()
@@ -177,4 +277,30 @@ pub fn compose(
         executor: Arc::new(executor),
         provider: Some(provider),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_parse_with_units_and_none() {
+        assert_eq!(limit_size("256M"), Ok(Limit(Some(256 << 20))));
+        assert_eq!(limit_size("1.5G"), Ok(Limit(Some(3 << 29))));
+        assert_eq!(limit_size("8GiB"), Ok(Limit(Some(8 << 30))));
+        assert_eq!(limit_size("512k"), Ok(Limit(Some(512 << 10))));
+        assert_eq!(limit_size("4096"), Ok(Limit(Some(4096))));
+        assert_eq!(limit_size("none"), Ok(Limit(None)));
+        for bad in ["", "M", "-1G", "0", "lots", "1.5X"] {
+            assert!(limit_size(bad).unwrap_err().contains("e.g. 256M"), "{bad}");
+        }
+        assert_eq!(limit_count("200"), Ok(Limit(Some(200))));
+        assert!(limit_count("0").is_err());
+        assert!(limit_count("2.5").is_err());
+        assert_eq!(limit_cpus("0.5"), Ok(Limit(Some(500))));
+        assert_eq!(limit_cpus("2"), Ok(Limit(Some(2000))));
+        assert_eq!(limit_cpus("NONE"), Ok(Limit(None)));
+        assert!(limit_cpus("0.0001").is_err());
+        assert!(limit_cpus("inf").is_err());
+    }
 }

@@ -35,6 +35,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::config::ResourceLimits;
+use crate::limits::{CommandLimits, LimitHost};
 use crate::sys;
 
 /// The host's parent cgroup.
@@ -42,6 +44,8 @@ use crate::sys;
 pub(crate) struct CgroupHost {
     dir: PathBuf,
     next: AtomicU64,
+    /// Where each kind of resource limit is applied (see `limits.rs`).
+    limits: LimitHost,
 }
 
 /// The cgroup2 mount point, from `/proc/self/mountinfo`.
@@ -162,9 +166,11 @@ impl CgroupHost {
             let _ = fs::remove_dir(&dir);
             return Err("the kernel has no cgroup.kill (Linux 5.14 or newer)".into());
         }
+        let limits = LimitHost::find(&base, &dir);
         Ok(CgroupHost {
             dir,
             next: AtomicU64::new(0),
+            limits,
         })
     }
 
@@ -210,18 +216,32 @@ impl CgroupHost {
         Strays { killed, cgroups }
     }
 
-    /// A new, empty cgroup for one command, with the paths the child enters
-    /// it by. Blocking (cgroupfs).
-    pub(crate) fn command(&self) -> io::Result<CommandCgroup> {
+    /// The host's parent cgroups on the v1 hierarchies (for the limits).
+    pub(crate) fn v1_parents(&self) -> impl Iterator<Item = &Path> {
+        self.limits.v1_parents()
+    }
+
+    /// A new, empty cgroup for one command, under `limits`, with the paths
+    /// the child enters it by. Blocking (cgroupfs).
+    pub(crate) fn command(&self, limits: &ResourceLimits) -> io::Result<CommandCgroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let path = self.dir.join(format!("cmd-{n}"));
+        let name = format!("cmd-{n}");
+        let path = self.dir.join(&name);
         fs::create_dir(&path)?;
         let named = |path: PathBuf| {
             CString::new(path.into_os_string().into_vec())
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a cgroup path"))
         };
         match (named(path.clone()), named(path.join("cgroup.procs"))) {
-            (Ok(dir), Ok(procs)) => Ok(CommandCgroup { path, dir, procs }),
+            (Ok(dir), Ok(procs)) => {
+                let limits = self.limits.apply(limits, &path, &name);
+                Ok(CommandCgroup {
+                    path,
+                    dir,
+                    procs,
+                    limits,
+                })
+            }
             (Err(err), _) | (_, Err(err)) => {
                 let _ = fs::remove_dir(&path);
                 Err(err)
@@ -258,6 +278,9 @@ impl Strays {
 pub(crate) struct Entry<'a> {
     pub(crate) dir: &'a CStr,
     pub(crate) procs: &'a CStr,
+    /// The `cgroup.procs` of its v1 cgroups (the limits of a hybrid
+    /// host), which the child writes `0` to before exec.
+    pub(crate) v1: &'a [CString],
 }
 
 impl CommandCgroup {
@@ -266,7 +289,14 @@ impl CommandCgroup {
         Entry {
             dir: &self.dir,
             procs: &self.procs,
+            v1: &self.limits.procs,
         }
+    }
+
+    /// The limits it runs under and whether one was hit (the kernel's
+    /// counters, read now).
+    pub(crate) fn limits(&self) -> Option<dsh_bash::BashLimits> {
+        self.limits.facts()
     }
 }
 
@@ -280,6 +310,8 @@ pub(crate) struct CommandCgroup {
     /// `<path>/cgroup.procs`, which the child opens and writes `0` to
     /// before exec where it could not be cloned into the cgroup.
     procs: CString,
+    /// Its resource limits.
+    limits: CommandLimits,
 }
 
 impl CommandCgroup {
@@ -411,6 +443,7 @@ impl CommandCgroup {
             self.kill();
         }
         remove_tree(&self.path);
+        self.limits.remove();
         // Forget the path: Drop has nothing left to do.
         self.path = PathBuf::new();
     }
@@ -425,6 +458,7 @@ impl Drop for CommandCgroup {
         }
         self.kill();
         remove_tree(&self.path);
+        self.limits.remove();
     }
 }
 

@@ -60,6 +60,10 @@ pub struct LocalConfig {
     /// executor's: every other child of the host counts as an orphan and is
     /// reaped. Default false.
     pub adopt_orphans: bool,
+    /// The resource limits every command (foreground or background) runs
+    /// under, set by the operator, never widened by a request. Default:
+    /// [`ResourceLimits::for_this_machine`].
+    pub limits: ResourceLimits,
 }
 
 /// Which mechanism contains commands.
@@ -94,8 +98,62 @@ impl Default for LocalConfig {
             containment: ContainmentChoice::Auto,
             discard_spill_on_shutdown: false,
             adopt_orphans: false,
+            limits: ResourceLimits::for_this_machine(),
         }
     }
+}
+
+/// Per-command resource limits; `None` is no limit of that kind. Applied
+/// by the strongest mechanism the host has (cgroup v2 controllers, the v1
+/// hierarchies of a hybrid host, else `setrlimit`), named in each result
+/// with any limit it could not apply (see [`dsh_bash::BashLimits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// Processes at once in the command's tree (threads count).
+    pub processes: Option<u64>,
+    /// Bytes of memory, swap included where the controller allows.
+    pub memory_bytes: Option<u64>,
+    /// CPU time per second of wall time, in thousandths of a CPU.
+    pub cpu_millicores: Option<u32>,
+}
+
+impl ResourceLimits {
+    /// No limits at all.
+    pub const NONE: ResourceLimits = ResourceLimits {
+        processes: None,
+        memory_bytes: None,
+        cpu_millicores: None,
+    };
+
+    /// The defaults: processes the larger of 4096 and 64 per CPU (a
+    /// parallel build on a big machine must not hit it), memory the
+    /// smaller of 8 GiB and half of the machine's memory, no CPU limit.
+    pub fn for_this_machine() -> ResourceLimits {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let half_memory = machine_memory().map_or(8 << 30, |bytes| bytes / 2);
+        ResourceLimits {
+            processes: Some(4096.max(64 * cpus as u64)),
+            memory_bytes: Some(half_memory.min(8 << 30)),
+            cpu_millicores: None,
+        }
+    }
+
+    /// True when no limit is set.
+    pub fn is_none(&self) -> bool {
+        *self == ResourceLimits::NONE
+    }
+}
+
+/// The smallest memory limit accepted: below it `bash` itself cannot
+/// start, and every command would fail as if it had run out of memory.
+pub(crate) const MIN_MEMORY_LIMIT: u64 = 4 << 20;
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
+fn machine_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Which inherited environment variables never reach a command.
@@ -134,6 +192,12 @@ pub enum ConfigError {
     Zero {
         /// The offending field.
         field: &'static str,
+    },
+    /// A memory limit too small for `bash` to start.
+    #[error("invalid limits.memory_bytes: {bytes} is below the 4 MiB a shell needs to start")]
+    MemoryLimit {
+        /// The limit given.
+        bytes: u64,
     },
     /// The default timeout exceeds the cap.
     #[error("invalid default_timeout: {default:?} exceeds max_timeout {max:?}")]
@@ -176,6 +240,27 @@ impl LocalConfig {
             if value == 0 {
                 return Err(ConfigError::Zero { field });
             }
+        }
+        for (field, value) in [
+            ("limits.processes", self.limits.processes),
+            ("limits.memory_bytes", self.limits.memory_bytes),
+            (
+                "limits.cpu_millicores",
+                self.limits.cpu_millicores.map(u64::from),
+            ),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::Zero { field });
+            }
+        }
+        if self
+            .limits
+            .memory_bytes
+            .is_some_and(|bytes| bytes < MIN_MEMORY_LIMIT)
+        {
+            return Err(ConfigError::MemoryLimit {
+                bytes: self.limits.memory_bytes.unwrap_or(0),
+            });
         }
         if self.default_timeout > self.max_timeout {
             return Err(ConfigError::DefaultAboveCap {

@@ -22,9 +22,10 @@ use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 
-use dsh_bash::Containment;
+use dsh_bash::{BashLimits, Containment};
 
 use crate::cgroup::{CgroupHost, CommandCgroup};
+use crate::limits::CommandLimits;
 use crate::spawn;
 use crate::sys::{self, ExitStatus};
 use crate::tree::{self, Stopping, Tree};
@@ -45,6 +46,8 @@ pub(crate) struct Contained {
     /// handed on).
     cgroup: Option<CommandCgroup>,
     kind: Containment,
+    /// Its limits where no cgroup holds it (`setrlimit` only).
+    rlimits: Option<CommandLimits>,
     /// Until the shell is reaped and its leftovers are handed on.
     armed: bool,
 }
@@ -68,6 +71,7 @@ impl Contained {
         pid: libc::pid_t,
         pidfd: OwnedFd,
         cgroup: Option<CommandCgroup>,
+        rlimits: Option<CommandLimits>,
     ) -> io::Result<Contained> {
         let kind = if cgroup.is_some() {
             Containment::Cgroup
@@ -85,6 +89,7 @@ impl Contained {
             pidfd,
             cgroup,
             kind,
+            rlimits,
             armed: true,
         })
     }
@@ -92,6 +97,15 @@ impl Contained {
     /// Which mechanism holds the tree.
     pub(crate) fn kind(&self) -> Containment {
         self.kind
+    }
+
+    /// The limits it runs under and whether it hit one so far (the
+    /// kernel's counters, read now).
+    pub(crate) fn limits(&self) -> Option<BashLimits> {
+        match &self.cgroup {
+            Some(cgroup) => cgroup.limits(),
+            None => self.rlimits.as_ref().and_then(CommandLimits::facts),
+        }
     }
 
     /// Waits for the shell's exit and reaps it.

@@ -318,6 +318,7 @@ impl Inner {
             piped_stdin: spec.stdin.is_some(),
             restriction: invocation.restriction,
             containment: self.config.containment,
+            limits: self.config.limits,
         }
     }
 
@@ -393,6 +394,7 @@ impl Inner {
             leftovers_stopped: u32::try_from(ended.leftovers).unwrap_or(u32::MAX),
             sandbox: None,
             containment: Some(ended.containment),
+            limits: ended.limits,
         })
     }
 
@@ -425,6 +427,7 @@ impl Inner {
                     exit_code,
                     signal,
                     sandbox: None,
+                    limits: ended.limits,
                 }
             }
             Err(reason) => {
@@ -438,6 +441,7 @@ impl Inner {
                     exit_code: None,
                     signal: None,
                     sandbox: None,
+                    limits: None,
                 }
             }
         };

@@ -202,6 +202,7 @@ linux! {
     mod drain;
     mod env;
     mod executor;
+    mod limits;
     mod output;
     mod spawn;
     mod spill;
@@ -226,7 +227,7 @@ pub mod scratch;
 mod settle;
 mod signal;
 
-pub use config::{ConfigError, ContainmentChoice, LocalConfig, ScrubPolicy};
+pub use config::{ConfigError, ContainmentChoice, LocalConfig, ResourceLimits, ScrubPolicy};
 pub use dsh_sandbox::Invocation;
 pub use settle::{SettleStamp, Settled};
 pub use signal::{signal_name, signal_number};

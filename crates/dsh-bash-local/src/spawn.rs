@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::cgroup::{CgroupHost, CommandCgroup};
 use crate::config::ContainmentChoice;
+use crate::limits::CommandLimits;
 use crate::sys::{self, Launcher};
 use crate::watchdog;
 
@@ -35,6 +36,8 @@ pub(crate) struct Spawned {
     pub(crate) pipes: Pipes,
     /// The command's own cgroup; `None` under the process-tree walk.
     pub(crate) cgroup: Option<CommandCgroup>,
+    /// Its limits where no cgroup holds it (`setrlimit` only).
+    pub(crate) rlimits: Option<CommandLimits>,
 }
 
 enum Job {
@@ -114,7 +117,7 @@ fn serve(queue: mpsc::Receiver<Job>) {
 fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
     let cgroup = match launch.containment {
         ContainmentChoice::ProcessTree => None,
-        _ => CgroupHost::get().and_then(|host| match host.command() {
+        _ => CgroupHost::get().and_then(|host| match host.command(&launch.limits) {
             Ok(cgroup) => Some(cgroup),
             Err(err) => {
                 tracing::warn!(%err, "cannot create a command cgroup; using the process-tree walk");
@@ -124,8 +127,13 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
     };
     // A child of the host exists from here on: registered before any scan
     // can see it.
+    let rlimits = cgroup
+        .is_none()
+        .then(|| CommandLimits::without_cgroup(launch.limits));
+    let memory_rlimit = rlimits.as_ref().and_then(|r| r.memory_rlimit);
     let gate = crate::adopt::spawning();
-    let (pid, pipes) = sys::launch(launch, cgroup.as_ref().map(CommandCgroup::entry), launcher)?;
+    let entry = cgroup.as_ref().map(CommandCgroup::entry);
+    let (pid, pipes) = sys::launch(launch, entry, memory_rlimit, launcher)?;
     crate::adopt::register(pid);
     drop(gate);
     let pidfd = match sys::pidfd_open(pid) {
@@ -143,6 +151,7 @@ fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
         pidfd,
         pipes,
         cgroup,
+        rlimits,
     })
 }
 

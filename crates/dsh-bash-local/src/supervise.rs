@@ -123,6 +123,8 @@ pub(crate) struct Ended {
     pub(crate) cause: Option<StopCause>,
     pub(crate) leftovers: usize,
     pub(crate) containment: Containment,
+    /// Its limits, and whether it hit one before it ended.
+    pub(crate) limits: Option<dsh_bash::BashLimits>,
 }
 
 async fn sleep_or_never(timeout: Option<Duration>) {
@@ -233,11 +235,14 @@ pub(crate) async fn supervise(
     mut held: Vec<Arc<dyn dsh_sandbox::Held>>,
 ) -> io::Result<Ended> {
     let spawned = spawn::spawn(launch).await?;
-    let contained = Contained::new(spawned.pid, spawned.pidfd, spawned.cgroup);
+    let contained = Contained::new(spawned.pid, spawned.pidfd, spawned.cgroup, spawned.rlimits);
     let plumbing = Plumbing::start(spawned.pipes, &capture)?;
     let contained = contained?;
     let containment = contained.kind();
-    let ended = match first_end(&contained, &ends).await {
+    let end = first_end(&contained, &ends).await;
+    // Before the stop: the counters say what the command itself hit.
+    let limits = contained.limits();
+    let ended = match end {
         Ok(status) => {
             let status = status?;
             let left = contained.left().await;
@@ -255,6 +260,7 @@ pub(crate) async fn supervise(
                 cause: None,
                 leftovers,
                 containment,
+                limits,
             }
         }
         Err(cause) => {
@@ -266,6 +272,7 @@ pub(crate) async fn supervise(
                 cause: Some(cause),
                 leftovers: 0,
                 containment,
+                limits,
             }
         }
     };

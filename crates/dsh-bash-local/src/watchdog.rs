@@ -244,6 +244,7 @@ fn start() -> std::io::Result<Running> {
             let (name, value) = marker();
             format!("{name}={value}")
         })
+        .args(CgroupHost::get().into_iter().flat_map(CgroupHost::v1_parents))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

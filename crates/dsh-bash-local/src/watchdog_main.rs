@@ -20,9 +20,11 @@ use std::time::Duration;
 
 /// What the host hands its watchdog on the command line, after `argv[0]`:
 /// its parent cgroup (may be empty), pid, start time and environment
-/// marker (`NAME=VALUE`).
+/// marker (`NAME=VALUE`), then its parent cgroups on the v1 hierarchies
+/// of its limits (removed after the host's processes are gone).
 struct Watch {
     cgroup: Option<PathBuf>,
+    v1: Vec<PathBuf>,
     host: libc::pid_t,
     start: Option<u64>,
     marker: Option<Vec<u8>>,
@@ -31,11 +33,12 @@ struct Watch {
 impl Watch {
     fn parse(args: &[OsString]) -> Option<Watch> {
         use std::os::unix::ffi::OsStrExt;
-        let [cgroup, host, start, marker] = args else {
+        let [cgroup, host, start, marker, v1 @ ..] = args else {
             return None;
         };
         Some(Watch {
             cgroup: (!cgroup.is_empty()).then(|| PathBuf::from(cgroup)),
+            v1: v1.iter().map(PathBuf::from).collect(),
             host: host.to_str()?.parse().ok()?,
             start: start.to_str().and_then(|s| s.parse().ok()),
             marker: (!marker.is_empty()).then(|| marker.as_bytes().to_vec()),
@@ -87,6 +90,9 @@ impl Watch {
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
+        }
+        for dir in &self.v1 {
+            crate::cgroup::remove_tree(dir);
         }
     }
 
@@ -247,5 +253,11 @@ mod tests {
         assert_eq!((watch.cgroup, watch.host, watch.start), (None, 42, Some(7)));
         assert_eq!(watch.marker.as_deref(), Some(&b"DSH_BASH_HOST=42.7"[..]));
         assert!(Watch::parse(&args[..3]).is_none());
+        let mut with_v1 = args.clone();
+        with_v1.push("/sys/fs/cgroup/pids/dsh-bash-42".into());
+        assert_eq!(
+            Watch::parse(&with_v1).unwrap().v1,
+            vec![PathBuf::from("/sys/fs/cgroup/pids/dsh-bash-42")]
+        );
     }
 }

@@ -548,6 +548,7 @@ fn abandoned(spec: &BashExecSpec) -> BashRunResult {
         leftovers_stopped: 0,
         sandbox: None,
         containment: None,
+        limits: None,
     }
 }
 

@@ -162,6 +162,7 @@ impl Mirror {
             exit_code: None,
             signal: None,
             sandbox: None,
+            limits: None,
         });
         true
     }

@@ -41,6 +41,7 @@
 mod error;
 mod executor;
 mod ids;
+mod limits;
 mod request;
 mod result;
 mod task;
@@ -50,6 +51,7 @@ pub use dsh_sandbox::{NetworkPolicy, SandboxBackend, SandboxEnforcement, Sandbox
 pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener, TaskListeners};
 pub use ids::{BashTaskId, OwnerToken};
+pub use limits::{BashLimits, LimitMechanism};
 pub use request::{BashExecRequest, BashExecSpec};
 pub use result::{
     BashRunResult, BashSandboxInfo, CollectedOutput, Containment, DenialEvidence, MAX_REFUSALS,

@@ -141,4 +141,8 @@ pub struct BashRunResult {
     /// that do not say.
     #[serde(default)]
     pub containment: Option<Containment>,
+    /// The resource limits it ran under and whether it hit one; `None`
+    /// from executors that apply none.
+    #[serde(default)]
+    pub limits: Option<crate::BashLimits>,
 }

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::{BashSandboxInfo, BashTaskId};
+use crate::{BashLimits, BashSandboxInfo, BashTaskId};
 
 /// Where a background task is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,6 +33,10 @@ pub struct TaskState {
     /// Sandbox facts, stamped by a sandboxing executor once settled and
     /// before anybody sees the settled state.
     pub sandbox: Option<BashSandboxInfo>,
+    /// The resource limits it ran under and, once settled, whether it hit
+    /// one.
+    #[serde(default)]
+    pub limits: Option<BashLimits>,
 }
 
 impl TaskState {
@@ -43,6 +47,7 @@ impl TaskState {
             exit_code: None,
             signal: None,
             sandbox: None,
+            limits: None,
         }
     }
 
@@ -65,6 +70,8 @@ pub struct BashTask {
     pub signal: Option<String>,
     /// Sandbox facts, stamped once settled (sandboxing executors only).
     pub sandbox: Option<BashSandboxInfo>,
+    /// The resource limits it ran under; once settled, whether it hit one.
+    pub limits: Option<BashLimits>,
     updates: watch::Receiver<TaskState>,
 }
 
@@ -76,6 +83,7 @@ impl BashTask {
             exit_code: state.exit_code,
             signal: state.signal,
             sandbox: state.sandbox,
+            limits: state.limits,
             updates,
         }
     }
@@ -87,6 +95,7 @@ impl BashTask {
             exit_code: self.exit_code,
             signal: self.signal.clone(),
             sandbox: self.sandbox.clone(),
+            limits: self.limits.clone(),
         }
     }
 
@@ -219,6 +228,7 @@ mod tests {
             exit_code: Some(3),
             signal: None,
             sandbox: None,
+            limits: None,
         });
         let settled = waiter.await.unwrap();
         assert_eq!(settled.status, TaskStatus::Completed);

@@ -268,6 +268,9 @@ pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
     if let Some(sandbox) = result.sandbox.as_ref().filter(|s| s.denied) {
         push_line(&mut text, &denial_marker(sandbox));
     }
+    for marker in limit_markers(result.limits.as_ref()) {
+        push_line(&mut text, &marker);
+    }
     if result.timed_out {
         push_line(
             &mut text,
@@ -280,6 +283,46 @@ pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
         push_line(&mut text, &format!("[exit code: {code}]"));
     }
     text
+}
+
+/// `bytes` for a person: `256 MiB`, `1.5 GiB`, `4096 bytes`.
+fn size(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        let whole = 1u64 << shift;
+        if bytes >= whole {
+            let value = bytes as f64 / whole as f64;
+            let shown = format!("{value:.1}");
+            return format!("{} {unit}", shown.trim_end_matches(".0"));
+        }
+    }
+    format!("{bytes} bytes")
+}
+
+/// What a command hit of its limits, plainly, with what to do instead.
+fn limit_markers(limits: Option<&dsh_bash::BashLimits>) -> Vec<String> {
+    let Some(limits) = limits else {
+        return Vec::new();
+    };
+    let mut markers = Vec::new();
+    if limits.oom_killed {
+        let limit = limits.memory_bytes.map_or_else(
+            || "its memory limit".to_owned(),
+            |b| format!("limit {}", size(b)),
+        );
+        markers.push(format!(
+            "[killed: out of memory ({limit}); use less memory at once, e.g. fewer parallel jobs or smaller inputs]"
+        ));
+    }
+    if limits.process_limit_hit {
+        let limit = limits.processes.map_or_else(
+            || "the process limit".to_owned(),
+            |n| format!("process limit {n}"),
+        );
+        markers.push(format!(
+            "[fork failed: {limit} reached; run with less parallelism (e.g. make -j4)]"
+        ));
+    }
+    markers
 }
 
 /// The status line of a background task (`[status: running]`, …).
@@ -348,6 +391,9 @@ pub fn render_task_read(read: &dsh_bash::BashTaskRead) -> String {
     if let Some(marker) = sandbox_marker(&read.task) {
         push_line(&mut text, &marker);
     }
+    for marker in limit_markers(read.task.limits.as_ref()) {
+        push_line(&mut text, &marker);
+    }
     text
 }
 
@@ -379,6 +425,7 @@ mod tests {
             leftovers_stopped: 0,
             sandbox: None,
             containment: None,
+            limits: None,
         }
     }
 
@@ -571,6 +618,35 @@ mod tests {
         assert_eq!(
             render_run_result(&r),
             "bold\n100%\n[stderr]\nerr\n[output cleaned for reading: 3 terminal control sequences removed, 1 redrawn line shown in its final state; the full output files are byte-exact]"
+        );
+    }
+
+    #[test]
+    fn a_limit_hit_is_said_plainly_before_the_signal() {
+        let mut r = result("", "", None);
+        r.signal = Some("SIGKILL".into());
+        r.limits = Some(dsh_bash::BashLimits {
+            mechanism: dsh_bash::LimitMechanism::CgroupV1,
+            processes: Some(200),
+            memory_bytes: Some(256 << 20),
+            cpu_millicores: None,
+            partial: false,
+            missing: Vec::new(),
+            oom_killed: true,
+            process_limit_hit: true,
+        });
+        assert_eq!(
+            render_run_result(&r),
+            "(no output)\n[killed: out of memory (limit 256 MiB); use less memory at once, e.g. fewer parallel jobs or smaller inputs]\n[fork failed: process limit 200 reached; run with less parallelism (e.g. make -j4)]\n[killed by signal: SIGKILL]"
+        );
+        assert_eq!(size(3 << 29), "1.5 GiB");
+        assert_eq!(size(8 << 30), "8 GiB");
+        assert_eq!(size(100), "100 bytes");
+        r.limits.as_mut().unwrap().oom_killed = false;
+        r.limits.as_mut().unwrap().process_limit_hit = false;
+        assert_eq!(
+            render_run_result(&r),
+            "(no output)\n[killed by signal: SIGKILL]"
         );
     }
 

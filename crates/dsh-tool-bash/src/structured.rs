@@ -77,9 +77,15 @@ pub(crate) struct BashContent {
     /// Processes still running when the command exited, stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     leftovers_stopped: Option<u32>,
+    /// The kernel's OOM killer ended a process at the memory limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    oom_killed: bool,
     /// The files with the complete output, when `text` shows only part.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     output_files: Vec<String>,
+    /// A fork failed at the process limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    process_limit_hit: bool,
     /// What the sandbox did, when it is worth saying.
     #[serde(skip_serializing_if = "Option::is_none")]
     sandbox: Option<SandboxContent>,
@@ -128,6 +134,8 @@ pub(crate) fn run(text: String, result: &BashRunResult) -> Value {
                 .as_ref()
                 .filter(|_| result.stderr.truncated),
         ]),
+        oom_killed: result.limits.as_ref().is_some_and(|l| l.oom_killed),
+        process_limit_hit: result.limits.as_ref().is_some_and(|l| l.process_limit_hit),
         sandbox: sandbox(result.sandbox.as_ref()),
         signal: result.signal.clone(),
         status: run_status(result),
@@ -288,6 +296,7 @@ mod tests {
             leftovers_stopped: 0,
             containment: None,
             sandbox: None,
+            limits: None,
         }
     }
 

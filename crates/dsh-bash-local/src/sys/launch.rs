@@ -32,6 +32,8 @@ pub(crate) struct Launch {
     pub(crate) piped_stdin: bool,
     pub(crate) restriction: dsh_sandbox::Restriction,
     pub(crate) containment: crate::config::ContainmentChoice,
+    /// The resource limits it runs under.
+    pub(crate) limits: crate::config::ResourceLimits,
 }
 
 /// Our ends of a started command's pipes.
@@ -102,6 +104,11 @@ struct ChildArgs {
     parent: libc::pid_t,
     restriction: *const Prepared,
     cgroup: *const libc::c_char,
+    /// v1 `cgroup.procs` files to write `0` to (`v1_len` of them).
+    v1: *const CString,
+    v1_len: usize,
+    /// `RLIMIT_DATA`, or `u64::MAX` for none.
+    memory_rlimit: u64,
 }
 
 /// Reports `errno` to the parent and exits.
@@ -111,6 +118,20 @@ fn fail(report: RawFd, errno: i32) -> ! {
     unsafe {
         libc::write(report, bytes.as_ptr().cast(), bytes.len());
         libc::_exit(127)
+    }
+}
+
+/// Moves the calling process into the cgroup whose `cgroup.procs` is
+/// `procs` (writes `0`), or reports the errno and exits.
+fn join(procs: *const libc::c_char, report: RawFd) {
+    // SAFETY: open/write/close with a NUL-terminated path the parent keeps
+    // alive and a static buffer; all async-signal-safe.
+    unsafe {
+        let fd = libc::open(procs, libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+            fail(report, errno());
+        }
+        libc::close(fd);
     }
 }
 
@@ -156,14 +177,29 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         fail(args.report, err.raw_os_error().unwrap_or(libc::EIO));
     }
     if !args.cgroup.is_null() {
-        // SAFETY: open/write/close with a NUL-terminated path the parent
-        // keeps alive and a static buffer; all async-signal-safe.
-        unsafe {
-            let fd = libc::open(args.cgroup, libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                fail(args.report, errno());
-            }
-            libc::close(fd);
+        join(args.cgroup, args.report);
+    }
+    for at in 0..args.v1_len {
+        // SAFETY: the parent keeps `v1_len` CStrings alive at `v1`.
+        join(unsafe { (*args.v1.add(at)).as_ptr() }, args.report);
+    }
+    if args.memory_rlimit != u64::MAX {
+        let limit = libc::rlimit64 {
+            rlim_cur: args.memory_rlimit,
+            rlim_max: args.memory_rlimit,
+        };
+        // SAFETY: a raw prlimit64 on ourselves with a stack struct.
+        let set = unsafe {
+            libc::syscall(
+                libc::SYS_prlimit64,
+                0,
+                libc::RLIMIT_DATA,
+                &limit as *const libc::rlimit64,
+                std::ptr::null_mut::<libc::rlimit64>(),
+            )
+        };
+        if set != 0 {
+            fail(args.report, errno());
         }
     }
     // SAFETY: we are the freshly cloned child (own descriptor table); the
@@ -413,6 +449,7 @@ impl ExecStrings {
 pub(crate) fn launch(
     launch: &Launch,
     cgroup: Option<crate::cgroup::Entry<'_>>,
+    memory_rlimit: Option<u64>,
     launcher: &mut Launcher,
 ) -> io::Result<(libc::pid_t, Pipes)> {
     let path = launcher.path_of(&launch.program, &launch.env)?;
@@ -441,6 +478,9 @@ pub(crate) fn launch(
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
         restriction: &restriction as *const Prepared,
         cgroup: std::ptr::null(),
+        v1: cgroup.as_ref().map_or(std::ptr::null(), |entry| entry.v1.as_ptr()),
+        v1_len: cgroup.as_ref().map_or(0, |entry| entry.v1.len()),
+        memory_rlimit: memory_rlimit.unwrap_or(u64::MAX),
     };
     // SAFETY: `args` points into `strings`, `path` and `restriction`, which
     // outlive the call; the child's end of every pipe stays open until it
