@@ -64,6 +64,9 @@ pub struct LocalConfig {
     /// under, set by the operator, never widened by a request. Default:
     /// [`ResourceLimits::for_this_machine`].
     pub limits: ResourceLimits,
+    /// Tasks taking input (a terminal or an open stdin) one owner may have
+    /// running at once; past it starting one is refused. Default 16.
+    pub max_interactive_tasks: usize,
 }
 
 /// Which mechanism contains commands.
@@ -99,6 +102,7 @@ impl Default for LocalConfig {
             discard_spill_on_shutdown: false,
             adopt_orphans: false,
             limits: ResourceLimits::for_this_machine(),
+            max_interactive_tasks: 16,
         }
     }
 }
@@ -236,6 +240,7 @@ impl LocalConfig {
             ("retain_finished_tasks", self.retain_finished_tasks as u64),
             ("retain_spill_files", self.retain_spill_files as u64),
             ("retain_spill_bytes", self.retain_spill_bytes),
+            ("max_interactive_tasks", self.max_interactive_tasks as u64),
         ] {
             if value == 0 {
                 return Err(ConfigError::Zero { field });

@@ -4,17 +4,15 @@
 
 use std::fs::File;
 use std::io::{self, Write as _};
-use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use tokio::io::AsyncReadExt;
-use tokio::net::unix::pipe;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::input::Source;
 use crate::output::{Pushed, Spill, Stream};
 use crate::spill::SpillDir;
-use crate::sys;
 
 /// The first read buffer of a stream, and the most it grows to.
 const READ_MIN: usize = 4 * 1024;
@@ -163,7 +161,7 @@ pub(crate) struct Drain {
 impl Drain {
     /// Reads the pipe until EOF (or `linger_over`), feeding the stream and its
     /// spill file.
-    pub(crate) async fn run(self, mut pipe: pipe::Receiver) {
+    pub(crate) async fn run(self, mut pipe: Source) {
         // Small to start (most commands print little; a thousand idle tasks
         // must stay cheap), growing while reads fill it.
         let mut buf = vec![0u8; READ_MIN];
@@ -256,12 +254,12 @@ impl Drain {
         self.after_write(wrote, writer).await;
     }
 
-    async fn feed(&self, pipe: &pipe::Receiver, chunk: &[u8], writer: &mut Option<SpillWriter>) {
+    async fn feed(&self, pipe: &Source, chunk: &[u8], writer: &mut Option<SpillWriter>) {
         match self.stream.push(chunk) {
             Pushed::Kept => {}
             Pushed::Overflowed(earlier) => {
                 // A heavy stream: a bigger pipe means fewer wake-ups.
-                sys::set_pipe_size(pipe.as_fd(), 1 << 20);
+                pipe.grow();
                 *writer = self.open_spill(&earlier, chunk).await;
             }
             Pushed::Spilling => {

@@ -17,6 +17,7 @@ use crate::config::{ConfigError, LocalConfig};
 use crate::env::child_env;
 use crate::output::Stream;
 use crate::signal::signal_name;
+use crate::input::InputSlot;
 use crate::spawn::Launch;
 use crate::spill::{SpillDir, SpillLimits};
 use crate::supervise::{supervise, Capture, Deadlines, Ended, Patience, Stop, StopCause};
@@ -71,6 +72,14 @@ fn status_parts(status: ExitStatus) -> (Option<i32>, Option<String>) {
 }
 
 /// The program an invocation runs, for messages.
+/// Sets `name` in a sorted environment.
+fn set_env(env: &mut Vec<(std::ffi::OsString, std::ffi::OsString)>, name: &str, value: &str) {
+    match env.binary_search_by(|(k, _)| k.as_os_str().cmp(name.as_ref())) {
+        Ok(at) => env[at].1 = value.into(),
+        Err(at) => env.insert(at, (name.into(), value.into())),
+    }
+}
+
 fn program_of(invocation: &Invocation) -> String {
     invocation
         .argv
@@ -252,19 +261,27 @@ impl LocalBashExecutor {
         if spec.cancelled() {
             return Err(BashError::AbortedBeforeSpawn);
         }
+        if spec.terminal.is_some() || spec.interactive {
+            let running = inner.interactive_running(spec.owner.as_ref());
+            if running >= inner.config.max_interactive_tasks {
+                return Err(BashError::TooManyInteractive { running });
+            }
+        }
         let id = BashTaskId::new(format!(
             "bash-{}",
             inner.next_id.fetch_add(1, Ordering::Relaxed) + 1
         ));
         let (publisher, task) = task_channel(id.clone());
         let cap = usize::try_from(inner.config.max_output_bytes).unwrap_or(usize::MAX);
+        let takes_input = spec.terminal.is_some() || spec.interactive;
         let entry = Arc::new(TaskEntry {
             publisher,
             owner: spec.owner.clone(),
-            stdout: Stream::new(cap),
+            stdout: Stream::with_screen(cap, spec.terminal),
             stderr: Stream::new(cap),
             offsets: Mutex::new((0, 0)),
             stop: Arc::new(Stop::default()),
+            input: takes_input.then(Arc::default),
         });
         inner.registry().insert(id, Arc::clone(&entry));
         let runner = Arc::clone(inner);
@@ -278,6 +295,16 @@ impl LocalBashExecutor {
 impl Inner {
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many tasks of `owner` that take input are running.
+    fn interactive_running(&self, owner: Option<&OwnerToken>) -> usize {
+        self.registry()
+            .all()
+            .iter()
+            .filter(|e| e.input.is_some() && e.owner.as_ref() == owner)
+            .filter(|e| !e.publisher.state().is_settled())
+            .count()
     }
 
     fn entry(&self, id: &BashTaskId) -> Result<Arc<TaskEntry>, BashError> {
@@ -299,6 +326,10 @@ impl Inner {
             Ok(at) => env[at].1 = value.into(),
             Err(at) => env.insert(at, (name.into(), value.into())),
         }
+        if spec.terminal.is_some() {
+            // A real terminal: full-screen programs draw, prompts prompt.
+            set_env(&mut env, "TERM", "xterm-256color");
+        }
         for (name, value) in invocation.environment {
             let at = env.binary_search_by(|(k, _)| k.cmp(&name));
             match (at, value) {
@@ -315,10 +346,11 @@ impl Inner {
             args: argv.collect(),
             workdir: spec.workdir.clone(),
             env,
-            piped_stdin: spec.stdin.is_some(),
+            piped_stdin: spec.stdin.is_some() || spec.interactive,
             restriction: invocation.restriction,
             containment: self.config.containment,
             limits: self.config.limits,
+            terminal: spec.terminal,
         }
     }
 
@@ -328,7 +360,7 @@ impl Inner {
         mut invocation: Invocation,
         streams: (&Arc<Stream>, &Arc<Stream>),
         timeout: Option<Duration>,
-        stop: &Stop,
+        (stop, input): (&Stop, Option<&Arc<InputSlot>>),
     ) -> std::io::Result<Ended> {
         let held = std::mem::take(&mut invocation.held);
         let launch = self.launch(spec, invocation);
@@ -341,6 +373,7 @@ impl Inner {
                 spill: &self.spill,
                 max_spill_bytes: self.config.max_spill_bytes,
                 owner: spec.owner.clone(),
+                input: input.cloned(),
             },
             Deadlines {
                 timeout,
@@ -370,7 +403,7 @@ impl Inner {
         let timeout = spec.timeout;
         let program = program_of(&invocation);
         let ended = self
-            .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), stop)
+            .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), (stop, None))
             .await
             .map_err(|cause| BashError::Spawn {
                 message: format!(
@@ -410,7 +443,7 @@ impl Inner {
         let program = program_of(&invocation);
         let ended = match check_workdir(&spec.workdir) {
             Ok(()) => self
-                .supervise(&spec, invocation, streams, None, &entry.stop)
+                .supervise(&spec, invocation, streams, None, (&entry.stop, entry.input.as_ref()))
                 .await
                 .map_err(|err| format!("cannot run {program}: {err}")),
             Err(err) => Err(err.to_string()),
@@ -505,6 +538,8 @@ impl BashExecutor for LocalBashExecutor {
             stdin: request.stdin,
             env: request.env,
             cancel: request.cancel,
+            terminal: request.terminal,
+            interactive: request.interactive,
         })
     }
 
@@ -559,6 +594,30 @@ impl BashExecutor for LocalBashExecutor {
             stdout_spill_path: stdout.spill_path,
             stderr_spill_path: stderr.spill_path,
         })
+    }
+
+    fn write_input<'a>(
+        &'a self,
+        id: &'a BashTaskId,
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), BashError>> {
+        Box::pin(async move {
+            let entry = self.inner.entry(id)?;
+            let Some(slot) = &entry.input else {
+                return Err(BashError::NotInteractive { id: id.clone() });
+            };
+            slot.write(input)
+                .await
+                .map_err(|why| BashError::InputClosed { id: id.clone(), why })
+        })
+    }
+
+    fn screen(&self, id: &BashTaskId) -> Result<String, BashError> {
+        let entry = self.inner.entry(id)?;
+        entry
+            .stdout
+            .screen()
+            .ok_or_else(|| BashError::NotInteractive { id: id.clone() })
     }
 
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {

@@ -202,6 +202,7 @@ linux! {
     mod drain;
     mod env;
     mod executor;
+    mod input;
     mod limits;
     mod output;
     mod spawn;

@@ -107,6 +107,18 @@ struct StreamState {
     tail: StreamTail,
     spill: Spill,
     finished: bool,
+    /// The terminal the bytes draw, for a command run in one.
+    screen: Option<Box<Screen>>,
+}
+
+/// A terminal emulator's view of a command's output.
+struct Screen(vt100::Parser);
+
+impl std::fmt::Debug for Screen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (rows, cols) = self.0.screen().size();
+        write!(f, "Screen({cols}x{rows})")
+    }
 }
 
 /// What the reader must do after pushing a chunk.
@@ -139,13 +151,26 @@ pub(crate) struct Stream {
 
 impl Stream {
     pub(crate) fn new(cap: usize) -> Arc<Self> {
+        Stream::with_screen(cap, None)
+    }
+
+    /// A stream whose bytes also draw a terminal screen of `size` (a
+    /// command run in a terminal), read with [`Stream::screen`].
+    pub(crate) fn with_screen(cap: usize, size: Option<dsh_bash::TerminalSize>) -> Arc<Self> {
         Arc::new(Stream {
             state: Mutex::new(StreamState {
                 tail: StreamTail::new(cap),
                 spill: Spill::None,
                 finished: false,
+                screen: size.map(|size| Box::new(Screen(vt100::Parser::new(size.rows, size.cols, 0)))),
             }),
         })
+    }
+
+    /// The terminal screen's contents as text (rows without trailing
+    /// blanks), if this stream draws one.
+    pub(crate) fn screen(&self) -> Option<String> {
+        self.state().screen.as_ref().map(|screen| screen.0.screen().contents())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, StreamState> {
@@ -163,6 +188,9 @@ impl Stream {
             Spill::Pending | Spill::Active(_) => Pushed::Spilling,
         };
         state.tail.push(chunk);
+        if let Some(screen) = state.screen.as_mut() {
+            screen.0.process(chunk);
+        }
         pushed
     }
 

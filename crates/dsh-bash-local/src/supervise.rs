@@ -7,14 +7,13 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::unix::pipe;
 use tokio_util::sync::CancellationToken;
 
 use dsh_bash::Containment;
 
 use crate::contain::Contained;
 use crate::drain::Drain;
+use crate::input::{Input, InputSlot, Source};
 use crate::output::Stream;
 use crate::spawn::{self, Launch};
 use crate::spill::SpillDir;
@@ -62,6 +61,9 @@ pub(crate) struct Capture<'a> {
     pub(crate) max_spill_bytes: u64,
     /// Whose spill budget the files count against.
     pub(crate) owner: Option<dsh_bash::OwnerToken>,
+    /// Where a task that takes input keeps its terminal or open stdin
+    /// while it runs; `None`: stdin gets `stdin` and is closed.
+    pub(crate) input: Option<Arc<InputSlot>>,
 }
 
 /// What may end a command before it exits: its timeout, its caller's
@@ -141,25 +143,21 @@ async fn cancelled_or_never(cancel: Option<&CancellationToken>) {
     }
 }
 
-async fn feed_stdin(fd: OwnedFd, bytes: Vec<u8>) {
-    let Ok(mut sender) = pipe::Sender::from_owned_fd(fd) else {
-        return;
-    };
-    // A child that exits without reading gives EPIPE: not our failure.
-    let _ = sender.write_all(&bytes).await;
-}
-
 /// The tasks moving a command's bytes: a reader per output stream, the
-/// stdin writer.
+/// stdin writer, and the terminal kept open while it runs.
 struct Plumbing {
     readers: [tokio::task::JoinHandle<()>; 2],
     writer: Option<tokio::task::JoinHandle<()>>,
     /// Fired when the linger is over: the readers stop waiting for EOF.
     linger: CancellationToken,
+    /// A terminal nobody types into (a foreground command's): closing it
+    /// would hang the command up.
+    terminal: Option<OwnedFd>,
+    input: Option<Arc<InputSlot>>,
 }
 
 impl Plumbing {
-    fn start(pipes: spawn::Pipes, capture: &Capture<'_>) -> io::Result<Plumbing> {
+    async fn start(pipes: spawn::Pipes, capture: &Capture<'_>) -> io::Result<Plumbing> {
         let linger = CancellationToken::new();
         let drain = |stream: &Arc<Stream>, label| Drain {
             stream: Arc::clone(stream),
@@ -170,24 +168,66 @@ impl Plumbing {
             counted: std::sync::atomic::AtomicU64::new(0),
             linger_over: linger.clone(),
         };
-        let stdout = pipe::Receiver::from_owned_fd(pipes.stdout)?;
-        let stderr = pipe::Receiver::from_owned_fd(pipes.stderr)?;
+        let stdout = match &pipes.terminal {
+            Some(_) => Source::terminal(pipes.stdout)?,
+            None => Source::pipe(pipes.stdout)?,
+        };
+        let stderr = pipes.stderr.map(Source::pipe).transpose()?;
         let readers = [
             tokio::spawn(drain(&capture.stdout, "stdout").run(stdout)),
-            tokio::spawn(drain(&capture.stderr, "stderr").run(stderr)),
+            match stderr {
+                Some(stderr) => tokio::spawn(drain(&capture.stderr, "stderr").run(stderr)),
+                // One stream in a terminal.
+                None => {
+                    capture.stderr.finish();
+                    tokio::spawn(async {})
+                }
+            },
         ];
+        let typed = pipes.terminal.as_ref().map(OwnedFd::try_clone).transpose()?;
+        let input = match (typed, pipes.stdin) {
+            (Some(master), _) => Some(Input::terminal(master)?),
+            (None, Some(stdin)) => Some(Input::pipe(stdin)?),
+            (None, None) => None,
+        };
         let stdin = capture.stdin.clone().unwrap_or_default();
-        let writer = pipes.stdin.map(|fd| tokio::spawn(feed_stdin(fd, stdin)));
-        Ok(Plumbing {
+        let mut plumbing = Plumbing {
             readers,
-            writer,
+            writer: None,
             linger,
-        })
+            terminal: None,
+            input: None,
+        };
+        match (input, &capture.input) {
+            (Some(input), Some(slot)) => {
+                slot.fill(input).await;
+                plumbing.input = Some(Arc::clone(slot));
+                if !stdin.is_empty() {
+                    let slot = Arc::clone(slot);
+                    plumbing.writer = Some(tokio::spawn(async move {
+                        let _ = slot.write(&stdin).await;
+                    }));
+                }
+            }
+            (Some(mut input), None) => {
+                plumbing.terminal = pipes.terminal;
+                // A pipe closes once the bytes are in (EPIPE from a child
+                // that exits without reading is not our failure).
+                plumbing.writer = Some(tokio::spawn(async move {
+                    let _ = input.write_all(&stdin).await;
+                }));
+            }
+            (None, _) => {}
+        }
+        Ok(plumbing)
     }
 
     /// Everything the command wrote before it ended is in the pipes; a
     /// leftover or daemon may hold them open, so EOF gets a bounded wait.
     async fn finish(self, linger: Duration) {
+        if let Some(input) = &self.input {
+            input.close("the task has ended").await;
+        }
         let [out_reader, err_reader] = self.readers;
         let both = async {
             let _ = out_reader.await;
@@ -201,6 +241,7 @@ impl Plumbing {
         if let Some(writer) = self.writer {
             writer.abort();
         }
+        drop(self.terminal);
     }
 }
 
@@ -236,7 +277,7 @@ pub(crate) async fn supervise(
 ) -> io::Result<Ended> {
     let spawned = spawn::spawn(launch).await?;
     let contained = Contained::new(spawned.pid, spawned.pidfd, spawned.cgroup, spawned.rlimits);
-    let plumbing = Plumbing::start(spawned.pipes, &capture)?;
+    let plumbing = Plumbing::start(spawned.pipes, &capture).await?;
     let contained = contained?;
     let containment = contained.kind();
     let end = first_end(&contained, &ends).await;

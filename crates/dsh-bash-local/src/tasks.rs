@@ -18,6 +18,9 @@ pub(crate) struct TaskEntry {
     /// Whole-stream offsets of the next read (stdout, stderr).
     pub(crate) offsets: Mutex<(u64, u64)>,
     pub(crate) stop: Arc<Stop>,
+    /// Its terminal or open stdin while it runs, for a task that takes
+    /// input.
+    pub(crate) input: Option<Arc<crate::input::InputSlot>>,
 }
 
 impl TaskEntry {

@@ -77,6 +77,28 @@ pub enum BashError {
         /// Why, and what to do instead.
         why: String,
     },
+    /// Input was written to a task started without a terminal or an open
+    /// stdin.
+    #[error("task {id} takes no input: it was started without a terminal or an open stdin; start the command with tty (a terminal) or interactive (an open stdin) to write to it")]
+    NotInteractive {
+        /// The task.
+        id: BashTaskId,
+    },
+    /// The task's input is closed: it has ended, or closed its terminal
+    /// or stdin.
+    #[error("cannot write to task {id}: {why}")]
+    InputClosed {
+        /// The task.
+        id: BashTaskId,
+        /// What happened.
+        why: String,
+    },
+    /// The caller has as many interactive tasks running as allowed.
+    #[error("{running} interactive tasks are running for this session, the most allowed; stop one with bash_kill (or let one finish) first")]
+    TooManyInteractive {
+        /// How many are running.
+        running: usize,
+    },
     /// A remote executor's server refused the call; the text is the
     /// server's (the variant itself where one fits, see
     /// [`crate::wire::ErrorFacts::into_error`]).
@@ -118,6 +140,9 @@ impl BashError {
             BashError::SandboxUnavailable(refused) => refused.code(),
             BashError::Unreachable { .. } => "UNREACHABLE",
             BashError::EnvRefused { .. } => "INVALID_ENV",
+            BashError::NotInteractive { .. } => "NOT_INTERACTIVE",
+            BashError::InputClosed { .. } => "INPUT_CLOSED",
+            BashError::TooManyInteractive { .. } => "TOO_MANY_INTERACTIVE",
             BashError::Remote { code, .. } => match code.as_str() {
                 "COMMAND_TOO_LONG" => "COMMAND_TOO_LONG",
                 "INVALID_COMMAND" => "INVALID_COMMAND",
@@ -130,6 +155,9 @@ impl BashError {
                 "SHUT_DOWN" => "SHUT_DOWN",
                 "TOO_MANY_COMMANDS" => "TOO_MANY_COMMANDS",
                 "SANDBOX_UNAVAILABLE" => "SANDBOX_UNAVAILABLE",
+                "NOT_INTERACTIVE" => "NOT_INTERACTIVE",
+                "INPUT_CLOSED" => "INPUT_CLOSED",
+                "TOO_MANY_INTERACTIVE" => "TOO_MANY_INTERACTIVE",
                 _ => "REMOTE",
             },
         }

@@ -169,6 +169,34 @@ pub trait BashExecutor: Send + Sync {
     /// The output produced since the previous read of this task.
     fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError>;
 
+    /// Writes `input` to a running task started with a terminal (its
+    /// keyboard: `\r` is Enter, `\x03` is Ctrl-C) or with an open stdin;
+    /// [`BashError::NotInteractive`] for any other task. Returns once the
+    /// bytes are written (not read).
+    fn write_input<'a>(
+        &'a self,
+        id: &'a BashTaskId,
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), BashError>> {
+        let _ = input;
+        Box::pin(async move {
+            match self.get(id) {
+                Some(_) => Err(BashError::NotInteractive { id: id.clone() }),
+                None => Err(BashError::UnknownTask { id: id.clone() }),
+            }
+        })
+    }
+
+    /// The current contents of a terminal task's screen, as text (rows
+    /// without trailing blanks); [`BashError::NotInteractive`] for a task
+    /// without a terminal.
+    fn screen(&self, id: &BashTaskId) -> Result<String, BashError> {
+        match self.get(id) {
+            Some(_) => Err(BashError::NotInteractive { id: id.clone() }),
+            None => Err(BashError::UnknownTask { id: id.clone() }),
+        }
+    }
+
     /// Kills a task and waits until it has settled. `Ok(true)` if this call
     /// killed it, `Ok(false)` if it had already finished (or another kill is
     /// already under way).

@@ -33,6 +33,34 @@ pub struct BashExecRequest {
     /// An explicit per-call network policy (meaningful to confining
     /// executors); absent = the executor's default for the mode.
     pub network: Option<NetworkPolicy>,
+    /// Run it in a terminal of this size: its stdin, stdout and stderr are
+    /// a fresh pseudo-terminal (one output stream), it is the session
+    /// leader with that terminal as its controlling terminal, and a
+    /// background task takes input ([`crate::BashExecutor::write_input`])
+    /// and has a screen ([`crate::BashExecutor::screen`]).
+    pub terminal: Option<TerminalSize>,
+    /// A background task whose stdin stays an open pipe to write to
+    /// ([`crate::BashExecutor::write_input`]) instead of `/dev/null`.
+    pub interactive: bool,
+}
+
+/// A terminal's size in character cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct TerminalSize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+impl Default for TerminalSize {
+    /// 120 columns by 40 rows.
+    fn default() -> Self {
+        TerminalSize {
+            cols: 120,
+            rows: 40,
+        }
+    }
 }
 
 impl BashExecRequest {
@@ -90,6 +118,10 @@ pub struct BashExecSpec {
     pub env: Option<BTreeMap<String, String>>,
     /// Cancellation, carried through verbatim.
     pub cancel: Option<CancellationToken>,
+    /// The terminal, carried through verbatim.
+    pub terminal: Option<TerminalSize>,
+    /// An open stdin, carried through verbatim.
+    pub interactive: bool,
 }
 
 impl BashExecSpec {

@@ -34,14 +34,96 @@ pub(crate) struct Launch {
     pub(crate) containment: crate::config::ContainmentChoice,
     /// The resource limits it runs under.
     pub(crate) limits: crate::config::ResourceLimits,
+    /// Run in a fresh terminal of this size (stdin, stdout and stderr).
+    pub(crate) terminal: Option<dsh_bash::TerminalSize>,
 }
 
-/// Our ends of a started command's pipes.
+/// Our ends of a started command's pipes, or of its terminal.
 pub(crate) struct Pipes {
-    /// Its stdin, when it was given bytes (else it reads `/dev/null`).
+    /// Its stdin, when it was given bytes or kept open (else it reads
+    /// `/dev/null`, or its terminal).
     pub(crate) stdin: Option<OwnedFd>,
+    /// Its stdout, or the terminal's output (a non-blocking pty master).
     pub(crate) stdout: OwnedFd,
-    pub(crate) stderr: OwnedFd,
+    /// Its stderr; `None` in a terminal (one stream).
+    pub(crate) stderr: Option<OwnedFd>,
+    /// The terminal's master, to type into; `None` without a terminal.
+    pub(crate) terminal: Option<OwnedFd>,
+}
+
+/// A command's standard streams: the child's ends (closed here once it
+/// has execed) and ours.
+struct Standard {
+    child: [RawFd; 3],
+    child_ends: Vec<OwnedFd>,
+    ours: Pipes,
+}
+
+impl Standard {
+    fn new(launch: &Launch) -> io::Result<Standard> {
+        if let Some(size) = launch.terminal {
+            let (master, slave) = open_terminal(size)?;
+            let fd = slave.as_raw_fd();
+            return Ok(Standard {
+                child: [fd; 3],
+                child_ends: vec![slave],
+                ours: Pipes {
+                    stdin: None,
+                    stdout: master.try_clone()?,
+                    stderr: None,
+                    terminal: Some(master),
+                },
+            });
+        }
+        let (stdin_read, stdin_write) = if launch.piped_stdin {
+            let (r, w) = pipe()?;
+            (r, Some(w))
+        } else {
+            (dev_null()?, None)
+        };
+        let (stdout_read, stdout_write) = pipe()?;
+        let (stderr_read, stderr_write) = pipe()?;
+        Ok(Standard {
+            child: [
+                stdin_read.as_raw_fd(),
+                stdout_write.as_raw_fd(),
+                stderr_write.as_raw_fd(),
+            ],
+            child_ends: vec![stdin_read, stdout_write, stderr_write],
+            ours: Pipes {
+                stdin: stdin_write,
+                stdout: stdout_read,
+                stderr: Some(stderr_read),
+                terminal: None,
+            },
+        })
+    }
+}
+
+/// A fresh pseudo-terminal of `size`: its master (non-blocking) and its
+/// slave, opened without becoming our controlling terminal.
+fn open_terminal(size: dsh_bash::TerminalSize) -> io::Result<(OwnedFd, OwnedFd)> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::OpenptFlags;
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let name = rustix::pty::ptsname(&master, Vec::new())?;
+    let slave = rustix::fs::open(
+        name.as_c_str(),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let winsize = rustix::termios::Winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(&master, winsize)?;
+    let flags = rustix::fs::fcntl_getfl(&master)?;
+    rustix::fs::fcntl_setfl(&master, flags | OFlags::NONBLOCK)?;
+    Ok((master, slave))
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
@@ -109,6 +191,8 @@ struct ChildArgs {
     v1_len: usize,
     /// `RLIMIT_DATA`, or `u64::MAX` for none.
     memory_rlimit: u64,
+    /// The standard streams are a terminal to make controlling.
+    terminal: bool,
 }
 
 /// Reports `errno` to the parent and exits.
@@ -175,6 +259,12 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: we are the freshly cloned child, before exec.
     if let Err(err) = unsafe { contain_child(args.parent) } {
         fail(args.report, err.raw_os_error().unwrap_or(libc::EIO));
+    }
+    // The session leader (setsid above) takes its terminal as controlling
+    // terminal: ^C reaches its foreground job, a hang-up its session.
+    // SAFETY: ioctl(TIOCSCTTY) on our stdin, a raw syscall.
+    if args.terminal && unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
+        fail(args.report, errno());
     }
     if !args.cgroup.is_null() {
         join(args.cgroup, args.report);
@@ -455,25 +545,14 @@ pub(crate) fn launch(
     let path = launcher.path_of(&launch.program, &launch.env)?;
     let strings = ExecStrings::new(launch)?;
     let restriction = Prepared::new(&launch.restriction);
-    let (stdin_read, stdin_write) = if launch.piped_stdin {
-        let (r, w) = pipe()?;
-        (r, Some(w))
-    } else {
-        (dev_null()?, None)
-    };
-    let (stdout_read, stdout_write) = pipe()?;
-    let (stderr_read, stderr_write) = pipe()?;
+    let standard = Standard::new(launch)?;
     let (report_read, report_write) = pipe()?;
     let mut args = ChildArgs {
         path: path.as_ptr(),
         argv: strings.argv.as_ptr(),
         envp: strings.envp.as_ptr(),
         cwd: strings.cwd.as_ptr(),
-        stdio: [
-            stdin_read.as_raw_fd(),
-            stdout_write.as_raw_fd(),
-            stderr_write.as_raw_fd(),
-        ],
+        stdio: standard.child,
         report: report_write.as_raw_fd(),
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
         restriction: &restriction as *const Prepared,
@@ -481,25 +560,19 @@ pub(crate) fn launch(
         v1: cgroup.as_ref().map_or(std::ptr::null(), |entry| entry.v1.as_ptr()),
         v1_len: cgroup.as_ref().map_or(0, |entry| entry.v1.len()),
         memory_rlimit: memory_rlimit.unwrap_or(u64::MAX),
+        terminal: launch.terminal.is_some(),
     };
     // SAFETY: `args` points into `strings`, `path` and `restriction`, which
     // outlive the call; the child's end of every pipe stays open until it
     // returns.
     let pid = unsafe { clone_child(&mut args, cgroup.as_ref(), &mut launcher.stack) }?;
-    drop((stdin_read, stdout_write, stderr_write, report_write));
+    drop((standard.child_ends, report_write));
     if let Some(errno) = exec_failure(&report_read, pid) {
         // The program may have moved: resolve it afresh next time.
         launcher.resolved = None;
         return Err(io::Error::from_raw_os_error(errno));
     }
-    Ok((
-        pid,
-        Pipes {
-            stdin: stdin_write,
-            stdout: stdout_read,
-            stderr: stderr_read,
-        },
-    ))
+    Ok((pid, standard.ours))
 }
 
 /// Clones the child that runs [`child`] with `args` on `stack`, into the

@@ -328,6 +328,14 @@ pub(crate) fn readable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<Ow
         .map_err(|err| err.into_parts().1)
 }
 
+/// Registers an owned fd (a terminal's master) with the Tokio reactor for
+/// writability.
+pub(crate) fn writable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: as for `readable_fd`.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE) }
+        .map_err(|err| err.into_parts().1)
+}
+
 /// Waits for the child behind `pidfd` to exit and reaps it (blocking).
 pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
     let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();

@@ -9,6 +9,7 @@ mod escapee;
 mod fixture;
 mod flood;
 mod grandchild_pipe;
+mod interactive;
 mod listeners;
 mod long_command;
 mod output;
