@@ -31,6 +31,11 @@ pub struct McpArgs {
     /// refused with a message saying so.
     #[arg(long, value_name = "N", default_value_t = 32)]
     max_commands: usize,
+    /// Hand every foreground command still running after this many
+    /// milliseconds over as a background task of its session instead of
+    /// waiting for its timeout (a call's yieldMs wins). Off by default.
+    #[arg(long, value_name = "MS")]
+    yield_ms: Option<f64>,
     /// Serve MCP over Streamable HTTP on this address (e.g.
     /// `127.0.0.1:8700`) instead of stdio. Every request needs the bearer
     /// token (see --token-file).
@@ -58,6 +63,10 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     if args.max_commands == 0 {
         anyhow::bail!("--max-commands must be at least 1");
     }
+    let yield_after = args
+        .yield_ms
+        .map(|ms| compose::millis("yield-ms", ms))
+        .transpose()?;
     // Listening is checked before anything starts.
     let listening = match args.listen {
         Some(address) => Some(Listening::prepare(address, &args.http, max_timeout)?),
@@ -98,7 +107,8 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
             max_timeout,
             args.max_commands,
         )
-        .with_escalation(escalation),
+        .with_escalation(escalation)
+        .with_yield(yield_after),
     );
     match listening {
         Some(listening) => dsh_bash_mcp::http::serve(listening, hub).await?,

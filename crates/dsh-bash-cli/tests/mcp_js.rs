@@ -126,7 +126,11 @@ fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["bash", "bash_output", "bash_kill"], "{listed}");
+    assert_eq!(
+        names,
+        ["bash", "bash_output", "bash_write", "bash_kill"],
+        "{listed}"
+    );
     let (called, _) = run(&[
         "--method",
         "tools/call",

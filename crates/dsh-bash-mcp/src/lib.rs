@@ -123,6 +123,15 @@ impl Hub {
         }
     }
 
+    /// The same hub, handing every foreground command still running after
+    /// `after` over as a background task (`--yield-ms`; a call's `yieldMs`
+    /// wins).
+    pub fn with_yield(mut self, after: Option<Duration>) -> Self {
+        let executor = Arc::clone(self.tools.executor());
+        self.tools = Arc::new(BashTools::new(executor).with_yield(after));
+        self
+    }
+
     /// The same hub, with escalation approvals allowed or not.
     pub fn with_escalation(mut self, allowed: bool) -> Self {
         self.escalation = allowed;
@@ -412,8 +421,20 @@ impl Notices {
     fn take_for(&self, name: &str, outcome: &Result<ToolOutput, ToolError>) -> Vec<String> {
         let structured = outcome.as_ref().ok().map(|output| &output.structured);
         let reports = structured.is_some_and(|s| match name {
-            "bash_output" => s.get("status").and_then(Value::as_str) != Some("running"),
+            "bash_output" | "bash_write" => {
+                s.get("status").and_then(Value::as_str) != Some("running")
+            }
             "bash_kill" => s.get("killed") == Some(&Value::Bool(true)),
+            // A yielded run that settled within its yield reports its task.
+            "bash" => {
+                s.get("task_id").is_some()
+                    && !s
+                        .get("status")
+                        .and_then(Value::as_str)
+                        .is_some_and(|status| {
+                            status.starts_with("started") || status.starts_with("still running")
+                        })
+            }
             _ => false,
         });
         let task = structured

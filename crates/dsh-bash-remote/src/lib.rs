@@ -576,6 +576,12 @@ impl BashExecutor for RemoteBashExecutor {
             None => Duration::from_millis(facts.default_timeout_ms).min(max),
         };
         request.check_command_and_env()?;
+        if request.terminal.is_some() || request.interactive {
+            return Err(BashError::Unsupported {
+                what: "a task that takes input (a terminal or an open stdin)",
+                why: "a remote executor does not carry input or screens over its executor calls yet; use the server's own bash tool (tty, bash_write) through MCP".into(),
+            });
+        }
         let workdir = match (request.workdir, &facts.cwd) {
             (Some(dir), Some(cwd)) if dir.is_relative() => cwd.join(dir),
             (Some(dir), _) => dir,
@@ -605,6 +611,8 @@ impl BashExecutor for RemoteBashExecutor {
             stdin: request.stdin,
             env: request.env,
             cancel: request.cancel,
+            terminal: None,
+            interactive: false,
         })
     }
 

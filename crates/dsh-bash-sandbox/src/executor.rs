@@ -580,6 +580,18 @@ impl BashExecutor for SandboxBashExecutor {
         self.local.read_output(id)
     }
 
+    fn write_input<'a>(
+        &'a self,
+        id: &'a BashTaskId,
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), BashError>> {
+        self.local.write_input(id, input)
+    }
+
+    fn screen(&self, id: &BashTaskId) -> Result<String, BashError> {
+        self.local.screen(id)
+    }
+
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
         self.local.kill(id)
     }

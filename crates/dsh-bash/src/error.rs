@@ -99,6 +99,14 @@ pub enum BashError {
         /// How many are running.
         running: usize,
     },
+    /// This executor cannot run what the request asks for.
+    #[error("{what} is not available through this executor: {why}")]
+    Unsupported {
+        /// What was asked for (`a terminal`).
+        what: &'static str,
+        /// Why, and where it is available.
+        why: String,
+    },
     /// A remote executor's server refused the call; the text is the
     /// server's (the variant itself where one fits, see
     /// [`crate::wire::ErrorFacts::into_error`]).
@@ -143,6 +151,7 @@ impl BashError {
             BashError::NotInteractive { .. } => "NOT_INTERACTIVE",
             BashError::InputClosed { .. } => "INPUT_CLOSED",
             BashError::TooManyInteractive { .. } => "TOO_MANY_INTERACTIVE",
+            BashError::Unsupported { .. } => "UNSUPPORTED",
             BashError::Remote { code, .. } => match code.as_str() {
                 "COMMAND_TOO_LONG" => "COMMAND_TOO_LONG",
                 "INVALID_COMMAND" => "INVALID_COMMAND",

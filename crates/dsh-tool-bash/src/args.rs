@@ -48,6 +48,12 @@ struct BashParams {
     workdir: Option<String>,
     /// Start the command as a background task and return its id at once.
     run_in_background: Option<bool>,
+    /// Run it in a terminal (120x40): for REPLs, prompts and full-screen programs. Type into a background one with bash_write; read its screen with bash_output.
+    tty: Option<bool>,
+    /// Milliseconds to wait before handing a command still running over as a background task (instead of its timeout): the result then says its task id.
+    #[serde(rename = "yieldMs")]
+    #[schemars(range(min = 1))]
+    yield_ms: Option<u64>,
 }
 
 /// The network a call may ask for.
@@ -72,12 +78,96 @@ struct ConfinedBashParams {
     network: Option<NetworkAsk>,
 }
 
-/// Parameters of `bash_output` and `bash_kill`.
+/// Parameters of `bash_kill`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
 struct TaskParams {
     /// The background task id returned by `bash` (for example `bash-1`).
     task_id: String,
+}
+
+/// Parameters of `bash_output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct OutputParams {
+    /// The background task id returned by `bash` (for example `bash-1`).
+    task_id: String,
+    /// Also return the current screen of a task run with tty (what `top`, `vi` or an installer shows).
+    screen: Option<bool>,
+}
+
+/// A named key `bash_write` can press.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+pub(crate) enum Key {
+    #[serde(rename = "C-c")]
+    #[allow(missing_docs)]
+    CtrlC,
+    #[serde(rename = "C-d")]
+    #[allow(missing_docs)]
+    CtrlD,
+    #[serde(rename = "C-z")]
+    #[allow(missing_docs)]
+    CtrlZ,
+    #[allow(missing_docs)]
+    Enter,
+    #[allow(missing_docs)]
+    Tab,
+    #[allow(missing_docs)]
+    Esc,
+    #[allow(missing_docs)]
+    Up,
+    #[allow(missing_docs)]
+    Down,
+    #[allow(missing_docs)]
+    Left,
+    #[allow(missing_docs)]
+    Right,
+    #[allow(missing_docs)]
+    Backspace,
+}
+
+impl Key {
+    /// The bytes a terminal sends for it.
+    pub(crate) fn bytes(self) -> &'static [u8] {
+        match self {
+            Key::CtrlC => b"\x03",
+            Key::CtrlD => b"\x04",
+            Key::CtrlZ => b"\x1a",
+            Key::Enter => b"\r",
+            Key::Tab => b"\t",
+            Key::Esc => b"\x1b",
+            Key::Up => b"\x1b[A",
+            Key::Down => b"\x1b[B",
+            Key::Right => b"\x1b[C",
+            Key::Left => b"\x1b[D",
+            Key::Backspace => b"\x7f",
+        }
+    }
+}
+
+/// Parameters of `bash_write`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct WriteParams {
+    /// The background task id returned by `bash` (for example `bash-1`).
+    task_id: String,
+    /// Text to type; "\n" is Enter. Empty (or absent, without keys): just wait for new output.
+    input: Option<String>,
+    /// Keys to press after the text, in order.
+    keys: Option<Vec<Key>>,
+    /// Milliseconds to wait at most for the output to go quiet (default 1000, at most 30000).
+    #[serde(rename = "yieldMs")]
+    #[schemars(range(min = 1, max = 30000))]
+    yield_ms: Option<u64>,
+}
+
+/// A validated `bash_write` call.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WriteCall {
+    pub(crate) task_id: String,
+    pub(crate) input: String,
+    pub(crate) keys: Vec<Key>,
+    pub(crate) wait: std::time::Duration,
 }
 
 /// A self-contained schema: no `$ref`, optional fields simply not required
@@ -210,6 +300,16 @@ fn only(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
     ))
 }
 
+/// The arguments of an executor call's `bash` (no terminal, no hand-over:
+/// a remote executor runs neither through executor calls).
+const EXECUTOR_ARGUMENTS: [&str; 5] = [
+    "command",
+    "description",
+    "timeoutMs",
+    "workdir",
+    "run_in_background",
+];
+
 /// The arguments of `bash`; the escalation pair only when the executor
 /// confines.
 fn bash_arguments(confining: bool) -> &'static [&'static str] {
@@ -220,6 +320,8 @@ fn bash_arguments(confining: bool) -> &'static [&'static str] {
             "timeoutMs",
             "workdir",
             "run_in_background",
+            "tty",
+            "yieldMs",
             "sandbox_permissions",
             "justification",
             "network",
@@ -231,6 +333,8 @@ fn bash_arguments(confining: bool) -> &'static [&'static str] {
             "timeoutMs",
             "workdir",
             "run_in_background",
+            "tty",
+            "yieldMs",
         ]
     }
 }
@@ -243,6 +347,10 @@ pub(crate) struct BashCall {
     pub(crate) workdir: Option<String>,
     pub(crate) background: bool,
     pub(crate) escalation: Option<Escalate>,
+    /// Run in a terminal.
+    pub(crate) tty: bool,
+    /// Hand over as a background task after this long.
+    pub(crate) yield_after: Option<std::time::Duration>,
 }
 
 /// What a call asks the user for.
@@ -296,22 +404,7 @@ pub(crate) fn bash_call(args: &Value, caller: Caller) -> Result<BashCall, String
     if caller != Caller::Executor || present(args, "description").is_some() {
         non_empty(args, "description")?;
     }
-    let timeout = match present(args, "timeoutMs") {
-        None => None,
-        // An integer of milliseconds; 30000.0 is 30000, 1500.5 is not.
-        Some(value) => match value.as_f64() {
-            Some(ms) if ms.is_finite() && ms >= 1.0 && ms.fract() == 0.0 => {
-                // Past u64 milliseconds it saturates: capped by the
-                // executor anyway.
-                Some(std::time::Duration::from_millis(ms as u64))
-            }
-            _ => {
-                return Err(format!(
-                    "invalid timeoutMs: expected a positive integer number of milliseconds, got {value}"
-                ))
-            }
-        },
-    };
+    let timeout = millis(args, "timeoutMs")?;
     let workdir = match present(args, "workdir") {
         None => None,
         Some(Value::String(dir)) if !dir.trim().is_empty() => Some(dir.clone()),
@@ -330,26 +423,107 @@ pub(crate) fn bash_call(args: &Value, caller: Caller) -> Result<BashCall, String
             ))
         }
     };
-    let (escalation, confining) = match caller {
-        Caller::Model { confining } => (escalation(args)?, confining),
+    let tty = match present(args, "tty") {
+        None => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(value) => return Err(format!("invalid tty: expected a boolean, got {value}")),
+    };
+    let yield_after = millis(args, "yieldMs")?;
+    let (escalation, allowed) = match caller {
+        Caller::Model { confining } => (escalation(args)?, bash_arguments(confining)),
         Caller::Executor => {
             if let Some(field) = ESCALATION_FIELDS
                 .into_iter()
                 .find(|f| args.contains_key(*f))
             {
-                return Err(format!("unknown argument \"{field}\" (an executor call widens nothing: a wider sandbox or the network is asked for through the model's bash call); allowed: {}", bash_arguments(false).join(", ")));
+                return Err(format!("unknown argument \"{field}\" (an executor call widens nothing: a wider sandbox or the network is asked for through the model's bash call); allowed: {}", EXECUTOR_ARGUMENTS.join(", ")));
             }
-            (None, false)
+            (None, &EXECUTOR_ARGUMENTS[..])
         }
     };
-    only(args, bash_arguments(confining))?;
+    only(args, allowed)?;
     Ok(BashCall {
         command,
         timeout,
         workdir,
         background,
         escalation,
+        tty,
+        yield_after,
     })
+}
+
+/// A positive integer number of milliseconds (`30000.0` is 30000, `1500.5`
+/// is not), if `field` is given.
+fn millis(args: &Map<String, Value>, field: &str) -> Result<Option<std::time::Duration>, String> {
+    match present(args, field) {
+        None => Ok(None),
+        Some(value) => match value.as_f64() {
+            // Past u64 milliseconds it saturates: capped by the executor
+            // anyway.
+            Some(ms) if ms.is_finite() && ms >= 1.0 && ms.fract() == 0.0 => {
+                Ok(Some(std::time::Duration::from_millis(ms as u64)))
+            }
+            _ => Err(format!(
+                "invalid {field}: expected a positive integer number of milliseconds, got {value}"
+            )),
+        },
+    }
+}
+
+/// The longest `bash_write` waits for output to go quiet.
+pub(crate) const MAX_WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long `bash_write` waits by default.
+pub(crate) const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Validates `bash_write` arguments.
+pub(crate) fn write_call(args: &Value) -> Result<WriteCall, String> {
+    let object = object(args)?;
+    let task_id = non_empty(object, "task_id")?;
+    let input = match present(object, "input") {
+        None => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(value) => return Err(format!("invalid input: expected a string, got {value}")),
+    };
+    let keys = match present(object, "keys") {
+        None => Vec::new(),
+        Some(value) => serde_json::from_value::<Vec<Key>>(value.clone()).map_err(|_| {
+            format!("invalid keys: expected an array of C-c, C-d, C-z, Enter, Tab, Esc, Up, Down, Left, Right, Backspace; got {value}")
+        })?,
+    };
+    let wait = millis(object, "yieldMs")?.map_or(WRITE_WAIT, |wait| wait.min(MAX_WRITE_WAIT));
+    only(object, &["task_id", "input", "keys", "yieldMs"])?;
+    Ok(WriteCall {
+        task_id,
+        input,
+        keys,
+        wait,
+    })
+}
+
+/// Validates `bash_output` arguments: the task, and whether to show its
+/// screen.
+pub(crate) fn output_call(args: &Value) -> Result<(String, bool), String> {
+    let object = object(args)?;
+    let id = non_empty(object, "task_id")?;
+    let screen = match present(object, "screen") {
+        None => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(value) => return Err(format!("invalid screen: expected a boolean, got {value}")),
+    };
+    only(object, &["task_id", "screen"])?;
+    Ok((id, screen))
+}
+
+/// The JSON Schema of `bash_output`.
+pub(crate) fn output_schema() -> Value {
+    schema_of::<OutputParams>()
+}
+
+/// The JSON Schema of `bash_write`.
+pub(crate) fn write_schema() -> Value {
+    schema_of::<WriteParams>()
 }
 
 /// The escalation pair of a confined call, if it asks for one.
@@ -475,8 +649,8 @@ mod tests {
             (with(json!({"timeoutMs": 0})), "invalid timeoutMs: expected a positive integer number of milliseconds, got 0"),
             (with(json!({"timeoutMs": "10"})), "invalid timeoutMs: expected a positive integer number of milliseconds, got \"10\""),
             (with(json!({"timeoutMs": 1500.5})), "invalid timeoutMs: expected a positive integer number of milliseconds, got 1500.5"),
-            (with(json!({"timeout": 100})), "unknown argument \"timeout\" (did you mean \"timeoutMs\"?); allowed: command, description, timeoutMs, workdir, run_in_background"),
-            (with(json!({"env": {}, "stdin": "x"})), "unknown arguments \"env\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background"),
+            (with(json!({"timeout": 100})), "unknown argument \"timeout\" (did you mean \"timeoutMs\"?); allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs"),
+            (with(json!({"env": {}, "stdin": "x"})), "unknown arguments \"env\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs"),
             (with(json!({"sandbox_permissions": "workspace-write"})), "invalid escalation: sandbox_permissions requires a justification"),
             (with(json!({"justification": "needs it"})), "invalid escalation: justification is only valid together with sandbox_permissions or network"),
             (with(json!({"sandbox_permissions": "workspace-write", "justification": "  "})), "invalid justification: expected a non-empty sentence"),
@@ -503,7 +677,7 @@ mod tests {
         // Confining: the escalation pair is allowed, still nothing else.
         assert_eq!(
             bash_call(&with(json!({"cwd": "/"})), Caller::Model { confining: true }).unwrap_err(),
-            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, sandbox_permissions, justification, network"
+            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs, sandbox_permissions, justification, network"
         );
         let network = bash_call(
             &with(json!({"network": "on", "justification": "fetch the crate index"})),
@@ -543,7 +717,8 @@ mod tests {
     fn known_values_are_kept() {
         let call = bash_call(
             &with(json!({
-                "timeoutMs": 30000.0, "workdir": "sub", "run_in_background": true
+                "timeoutMs": 30000.0, "workdir": "sub", "run_in_background": true,
+                "tty": true, "yieldMs": 500
             })),
             Caller::Model { confining: false },
         )
@@ -556,8 +731,38 @@ mod tests {
                 workdir: Some("sub".into()),
                 background: true,
                 escalation: None,
+                tty: true,
+                yield_after: Some(std::time::Duration::from_millis(500)),
             }
         );
+    }
+
+    #[test]
+    fn write_and_output_calls_name_what_is_wrong() {
+        let call = write_call(&json!({"task_id": "bash-1", "input": "x = 1\n", "keys": ["Enter", "C-c"], "yieldMs": 99999})).unwrap();
+        assert_eq!(call.keys, vec![Key::Enter, Key::CtrlC]);
+        assert_eq!(call.wait, MAX_WRITE_WAIT);
+        assert_eq!(
+            write_call(&json!({"task_id": "bash-1"})).unwrap().wait,
+            WRITE_WAIT
+        );
+        for (args, message) in [
+            (json!({"input": "x"}), "invalid task_id: expected a non-empty string"),
+            (json!({"task_id": "bash-1", "keys": ["C-x"]}), "invalid keys: expected an array of C-c, C-d, C-z, Enter, Tab, Esc, Up, Down, Left, Right, Backspace; got [\"C-x\"]"),
+            (json!({"task_id": "bash-1", "input": 7}), "invalid input: expected a string, got 7"),
+            (json!({"task_id": "bash-1", "text": "x"}), "unknown argument \"text\"; allowed: task_id, input, keys, yieldMs"),
+        ] {
+            assert_eq!(write_call(&args).unwrap_err(), message, "{args}");
+        }
+        assert_eq!(
+            output_call(&json!({"task_id": "bash-1", "screen": true})).unwrap(),
+            ("bash-1".into(), true)
+        );
+        assert_eq!(
+            output_call(&json!({"task_id": "bash-1", "screen": "yes"})).unwrap_err(),
+            "invalid screen: expected a boolean, got \"yes\""
+        );
+        assert_eq!(Key::Up.bytes(), b"\x1b[A");
     }
 
     #[test]
@@ -571,7 +776,9 @@ mod tests {
                 "description",
                 "run_in_background",
                 "timeoutMs",
-                "workdir"
+                "tty",
+                "workdir",
+                "yieldMs"
             ]
         );
         assert_eq!(plain["required"], json!(["command", "description"]));

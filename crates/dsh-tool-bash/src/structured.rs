@@ -145,6 +145,22 @@ pub(crate) fn run(text: String, result: &BashRunResult) -> Value {
     serde_json::to_value(content).unwrap_or(Value::Null)
 }
 
+/// A run handed over as a background task: settled within its yield
+/// (`settled`: its facts, and the task that ran it), or still running.
+pub(crate) fn yielded(text: String, result: &BashRunResult, id: &str, settled: bool) -> Value {
+    let mut content = run(text, result);
+    if let Some(object) = content.as_object_mut() {
+        object.insert("task_id".into(), Value::String(id.to_owned()));
+        if !settled {
+            object.insert(
+                "status".into(),
+                Value::String("still running in the background".into()),
+            );
+        }
+    }
+    content
+}
+
 /// A background task just started.
 pub(crate) fn started(text: String, task: &BashTask) -> Value {
     let content = BashContent {
@@ -179,7 +195,8 @@ pub(crate) struct OutputContent {
     /// The task read.
     task_id: String,
     /// The read exactly as the text content renders it: the new output
-    /// since the last read (cleaned), then the status line.
+    /// since the last read (cleaned), then the status line (and the
+    /// screen, when asked for).
     text: String,
 }
 

@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 use crate::args::{self, BashCall};
-use crate::render::{render_run_result_with, render_task_read, status_line, Heads};
+use crate::render::{
+    render_run_result, render_run_result_with, render_task_read, status_line, Heads,
+};
 use crate::session::{effective_sandbox_mode, Session};
 use crate::structured;
 
@@ -24,6 +26,8 @@ const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-i
 const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. The network is off in the sandbox: a command that genuinely needs it (installing packages, fetching) may ask with network: \"on\" and a justification, the same way. Never ask speculatively, and treat a rejection as final for that command.";
 
 const OUTPUT_DESCRIPTION: &str = "Read the output a background bash task produced since the previous read, followed by its status line (\"[status: running]\", \"[status: completed, exit code: N]\", \"[status: killed]\"). Output that slid out of memory is named by a file path.";
+
+const WRITE_DESCRIPTION: &str = "Type into a background bash task started with tty (a REPL, a prompt, vi): input is text (\"\\n\" is Enter), keys are named keys pressed after it (C-c interrupts, C-d ends input). Waits until the output goes quiet (at most yieldMs, default 1000) and returns what the task printed since the previous read, then its status line, as bash_output does.";
 
 const KILL_DESCRIPTION: &str = "Stop a background bash task and everything it started (SIGTERM, then SIGKILL after a grace period).";
 
@@ -160,6 +164,8 @@ pub struct BashTools {
     executor: Arc<dyn BashExecutor>,
     sessions: Arc<Sessions>,
     listener: Option<ListenerHandle>,
+    /// Every foreground call's yield when it names none.
+    yield_after: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for BashTools {
@@ -225,7 +231,15 @@ impl BashTools {
             executor,
             sessions,
             listener: Some(listener),
+            yield_after: None,
         }
+    }
+
+    /// The same tools, handing every foreground command still running
+    /// after `after` over as a background task (a call's `yieldMs` wins).
+    pub fn with_yield(mut self, after: Option<std::time::Duration>) -> Self {
+        self.yield_after = after;
+        self
     }
 
     /// The executor underneath.
@@ -262,11 +276,22 @@ impl BashTools {
             Tool {
                 name: "bash_output",
                 description: OUTPUT_DESCRIPTION.into(),
-                parameters: args::task_schema(),
+                parameters: args::output_schema(),
                 output_schema: structured::schema::<structured::OutputContent>(),
                 annotations: ToolAnnotations {
                     read_only: true,
                     destructive: false,
+                    idempotent: false,
+                },
+            },
+            Tool {
+                name: "bash_write",
+                description: WRITE_DESCRIPTION.into(),
+                parameters: args::write_schema(),
+                output_schema: structured::schema::<structured::OutputContent>(),
+                annotations: ToolAnnotations {
+                    read_only: false,
+                    destructive: true,
                     idempotent: false,
                 },
             },
@@ -297,9 +322,10 @@ impl BashTools {
         match name {
             "bash" => self.bash(&args, ctx).await,
             "bash_output" => self.output(&args, ctx),
+            "bash_write" => self.write(&args, ctx).await,
             "bash_kill" => self.kill(&args, ctx).await,
             other => Err(format!(
-                "unknown tool \"{other}\": expected bash, bash_output or bash_kill"
+                "unknown tool \"{other}\": expected bash, bash_output, bash_write or bash_kill"
             )
             .into()),
         }
@@ -458,7 +484,14 @@ impl BashTools {
         request.timeout = call.timeout;
         request.cancel = Some(ctx.cancel.clone());
         request.sandbox_mode = self.standing_mode(ctx);
-        if call.background {
+        if call.tty {
+            request.terminal = Some(dsh_bash::TerminalSize::default());
+        }
+        let yield_after = call
+            .yield_after
+            .or(self.yield_after)
+            .filter(|_| !call.background);
+        if call.background || yield_after.is_some() {
             request.owner = ctx.session.as_ref().map(|s| s.owner());
         }
         // A call the executor would refuse (too long, a missing workdir, a
@@ -475,6 +508,9 @@ impl BashTools {
         request.sandbox_mode = mode;
         request.network = granted.network;
         let spec = self.executor.resolve(request)?;
+        if let Some(after) = yield_after {
+            return self.yielded(spec, after).await;
+        }
         if call.background {
             let task = self.executor.start(spec).await?;
             let text = format!("started background task {}", task.id);
@@ -502,11 +538,78 @@ impl BashTools {
     }
 
     fn output(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
-        let id = self.owned_task(args, ctx)?;
+        let (id, screen) = args::output_call(args)?;
+        let id = owned_task(&*self.executor, ctx.session.as_deref(), BashTaskId::new(id))?;
         let read = self.executor.read_output(&id)?;
+        let mut text = render_task_read(&read);
+        if screen {
+            text.push_str(&screen_section(&self.executor.screen(&id)?));
+        }
+        Ok(ToolOutput {
+            structured: structured::read(text.clone(), &read),
+            text,
+        })
+    }
+
+    /// `bash_write`: types the input and keys, waits for the output to go
+    /// quiet, reads what came.
+    async fn write(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+        let call = args::write_call(args)?;
+        let id = owned_task(
+            &*self.executor,
+            ctx.session.as_deref(),
+            BashTaskId::new(call.task_id),
+        )?;
+        let terminal = self.executor.screen(&id).is_ok();
+        let mut bytes = if terminal {
+            // Enter in a terminal is a carriage return.
+            call.input.replace('\n', "\r").into_bytes()
+        } else {
+            call.input.into_bytes()
+        };
+        for key in &call.keys {
+            bytes.extend_from_slice(key.bytes());
+        }
+        if !bytes.is_empty() {
+            self.executor.write_input(&id, &bytes).await?;
+        }
+        let read = quiet_read(&*self.executor, &id, call.wait, &ctx.cancel).await?;
         let text = render_task_read(&read);
         Ok(ToolOutput {
             structured: structured::read(text.clone(), &read),
+            text,
+        })
+    }
+
+    /// A `bash` call with a yield: started as a task of the caller's, waited
+    /// for up to `after`; settled by then, it reads as a foreground run,
+    /// else it is handed over.
+    async fn yielded(
+        &self,
+        spec: dsh_bash::BashExecSpec,
+        after: std::time::Duration,
+    ) -> Result<ToolOutput, ToolError> {
+        let task = self.executor.start(spec).await?;
+        let settled = tokio::time::timeout(after, task.settled()).await.ok();
+        let read = self.executor.read_output(&task.id)?;
+        let result = run_of(&read, after);
+        let id = task.id.as_str();
+        let Some(_) = settled else {
+            // A terminal's stream is drawing: its screen reads better.
+            let mut text = match self.executor.screen(&task.id) {
+                Ok(screen) => screen_section(&screen).trim_start().to_owned(),
+                Err(_) => render_run_result(&result),
+            };
+            let seconds = after.as_secs_f64();
+            text.push_str(&format!("\n[still running as {id} after {seconds} s: the output so far is above; read more with bash_output, type into it with bash_write (if it runs in a tty), stop it with bash_kill]"));
+            return Ok(ToolOutput {
+                structured: structured::yielded(text.clone(), &result, id, false),
+                text,
+            });
+        };
+        let text = render_run_result(&result);
+        Ok(ToolOutput {
+            structured: structured::yielded(text.clone(), &result, id, true),
             text,
         })
     }
@@ -556,4 +659,83 @@ pub fn owned_task(
         }
     }
     Ok(id)
+}
+
+/// The screen of a terminal task, after its read.
+fn screen_section(screen: &str) -> String {
+    let trimmed = screen.trim_end_matches('\n');
+    format!("\n[screen]\n{trimmed}\n[end of screen]")
+}
+
+/// How long the output must stay quiet for `bash_write` to return.
+const QUIET: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// Reads a task's new output until it has gone quiet for [`QUIET`] after
+/// printing something (or has settled), at most `wait`: every read in
+/// one.
+async fn quiet_read(
+    executor: &dyn BashExecutor,
+    id: &BashTaskId,
+    wait: std::time::Duration,
+    cancel: &CancellationToken,
+) -> Result<dsh_bash::BashTaskRead, ToolError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut read = executor.read_output(id)?;
+    let mut quiet_since = tokio::time::Instant::now();
+    loop {
+        let now = tokio::time::Instant::now();
+        let settled = read.task.status != dsh_bash::TaskStatus::Running;
+        let quiet = !read.delta.is_empty() && now - quiet_since >= QUIET;
+        if settled || quiet || now >= deadline {
+            return Ok(read);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+            () = cancel.cancelled() => return Ok(read),
+        }
+        let more = executor.read_output(id)?;
+        if !more.delta.is_empty() {
+            quiet_since = tokio::time::Instant::now();
+        }
+        read = joined(read, more);
+    }
+}
+
+/// Two successive reads of one task as one.
+fn joined(first: dsh_bash::BashTaskRead, then: dsh_bash::BashTaskRead) -> dsh_bash::BashTaskRead {
+    let (stdout, stderr) = (first.stdout + &then.stdout, first.stderr + &then.stderr);
+    dsh_bash::BashTaskRead {
+        task: then.task,
+        delta: dsh_bash::join_streams(&stdout, &stderr),
+        stdout,
+        stderr,
+        lossy: first.lossy || then.lossy,
+        stdout_spill_path: then.stdout_spill_path.or(first.stdout_spill_path),
+        stderr_spill_path: then.stderr_spill_path.or(first.stderr_spill_path),
+    }
+}
+
+/// A yielded task's read as a foreground run's result.
+fn run_of(read: &dsh_bash::BashTaskRead, after: std::time::Duration) -> dsh_bash::BashRunResult {
+    let collected = |text: &str, spill: &Option<PathBuf>| dsh_bash::CollectedOutput {
+        text: text.to_owned(),
+        truncated: read.lossy && spill.is_some(),
+        spill_path: spill.clone(),
+        total_bytes: text.len() as u64,
+        spill_note: None,
+    };
+    let task = &read.task;
+    dsh_bash::BashRunResult {
+        exit_code: task.exit_code,
+        signal: task.signal.clone(),
+        timed_out: false,
+        aborted: false,
+        timeout_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
+        stdout: collected(&read.stdout, &read.stdout_spill_path),
+        stderr: collected(&read.stderr, &read.stderr_spill_path),
+        leftovers_stopped: 0,
+        sandbox: task.sandbox.clone(),
+        containment: None,
+        limits: task.limits.clone(),
+    }
 }

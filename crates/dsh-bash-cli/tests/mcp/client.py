@@ -87,7 +87,7 @@ async def listing(session, init):
     assert init.server_info.name == "dsh-bash", init.server_info
     assert "[exit code: N]" in (init.instructions or ""), init.instructions
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-    assert sorted(tools) == ["bash", "bash_kill", "bash_output"], sorted(tools)
+    assert sorted(tools) == ["bash", "bash_kill", "bash_output", "bash_write"], sorted(tools)
     for name, tool in tools.items():
         assert tool.output_schema and tool.output_schema["type"] == "object", name
         TOOL_SCHEMAS[name] = tool.output_schema

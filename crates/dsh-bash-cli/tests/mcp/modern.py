@@ -76,7 +76,7 @@ async def negotiated():
         assert "2025-11-25" in discovered.supported_versions, discovered.supported_versions
         assert discovered.capabilities.logging is None, "logging advertised on 2026-07-28"
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert sorted(tools) == ["bash", "bash_kill", "bash_output"], sorted(tools)
+        assert sorted(tools) == ["bash", "bash_kill", "bash_output", "bash_write"], sorted(tools)
         for name, tool in tools.items():
             SCHEMAS[name] = tool.output_schema
         print("ok 2026-07-28 negotiated through server/discover, logging not advertised")

@@ -53,7 +53,7 @@ async def legacy(url: str, token: str):
 
     async with Client(transport(url, token), mode="legacy", logging_callback=logged) as client:
         tools = await client.list_tools()
-        assert {t.name for t in tools.tools} == {"bash", "bash_output", "bash_kill"}, tools
+        assert {t.name for t in tools.tools} == {"bash", "bash_output", "bash_write", "bash_kill"}, tools
         result = await client.call_tool("bash", bash("echo over http; exit 3"))
         assert text_of(result) == "over http\n[exit code: 3]", text_of(result)
         assert result.structured_content["exit_code"] == 3, result.structured_content

@@ -48,14 +48,18 @@ async fn a_prompt_in_a_terminal_is_answered() {
     executor.write_input(&id, b"bob\r").await.unwrap();
     until(&executor, &id, &mut seen, "hi bob").await;
     let settled = executor.get(&id).unwrap().settled().await;
-    assert_eq!((settled.status, settled.exit_code), (TaskStatus::Completed, Some(0)));
+    assert_eq!(
+        (settled.status, settled.exit_code),
+        (TaskStatus::Completed, Some(0))
+    );
     executor.shutdown().await;
 }
 
 #[tokio::test]
 async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_goes_on() {
     let executor = executor();
-    let command = "trap 'echo caught' INT; echo ready; for i in 1 2; do sleep 100; echo \"next $i\"; done";
+    let command =
+        "trap 'echo caught' INT; echo ready; for i in 1 2; do sleep 100; echo \"next $i\"; done";
     let id = start(&executor, command, true).await;
     let mut seen = String::new();
     until(&executor, &id, &mut seen, "ready").await;
@@ -66,9 +70,16 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_goes_on() {
         executor.write_input(&id, b"\x03").await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         seen.push_str(&executor.read_output(&id).unwrap().delta);
-        assert!(Instant::now() < deadline, "^C never interrupted sleep: {seen:?}");
+        assert!(
+            Instant::now() < deadline,
+            "^C never interrupted sleep: {seen:?}"
+        );
     }
-    assert_eq!(executor.get(&id).unwrap().status, TaskStatus::Running, "{seen:?}");
+    assert_eq!(
+        executor.get(&id).unwrap().status,
+        TaskStatus::Running,
+        "{seen:?}"
+    );
     assert!(executor.kill(&id).await.unwrap());
     executor.shutdown().await;
 }
@@ -109,7 +120,11 @@ async fn a_terminal_task_has_a_screen_and_others_refuse_input() {
     let screen = executor.screen(&id).unwrap();
     let rows: Vec<&str> = screen.lines().collect();
     assert_eq!(rows.first(), Some(&"top line"), "{screen:?}");
-    assert_eq!(rows.get(4).map(|r| r.trim_end()), Some("  fifth row"), "{screen:?}");
+    assert_eq!(
+        rows.get(4).map(|r| r.trim_end()),
+        Some("  fifth row"),
+        "{screen:?}"
+    );
     assert!(executor.kill(&id).await.unwrap());
 
     let plain = executor
@@ -118,8 +133,14 @@ async fn a_terminal_task_has_a_screen_and_others_refuse_input() {
         .unwrap();
     let refused = executor.write_input(&plain.id, b"x").await.unwrap_err();
     assert_eq!(refused.code(), "NOT_INTERACTIVE", "{refused}");
-    assert!(refused.to_string().contains("start the command with tty"), "{refused}");
-    assert_eq!(executor.screen(&plain.id).unwrap_err().code(), "NOT_INTERACTIVE");
+    assert!(
+        refused.to_string().contains("start the command with tty"),
+        "{refused}"
+    );
+    assert_eq!(
+        executor.screen(&plain.id).unwrap_err().code(),
+        "NOT_INTERACTIVE"
+    );
     assert!(executor.kill(&plain.id).await.unwrap());
     executor.shutdown().await;
 }
@@ -127,13 +148,30 @@ async fn a_terminal_task_has_a_screen_and_others_refuse_input() {
 #[tokio::test]
 async fn a_terminal_command_sees_a_real_terminal() {
     let executor = executor();
-    let mut request = BashExecRequest::new("[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo \"$TERM $(stty size)\" && ps -o tty= -p $$");
-    request.terminal = Some(TerminalSize { cols: 100, rows: 30 });
-    let result = executor.run(executor.resolve(request).unwrap()).await.unwrap();
+    let mut request = BashExecRequest::new(
+        "[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo \"$TERM $(stty size)\" && ps -o tty= -p $$",
+    );
+    request.terminal = Some(TerminalSize {
+        cols: 100,
+        rows: 30,
+    });
+    let result = executor
+        .run(executor.resolve(request).unwrap())
+        .await
+        .unwrap();
     let lines: Vec<&str> = result.stdout.text.lines().collect();
-    assert_eq!(lines.first().map(|l| l.trim()), Some("xterm-256color 30 100"), "{result:?}");
+    assert_eq!(
+        lines.first().map(|l| l.trim()),
+        Some("xterm-256color 30 100"),
+        "{result:?}"
+    );
     // The shell's controlling terminal is the pty.
-    assert!(lines.get(1).is_some_and(|tty| tty.trim().starts_with("pts/")), "{result:?}");
+    assert!(
+        lines
+            .get(1)
+            .is_some_and(|tty| tty.trim().starts_with("pts/")),
+        "{result:?}"
+    );
     assert_eq!(result.stderr.text, "", "one stream in a terminal");
     executor.shutdown().await;
 }

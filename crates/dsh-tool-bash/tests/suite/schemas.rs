@@ -8,11 +8,11 @@ use dsh_tool_bash::{BashTools, STANDING_INSTRUCTION};
 use super::fixture::Recording;
 
 #[test]
-fn three_tools_with_escalation_fields_only_under_a_confining_executor() {
+fn four_tools_with_escalation_fields_only_under_a_confining_executor() {
     let plain = BashTools::new(Recording::new(None));
     let tools = plain.tools();
     let names: Vec<_> = tools.iter().map(|t| t.name).collect();
-    assert_eq!(names, ["bash", "bash_output", "bash_kill"]);
+    assert_eq!(names, ["bash", "bash_output", "bash_write", "bash_kill"]);
     let bash = &tools[0];
     assert!(bash.parameters["properties"]
         .get("sandbox_permissions")
@@ -23,6 +23,15 @@ fn three_tools_with_escalation_fields_only_under_a_confining_executor() {
         serde_json::json!(["task_id"])
     );
     assert!(tools[1].annotations.read_only && !tools[1].annotations.destructive);
+    // bash_write types into a task: it changes things.
+    assert_eq!(
+        tools[2].parameters["required"],
+        serde_json::json!(["task_id"])
+    );
+    assert!(tools[2].parameters["properties"]["keys"]["items"]["enum"]
+        .as_array()
+        .is_some_and(|keys| keys.contains(&serde_json::json!("C-c"))));
+    assert!(!tools[2].annotations.read_only && tools[2].annotations.destructive);
     assert!(bash.annotations.destructive);
 
     for default in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {

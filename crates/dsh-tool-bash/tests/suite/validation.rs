@@ -52,7 +52,7 @@ async fn model_supplied_env_and_stdin_never_arrive() {
         .unwrap_err();
     assert_eq!(
         err.text(),
-        "unknown arguments \"env\", \"owner\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background"
+        "unknown arguments \"env\", \"owner\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs"
     );
     assert!(recording.requests.lock().unwrap().is_empty());
     // Without them the same command runs with no owner and nothing fed.
@@ -127,6 +127,6 @@ async fn unknown_tools_are_named() {
         .unwrap_err();
     assert_eq!(
         err.text(),
-        "unknown tool \"shell\": expected bash, bash_output or bash_kill"
+        "unknown tool \"shell\": expected bash, bash_output, bash_write or bash_kill"
     );
 }

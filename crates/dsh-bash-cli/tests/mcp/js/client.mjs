@@ -51,7 +51,7 @@ for (const tool of tools) {
   validators[tool.name] = ajv.compile(tool.outputSchema);
 }
 assert(
-  JSON.stringify(Object.keys(validators).sort()) === JSON.stringify(["bash", "bash_kill", "bash_output"]),
+  JSON.stringify(Object.keys(validators).sort()) === JSON.stringify(["bash", "bash_kill", "bash_output", "bash_write"]),
   `tools: ${Object.keys(validators)}`,
 );
 console.log("ok schemas compile under ajv strict mode");

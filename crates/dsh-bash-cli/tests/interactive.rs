@@ -1,0 +1,74 @@
+//! The interactive tools through the real binary and the official MCP
+//! Python SDK (`tests/mcp/interactive.py`): a `python3` REPL and a prompt
+//! in a terminal driven with `bash_write`, `C-c` in a loop, a `yieldMs`
+//! hand-over read later, `vi` saving a file (unconfined, and under
+//! `workspace-write` with each usable backend), the screen of `top`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::process::Command;
+
+fn python_sdk_present() -> bool {
+    Command::new("python3")
+        .args(["-c", "import mcp, anyio"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn the_python_client_drives_terminals_writes_and_yields() {
+    if !common::client_or_skip(
+        python_sdk_present(),
+        "the MCP Python SDK",
+        "pip install mcp",
+    ) {
+        return;
+    }
+    let mut backends = Vec::new();
+    for backend in ["bwrap", "landlock"] {
+        let sandbox = ["--sandbox", "workspace-write", "--sandbox-backend", backend];
+        if common::confined::usable_or_skip(&sandbox, &format!("vi under {backend}")) {
+            backends.push(backend);
+        }
+    }
+    // Workspaces outside /tmp (bubblewrap gives a command a /tmp of its own).
+    std::fs::create_dir_all(common::confined::base()).unwrap();
+    let workspaces = tempfile::tempdir_in(common::confined::base()).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/interactive.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_dsh-bash"))
+        .arg(scratch.path())
+        .env("DSH_VI_BACKENDS", backends.join(","))
+        .env("DSH_VI_WORKSPACES", workspaces.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "the client failed:\n{stdout}\n{stderr}"
+    );
+    let mut expected = vec![
+        "a python REPL in a terminal is driven with bash_write".to_owned(),
+        "a prompt is answered".into(),
+        "C-c interrupts sleep in a loop and the loop goes on".into(),
+        "yieldMs hands a slow command over and bash_output reads it later".into(),
+        "the screen of top is read".into(),
+        "vi edits and saves a file unconfined".into(),
+    ];
+    for backend in &backends {
+        expected.push(format!(
+            "vi edits and saves a file under workspace-write with {backend}"
+        ));
+    }
+    for scenario in expected {
+        assert!(
+            stdout.contains(&format!("ok {scenario}")),
+            "{scenario:?} did not pass:\n{stdout}"
+        );
+    }
+}
