@@ -20,6 +20,10 @@ pub struct RunArgs {
     /// Print the result as one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Run the command in a terminal of its own (120x40; one output
+    /// stream), as the bash tool's tty does.
+    #[arg(long)]
+    tty: bool,
     /// The command line, run as `bash -c <command>` (several words are joined
     /// with spaces). Everything from the first word on belongs to the
     /// command; `--` before it is optional.
@@ -42,6 +46,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .map(|ms| compose::millis("timeout", ms))
         .transpose()?;
     request.cancel = Some(cancel.clone());
+    if args.tty {
+        request.terminal = Some(dsh_bash::TerminalSize::default());
+    }
     let spec = executor.resolve(request)?;
 
     // Ctrl-C or SIGTERM stops the command (the whole tree) before we exit.

@@ -55,7 +55,7 @@ fn the_python_client_drives_terminals_writes_and_yields() {
     let mut expected = vec![
         "a python REPL in a terminal is driven with bash_write".to_owned(),
         "a prompt is answered".into(),
-        "C-c interrupts sleep in a loop and the loop goes on".into(),
+        "C-c interrupts sleep in a loop and the loop goes on unconfined".into(),
         "yieldMs hands a slow command over and bash_output reads it later".into(),
         "the screen of top is read".into(),
         "vi edits and saves a file unconfined".into(),
@@ -64,11 +64,57 @@ fn the_python_client_drives_terminals_writes_and_yields() {
         expected.push(format!(
             "vi edits and saves a file under workspace-write with {backend}"
         ));
+        expected.push(format!(
+            "C-c interrupts sleep in a loop and the loop goes on under workspace-write with {backend}"
+        ));
     }
     for scenario in expected {
         assert!(
             stdout.contains(&format!("ok {scenario}")),
             "{scenario:?} did not pass:\n{stdout}"
         );
+    }
+}
+
+/// The errno name a command in a terminal gets from `ioctl(0, request,
+/// argument)` (`ok` when it succeeds), through `dsh-bash run --tty ARGS`.
+fn terminal_ioctl(args: &[&str], request: u32, argument: &str) -> String {
+    std::fs::create_dir_all(common::confined::base()).unwrap();
+    let dir = tempfile::tempdir_in(common::confined::base()).unwrap();
+    let probe = dir.path().join("probe.py");
+    std::fs::write(
+        &probe,
+        format!("import errno, fcntl\ntry:\n    fcntl.ioctl(0, {request}, {argument})\n    print('ok')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n"),
+    )
+    .unwrap();
+    let output = Command::new(common::confined::binary())
+        .args(["run", "--tty", "--workdir"])
+        .arg(dir.path())
+        .args(args)
+        .arg("--")
+        .arg(format!("python3 {}", probe.display()))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_sandboxed_terminal_command_cannot_type_into_or_paste_from_a_terminal() {
+    // TIOCLINUX (0x541c) subcode 3 (paste the console selection); TIOCSTI
+    // (0x5412) types a byte. Unconfined, the pty refuses TIOCLINUX as not
+    // a console (EINVAL or ENOTTY), not as forbidden.
+    let unconfined = terminal_ioctl(&[], 0x541c, "b\"\\x03\"");
+    assert_ne!(unconfined, "EPERM", "unconfined TIOCLINUX: {unconfined}");
+    for backend in ["bwrap", "landlock"] {
+        let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
+        if !common::confined::usable_or_skip(&sandbox, &format!("terminal ioctls under {backend}"))
+        {
+            continue;
+        }
+        for (request, argument) in [(0x541c, "b\"\\x03\""), (0x5412, "b\"x\"")] {
+            let refused = terminal_ioctl(&sandbox, request, argument);
+            assert_eq!(refused, "EPERM", "ioctl {request:#x} under {backend}");
+        }
     }
 }

@@ -36,7 +36,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::config::ResourceLimits;
-use crate::limits::{CommandLimits, LimitHost};
+use crate::limits::{CommandLimits, LimitHost, Place};
 use crate::sys;
 
 /// The host's parent cgroup.
@@ -221,9 +221,20 @@ impl CgroupHost {
         self.limits.v1_parents()
     }
 
-    /// A new, empty cgroup for one command, under `limits`, with the paths
+    /// The resource limits' mechanisms.
+    pub(crate) fn limits(&self) -> &LimitHost {
+        &self.limits
+    }
+
+    /// A new, empty cgroup for one command, under `limits` (its v1 cgroups
+    /// those of `place`, where the spawning thread sits), with the paths
     /// the child enters it by. Blocking (cgroupfs).
-    pub(crate) fn command(&self, limits: &ResourceLimits) -> io::Result<CommandCgroup> {
+    pub(crate) fn command(
+        &self,
+        limits: &ResourceLimits,
+        place: Option<Place>,
+        spawner: usize,
+    ) -> io::Result<CommandCgroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let name = format!("cmd-{n}");
         let path = self.dir.join(&name);
@@ -234,12 +245,13 @@ impl CgroupHost {
         };
         match (named(path.clone()), named(path.join("cgroup.procs"))) {
             (Ok(dir), Ok(procs)) => {
-                let limits = self.limits.apply(limits, &path, &name);
+                let limits = self.limits.apply(limits, (&path, &name), place);
                 Ok(CommandCgroup {
                     path,
                     dir,
                     procs,
                     limits,
+                    spawner,
                 })
             }
             (Err(err), _) | (_, Err(err)) => {
@@ -293,6 +305,11 @@ impl CommandCgroup {
         }
     }
 
+    /// The spawner thread that started it.
+    pub(crate) fn spawner(&self) -> usize {
+        self.spawner
+    }
+
     /// The limits it runs under and whether one was hit (the kernel's
     /// counters, read now).
     pub(crate) fn limits(&self) -> Option<dsh_bash::BashLimits> {
@@ -312,6 +329,8 @@ pub(crate) struct CommandCgroup {
     procs: CString,
     /// Its resource limits.
     limits: CommandLimits,
+    /// The spawner thread that started it (which removes it).
+    spawner: usize,
 }
 
 impl CommandCgroup {

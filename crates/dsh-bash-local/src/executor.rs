@@ -195,6 +195,7 @@ impl LocalBashExecutor {
                 restriction: Restriction::default(),
                 environment: Vec::new(),
                 held: Vec::new(),
+                takes_terminal: false,
             });
         }
         let text =
@@ -219,6 +220,7 @@ impl LocalBashExecutor {
             },
             environment: Vec::new(),
             held: Vec::new(),
+            takes_terminal: false,
         })
     }
 
@@ -351,6 +353,7 @@ impl Inner {
             containment: self.config.containment,
             limits: self.config.limits,
             terminal: spec.terminal,
+            takes_terminal: invocation.takes_terminal,
         }
     }
 

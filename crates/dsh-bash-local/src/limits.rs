@@ -127,6 +127,20 @@ pub(crate) struct LimitHost {
     v2: Vec<Kind>,
     /// The host's parent cgroup in the v1 hierarchy of each kind v2 lacks.
     v1: Vec<(Kind, PathBuf)>,
+    /// Numbers the places prepared on the v1 hierarchies.
+    places: std::sync::atomic::AtomicU64,
+}
+
+/// The next command's cgroups on the v1 hierarchies, made ahead of it by a
+/// spawner thread that already sits in them: a child it clones starts
+/// inside (cgroup membership is inherited at fork), so no command waits
+/// for a migration (which on v1 takes the cgroup-wide write lock and an
+/// RCU grace period, about 10 ms when commands come seconds apart). Until
+/// the thread moves on to the next place, right after the clone, it is
+/// counted in the command's `pids.current`.
+#[derive(Debug)]
+pub(crate) struct Place {
+    dirs: Vec<(Kind, PathBuf)>,
 }
 
 impl LimitHost {
@@ -158,7 +172,48 @@ impl LimitHost {
                 }
             })
             .collect();
-        LimitHost { v2, v1 }
+        LimitHost {
+            v2,
+            v1,
+            places: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Makes the next place on the v1 hierarchies and moves the calling
+    /// thread (a spawner) into it, out of whatever place it was in;
+    /// `None` where there are no v1 limits (or making it failed: the
+    /// thread is moved back to the host's parents then). Blocking.
+    pub(crate) fn prepare(&self) -> Option<Place> {
+        if self.v1.is_empty() {
+            return None;
+        }
+        let n = self.places.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tid = rustix::thread::gettid().as_raw_nonzero().to_string();
+        let mut dirs: Vec<(Kind, PathBuf)> = Vec::with_capacity(self.v1.len());
+        for (kind, parent) in &self.v1 {
+            let dir = parent.join(format!("place-{n}"));
+            let made = fs::create_dir(&dir).and_then(|()| fs::write(dir.join("tasks"), &tid));
+            if let Err(err) = made {
+                tracing::debug!(%err, dir = %dir.display(), "cannot prepare a command's v1 cgroup; the command will join it itself");
+                self.home();
+                remove_v1(&dir);
+                for (_, made) in &dirs {
+                    remove_v1(made);
+                }
+                return None;
+            }
+            dirs.push((*kind, dir));
+        }
+        Some(Place { dirs })
+    }
+
+    /// Moves the calling thread back to the host's own v1 parents (a
+    /// process-tree command must not start inside a place). Blocking.
+    pub(crate) fn home(&self) {
+        let tid = rustix::thread::gettid().as_raw_nonzero().to_string();
+        for (_, parent) in &self.v1 {
+            let _ = fs::write(parent.join("tasks"), &tid);
+        }
     }
 
     /// The v1 parents, for the watchdog and removal at exit.
@@ -167,13 +222,32 @@ impl LimitHost {
     }
 
     /// Applies `limits` to the command cgroup `v2_dir` (named `name`) and
-    /// makes its v1 cgroups. Blocking (cgroupfs).
-    pub(crate) fn apply(&self, limits: &ResourceLimits, v2_dir: &Path, name: &str) -> CommandLimits {
+    /// its v1 cgroups: those of `place` (where the spawning thread sits),
+    /// else new ones its first process joins. Blocking (cgroupfs).
+    pub(crate) fn apply(
+        &self,
+        limits: &ResourceLimits,
+        (v2_dir, name): (&Path, &str),
+        mut place: Option<Place>,
+    ) -> CommandLimits {
         let mut command = CommandLimits::new(*limits);
         command.v2_dir = Some(v2_dir.to_owned());
         for kind in Kind::ALL.into_iter().filter(|k| k.wanted(limits)) {
             if self.v2.contains(&kind) && write_settings(v2_dir, &kind.settings(limits, false)) {
                 command.applied(kind, LimitMechanism::CgroupV2);
+                continue;
+            }
+            let placed = place.as_mut().and_then(|place| {
+                let at = place.dirs.iter().position(|(k, _)| *k == kind)?;
+                Some(place.dirs.swap_remove(at).1)
+            });
+            if let Some(dir) = placed {
+                // Kept (and removed with the command) even should the
+                // limit not take: the command starts inside it.
+                if write_settings(&dir, &kind.settings(limits, true)) {
+                    command.applied(kind, LimitMechanism::CgroupV1);
+                }
+                command.v1.push((kind, dir));
                 continue;
             }
             let Some((_, parent)) = self.v1.iter().find(|(k, _)| *k == kind) else {
@@ -192,6 +266,11 @@ impl LimitHost {
                 }
                 _ => remove_v1(&dir),
             }
+        }
+        // What the place holds beyond the configured limits (a kind set
+        // to none) stays with the command too: it starts inside them.
+        if let Some(place) = place {
+            command.v1.extend(place.dirs);
         }
         command.fall_back_to_rlimits();
         command

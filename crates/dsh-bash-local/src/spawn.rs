@@ -75,7 +75,7 @@ fn spawners() -> io::Result<&'static Spawners> {
             let (jobs, queue) = mpsc::channel::<Job>();
             std::thread::Builder::new()
                 .name(format!("dsh-bash-spawner-{index}"))
-                .spawn(move || serve(queue))
+                .spawn(move || serve(index, queue))
                 .map_err(|err| format!("cannot start a spawner thread: {err}"))?;
             queues.push(jobs);
         }
@@ -89,12 +89,27 @@ fn spawners() -> io::Result<&'static Spawners> {
         .map_err(|err| io::Error::other(err.clone()))
 }
 
-fn serve(queue: mpsc::Receiver<Job>) {
+fn serve(index: usize, queue: mpsc::Receiver<Job>) {
     let mut launcher = Launcher::default();
+    // The next command's v1 cgroups, with this thread inside (see
+    // `limits::Place`); made after each command that has limits, for the
+    // next.
+    let limits = CgroupHost::get().map(CgroupHost::limits);
+    let mut place = None;
     while let Ok(job) = queue.recv() {
         match job {
             Job::Spawn(launch, reply) => {
-                let spawned = spawn_now(&launch, &mut launcher);
+                let taken = match launch.containment {
+                    // A process-tree command must not start inside a place.
+                    ContainmentChoice::ProcessTree => {
+                        if let (Some(limits), Some(_)) = (limits, place.take()) {
+                            limits.home();
+                        }
+                        None
+                    }
+                    _ => place.take(),
+                };
+                let spawned = spawn_now(&launch, &mut launcher, (index, taken));
                 if let Ok(spawned) = &spawned {
                     // A cgroup needs no message: the watchdog kills the
                     // host's parent cgroup at host death.
@@ -107,6 +122,11 @@ fn serve(queue: mpsc::Receiver<Job>) {
                     sys::pidfd_signal(orphan.pidfd.as_fd(), libc::SIGKILL);
                     sys::signal_group(orphan.pid, libc::SIGKILL);
                 }
+                // Off the command's path: the next place (which moves this
+                // thread out of the command's cgroups).
+                if place.is_none() && !launch.limits.is_none() {
+                    place = limits.and_then(|limits| limits.prepare());
+                }
             }
             Job::Release(pgid) => watchdog::forget(pgid),
             Job::Remove(cgroup) => cgroup.remove(),
@@ -114,10 +134,14 @@ fn serve(queue: mpsc::Receiver<Job>) {
     }
 }
 
-fn spawn_now(launch: &Launch, launcher: &mut Launcher) -> io::Result<Spawned> {
+fn spawn_now(
+    launch: &Launch,
+    launcher: &mut Launcher,
+    (spawner, place): (usize, Option<crate::limits::Place>),
+) -> io::Result<Spawned> {
     let cgroup = match launch.containment {
         ContainmentChoice::ProcessTree => None,
-        _ => CgroupHost::get().and_then(|host| match host.command(&launch.limits) {
+        _ => CgroupHost::get().and_then(|host| match host.command(&launch.limits, place, spawner) {
             Ok(cgroup) => Some(cgroup),
             Err(err) => {
                 tracing::warn!(%err, "cannot create a command cgroup; using the process-tree walk");
@@ -172,11 +196,13 @@ pub(crate) fn release(pgid: libc::pid_t) {
     }
 }
 
-/// Removes a settled command's cgroup on a spawner thread (cgroupfs
-/// blocks on the kernel's cgroup mutex; no runtime thread waits for it).
-/// Where no spawner runs, the cgroup's drop removes it in place.
+/// Removes a settled command's cgroup on the spawner thread that started
+/// it (cgroupfs blocks on the kernel's cgroup mutex; no runtime thread
+/// waits for it), which has left the command's v1 cgroups by then. Where
+/// no spawner runs, the cgroup's drop removes it in place.
 pub(crate) fn remove(cgroup: CommandCgroup) {
     if let Ok(spawners) = spawners() {
-        let _ = spawners.send(Job::Remove(cgroup));
+        let index = cgroup.spawner() % spawners.queues.len();
+        let _ = spawners.queues[index].send(Job::Remove(cgroup));
     }
 }

@@ -403,6 +403,7 @@ impl SandboxBashExecutor {
             hidden: self.hidden.clone(),
             protected,
             network: self.network_of(spec.network, mode),
+            terminal: spec.terminal.is_some(),
         };
         let mut confinement = match self.provider.confine(&plain.argv, &policy).await {
             Ok(confinement) => confinement,

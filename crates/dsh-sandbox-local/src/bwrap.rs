@@ -275,7 +275,6 @@ pub(crate) fn profile(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
-        "--new-session",
         "--die-with-parent",
         "--cap-drop",
         "ALL",
@@ -300,6 +299,11 @@ pub(crate) fn profile(
         "/proc/fs",
         "/proc/fs",
     ]);
+    // A new session keeps a command from typing into the terminal it was
+    // started from. One run in a terminal of its own takes that terminal
+    // as controlling terminal inside (`setsid --ctty`, see `confine`), so
+    // ^C reaches its foreground job and not bubblewrap.
+    profile.push("--new-session".into());
     match (policy.mode, &policy.private_tmp) {
         (SandboxMode::WorkspaceWrite, Some(tmp)) => {
             profile.extend(args(&["--bind"]));
@@ -385,11 +389,15 @@ impl RunnerReport for StatusPipe {
 /// `runner profile -- argv`, with the descriptors the runner keeps and its
 /// status report. `scope` is the Landlock scope-only ruleset (None when the
 /// kernel has no scopes).
+/// What the runner itself runs under: the Landlock scope-only ruleset and
+/// its syscall filter.
+pub(crate) type Runner = (Option<Arc<OwnedFd>>, Option<Arc<[BpfInstruction]>>);
+
 pub(crate) fn confine(
     runner: &[OsString],
     policy: &SandboxPolicy,
     argv: &[OsString],
-    (scope, families): (Option<Arc<OwnedFd>>, Option<Arc<[BpfInstruction]>>),
+    (scope, filter): Runner,
     backend: &str,
 ) -> Result<Confinement, SandboxError> {
     let (read, write) = crate::sys::status_pipe().map_err(|cause| SandboxError::Descriptor {
@@ -417,6 +425,12 @@ pub(crate) fn confine(
         write.as_raw_fd(),
         workspace.as_raw_fd(),
     ));
+    if policy.terminal {
+        // bwrap's new session has no controlling terminal: the command's
+        // first process makes its own session the terminal's (util-linux
+        // `setsid`, waiting to pass the command's exit status on).
+        wrapped.extend(["setsid", "--ctty", "--wait"].map(OsString::from));
+    }
     wrapped.extend_from_slice(argv);
     let mut gaps = Vec::new();
     // With the network cut, abstract sockets are in the sandbox's own
@@ -428,16 +442,12 @@ pub(crate) fn confine(
         gaps.push(SandboxGap::ProtectedPaths);
     }
     // The network namespace holds the Internet families; vsock and the
-    // rest are refused by a filter bwrap (and so the command) runs under.
-    let seccomp_filter = match (policy.network, families) {
-        (NetworkPolicy::Off, Some(families)) => Some(families),
-        (NetworkPolicy::Off, None) => {
-            gaps.push(SandboxGap::Udp);
-            None
-        }
-        // The network on: nothing to refuse.
-        _ => None,
-    };
+    // rest are refused by a filter bwrap (and so the command) runs under,
+    // with the terminal requests (TIOCSTI, TIOCLINUX).
+    if policy.network == NetworkPolicy::Off && filter.is_none() {
+        gaps.push(SandboxGap::Udp);
+    }
+    let seccomp_filter = filter;
     let keep_fds: Vec<Arc<OwnedFd>> = [Arc::new(write), workspace]
         .into_iter()
         .chain(protection.sources().cloned())
@@ -461,6 +471,7 @@ pub(crate) fn confine(
             },
             environment,
             held: Vec::new(),
+            takes_terminal: policy.terminal,
         },
         backend: backend.into(),
         enforcement: SandboxGap::enforcement(&gaps),
@@ -496,6 +507,7 @@ mod tests {
             hidden: Vec::new(),
             protected: dsh_sandbox::ProtectedPaths::none(),
             network: NetworkPolicy::Off,
+            terminal: false,
         };
         let profile_ro = profile(&read_only, &Protection::default(), 7, 8);
         let text: Vec<String> = profile_ro
@@ -549,6 +561,7 @@ mod tests {
             readable: Vec::new(),
             hidden: Vec::new(),
             network: NetworkPolicy::On,
+            terminal: true,
         };
         let handle = Arc::new(write.workspace.handle().try_clone_to_owned().unwrap());
         let protection = Protection::of(&write, &handle).unwrap();
@@ -569,6 +582,9 @@ mod tests {
             .windows(3)
             .any(|w| w == ["--bind-fd".to_owned(), "8".into(), ws.clone()]));
         assert!(!text.contains(&"--unshare-net".to_owned()));
+        // In a terminal of its own: a new session that takes the terminal.
+        assert!(text.contains(&"--new-session".to_owned()));
+        assert!(text.windows(3).any(|w| w == ["setsid", "--ctty", "--wait"]));
         // Bound from descriptors opened beneath the workspace, never by path.
         let at = |flag: &str, path: &Path| {
             let path = path.display().to_string();

@@ -224,6 +224,7 @@ pub(crate) fn confine(
             },
             environment,
             held: Vec::new(),
+            takes_terminal: false,
         },
         backend: NAME.into(),
         enforcement: SandboxGap::enforcement(&gaps),
@@ -256,6 +257,7 @@ mod tests {
             readable: Vec::new(),
             hidden: Vec::new(),
             network,
+            terminal: false,
         }
     }
 

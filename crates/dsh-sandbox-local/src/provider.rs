@@ -68,6 +68,8 @@ pub struct LocalSandboxProvider {
     landlock: crate::landlock_backend::Prepared,
     #[cfg(target_os = "linux")]
     families: std::sync::OnceLock<Option<Arc<[dsh_sandbox::BpfInstruction]>>>,
+    /// The filter bwrap runs under with the network on (terminal requests).
+    terminal: std::sync::OnceLock<Option<Arc<[dsh_sandbox::BpfInstruction]>>>,
 }
 
 impl LocalSandboxProvider {
@@ -102,6 +104,7 @@ impl LocalSandboxProvider {
             landlock: crate::landlock_backend::Prepared::default(),
             #[cfg(target_os = "linux")]
             families: std::sync::OnceLock::new(),
+            terminal: std::sync::OnceLock::new(),
         })
     }
 
@@ -164,20 +167,20 @@ impl LocalSandboxProvider {
             .clone()
     }
 
-    /// What bwrap runs under: the scope-only ruleset and the filter of
-    /// foreign socket families (built once per provider).
+    /// What bwrap runs under: the scope-only ruleset and its filter (the
+    /// terminal requests, and with the network off the foreign socket
+    /// families; built once per provider).
     #[cfg(target_os = "linux")]
-    fn bwrap_restriction(
-        &self,
-    ) -> (
-        Option<Arc<OwnedFd>>,
-        Option<Arc<[dsh_sandbox::BpfInstruction]>>,
-    ) {
-        let families = self
-            .families
-            .get_or_init(|| crate::seccomp::foreign_families().map(Arc::from))
-            .clone();
-        (self.scope(), families)
+    fn bwrap_restriction(&self, network: dsh_sandbox::NetworkPolicy) -> crate::bwrap::Runner {
+        let filter = match network {
+            dsh_sandbox::NetworkPolicy::Off => self
+                .families
+                .get_or_init(|| crate::seccomp::foreign_families().map(Arc::from)),
+            _ => self
+                .terminal
+                .get_or_init(|| crate::seccomp::terminal_only().map(Arc::from)),
+        };
+        (self.scope(), filter.clone())
     }
 
     #[cfg(target_os = "linux")]
@@ -191,7 +194,7 @@ impl LocalSandboxProvider {
             &bwrap,
             policy,
             argv,
-            self.bwrap_restriction(),
+            self.bwrap_restriction(policy.network),
             crate::bwrap::NAME,
         )
     }
@@ -306,7 +309,7 @@ impl LocalSandboxProvider {
             // file system, off the runtime threads.
             let (command, argv, owned_policy) =
                 (runner.command.clone(), argv.to_vec(), policy.clone());
-            let restriction = self.bwrap_restriction();
+            let restriction = self.bwrap_restriction(policy.network);
             return tokio::task::spawn_blocking(move || {
                 crate::bwrap::confine(&command, &owned_policy, &argv, restriction, "runner")
             })
@@ -327,7 +330,7 @@ impl LocalSandboxProvider {
                 // the file system: off the runtime threads.
                 let bwrap = [self.config.bwrap.clone().into_os_string()];
                 let (argv, owned_policy) = (argv.to_vec(), policy.clone());
-                let restriction = self.bwrap_restriction();
+                let restriction = self.bwrap_restriction(policy.network);
                 tokio::task::spawn_blocking(move || {
                     crate::bwrap::confine(
                         &bwrap,

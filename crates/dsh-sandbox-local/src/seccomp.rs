@@ -62,6 +62,11 @@ const ALLOWED_FILESYSTEM_IOCTLS: [u64; 7] = [
 /// paid at every spawn: the kernel emulates it per syscall number to build
 /// its constant-action cache).
 fn filesystem_ioctls() -> Option<Vec<SeccompRule>> {
+    let terminal = TERMINAL_IOCTLS.iter().map(|request| {
+        let condition =
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *request).ok()?;
+        SeccompRule::new(vec![condition]).ok()
+    });
     FILESYSTEM_IOCTL_TYPES
         .iter()
         .map(|kind| {
@@ -87,8 +92,15 @@ fn filesystem_ioctls() -> Option<Vec<SeccompRule>> {
             }
             SeccompRule::new(conditions).ok()
         })
+        .chain(terminal)
         .collect()
 }
+
+/// Terminal requests refused whatever the terminal: `TIOCSTI` (typing
+/// into a terminal's input queue, the classic escape into the terminal a
+/// sandbox was started from) and `TIOCLINUX` (the console's selection and
+/// paste).
+const TERMINAL_IOCTLS: [u64; 2] = [0x5412, 0x541c];
 
 /// True if and only if this kernel serves the x32 syscall ABI; without it
 /// every x32 call fails with ENOSYS before reaching any handler, so the
@@ -192,7 +204,7 @@ fn network_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Option<()> {
 /// `AF_UNIX`, `AF_NETLINK`, `AF_INET` and `AF_INET6` is refused. `None`
 /// where `seccompiler` has no target for this architecture.
 pub(crate) fn foreign_families() -> Option<Vec<BpfInstruction>> {
-    let mut rules = BTreeMap::new();
+    let mut rules = terminal_rules()?;
     let refused = sockets_except(&[
         libc::AF_UNIX,
         libc::AF_NETLINK,
@@ -205,6 +217,33 @@ pub(crate) fn foreign_families() -> Option<Vec<BpfInstruction>> {
     }
     rules.insert(libc::SYS_socket, refused);
     compile(rules)
+}
+
+/// The filter bubblewrap itself runs under with the network `on`: only the
+/// terminal requests of [`TERMINAL_IOCTLS`] are refused.
+pub(crate) fn terminal_only() -> Option<Vec<BpfInstruction>> {
+    compile(terminal_rules()?)
+}
+
+fn terminal_rules() -> Option<Rules> {
+    let refused: Option<Vec<SeccompRule>> = TERMINAL_IOCTLS
+        .iter()
+        .map(|request| {
+            let condition =
+                SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *request)
+                    .ok()?;
+            SeccompRule::new(vec![condition]).ok()
+        })
+        .collect();
+    let refused = refused?;
+    let mut rules = BTreeMap::new();
+    #[cfg(target_arch = "x86_64")]
+    if x32_served() {
+        rules.insert(libc::SYS_ioctl | X32, refused.clone());
+        rules.insert(514 | X32, refused.clone());
+    }
+    rules.insert(libc::SYS_ioctl, refused);
+    Some(rules)
 }
 
 /// Calls refused whatever their arguments: io_uring (it bypasses the

@@ -99,6 +99,12 @@ pub struct SandboxPolicy {
     pub protected: ProtectedPaths,
     /// Whether the command may use the network.
     pub network: NetworkPolicy,
+    /// The command runs in a terminal of its own that must stay its
+    /// controlling terminal: a wrapping runner starts no new session for
+    /// it (^C reaches its foreground job). The terminal is private to the
+    /// command, and typing into a terminal (`TIOCSTI`) is refused by the
+    /// syscall filter anyway.
+    pub terminal: bool,
 }
 
 impl SandboxPolicy {
@@ -114,6 +120,7 @@ impl SandboxPolicy {
             hidden: Vec::new(),
             protected: ProtectedPaths::none(),
             network: NetworkPolicy::default_for(mode),
+            terminal: false,
         }
     }
 }
@@ -173,6 +180,11 @@ pub struct Invocation {
     /// a channel's sender). Dropped on a runtime thread: nothing here may
     /// block as it drops.
     pub held: Vec<Arc<dyn Held>>,
+    /// The wrapped command takes its terminal as controlling terminal
+    /// itself, in a session of its own (a runner that starts a new
+    /// session wraps it so): the launcher leaves the terminal nobody's
+    /// controlling terminal.
+    pub takes_terminal: bool,
 }
 
 /// How to run one exact argv confined: the invocation, and the facts about

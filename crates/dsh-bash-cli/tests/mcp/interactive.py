@@ -69,6 +69,13 @@ async def prompt(session):
     print("ok a prompt is answered")
 
 
+def interrupting(name: str):
+    async def scenario(session):
+        await interrupt(session)
+        print(f"ok C-c interrupts sleep in a loop and the loop goes on {name}")
+    return scenario
+
+
 async def interrupt(session):
     task = await start(session, "trap 'echo caught' INT; echo ready; "
                                 "for i in 1 2; do sleep 100; echo \"next $i\"; done")
@@ -80,7 +87,6 @@ async def interrupt(session):
         seen += await call(session, "bash_write", task_id=task, keys=["C-c"], yieldMs=300)
     assert "[status: running]" in seen, seen
     await call(session, "bash_kill", task_id=task)
-    print("ok C-c interrupts sleep in a loop and the loop goes on")
 
 
 async def yielded(session):
@@ -136,7 +142,7 @@ def vi_in(workdir: str, name: str):
 async def main():
     await session_with(server(), repl)
     await session_with(server(), prompt)
-    await session_with(server(), interrupt)
+    await session_with(server(), interrupting("unconfined"))
     await session_with(server(), yielded)
     await session_with(server(), full_screen)
     plain = os.path.join(SCRATCH, "plain")
@@ -148,6 +154,7 @@ async def main():
         confined = server("--sandbox", "workspace-write", "--sandbox-backend", backend,
                           "--workdir", workspace)
         await session_with(confined, vi_in(workspace, f"under workspace-write with {backend}"))
+        await session_with(confined, interrupting(f"under workspace-write with {backend}"))
 
 
 anyio.run(main)

@@ -36,6 +36,9 @@ pub(crate) struct Launch {
     pub(crate) limits: crate::config::ResourceLimits,
     /// Run in a fresh terminal of this size (stdin, stdout and stderr).
     pub(crate) terminal: Option<dsh_bash::TerminalSize>,
+    /// The command takes the terminal as controlling terminal itself (a
+    /// runner's new session): the launcher leaves it nobody's.
+    pub(crate) takes_terminal: bool,
 }
 
 /// Our ends of a started command's pipes, or of its terminal.
@@ -560,7 +563,7 @@ pub(crate) fn launch(
         v1: cgroup.as_ref().map_or(std::ptr::null(), |entry| entry.v1.as_ptr()),
         v1_len: cgroup.as_ref().map_or(0, |entry| entry.v1.len()),
         memory_rlimit: memory_rlimit.unwrap_or(u64::MAX),
-        terminal: launch.terminal.is_some(),
+        terminal: launch.terminal.is_some() && !launch.takes_terminal,
     };
     // SAFETY: `args` points into `strings`, `path` and `restriction`, which
     // outlive the call; the child's end of every pipe stays open until it
