@@ -311,6 +311,128 @@ pub async fn shutdown_stops_everything_and_refuses_more(executor: Arc<dyn BashEx
     }
 }
 
+/// Starts `command` as a background task in a terminal.
+async fn in_terminal(executor: &dyn BashExecutor, command: &str) -> dsh_bash::BashTaskId {
+    let mut request = BashExecRequest::new(command);
+    request.terminal = Some(dsh_bash::TerminalSize::default());
+    let spec = match executor.resolve(request) {
+        Ok(spec) => spec,
+        Err(err) => panic!("resolve: {err}"),
+    };
+    match executor.start(spec).await {
+        Ok(task) => task.id,
+        Err(err) => panic!("start in a terminal: {err}"),
+    }
+}
+
+/// Reads the task's output into `seen` until it holds `needle`.
+async fn read_until(
+    executor: &dyn BashExecutor,
+    id: &dsh_bash::BashTaskId,
+    seen: &mut String,
+    needle: &str,
+) {
+    let deadline = Instant::now() + PATIENCE;
+    while !seen.contains(needle) {
+        match executor.read_output(id) {
+            Ok(read) => seen.push_str(&read.delta),
+            Err(err) => panic!("read {id}: {err}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} from {id}: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn write(executor: &dyn BashExecutor, id: &dsh_bash::BashTaskId, input: &[u8]) {
+    if let Err(err) = executor.write_input(id, input).await {
+        panic!("write to {id}: {err}");
+    }
+}
+
+/// A task in a terminal is written to and read back: a prompt answered,
+/// `^D` (EOF) ending `cat`, its screen.
+pub async fn a_terminal_task_is_written_and_read(executor: Arc<dyn BashExecutor>) {
+    let id = in_terminal(
+        &*executor,
+        "read -p 'name? ' n; echo \"hi $n\"; cat; echo 'cat ended'; sleep 30",
+    )
+    .await;
+    let mut seen = String::new();
+    read_until(&*executor, &id, &mut seen, "name? ").await;
+    write(&*executor, &id, b"bob\r").await;
+    read_until(&*executor, &id, &mut seen, "hi bob").await;
+    write(&*executor, &id, b"\x04").await;
+    read_until(&*executor, &id, &mut seen, "cat ended").await;
+    let screen = match executor.screen(&id).await {
+        Ok(screen) => screen,
+        Err(err) => panic!("screen of {id}: {err}"),
+    };
+    assert!(
+        screen.lines().any(|row| row.starts_with("hi bob")),
+        "{screen:?}"
+    );
+    let _ = executor.kill(&id).await;
+    executor.shutdown().await;
+}
+
+/// `^C` interrupts a terminal task's foreground job; its shell goes on.
+pub async fn ctrl_c_interrupts_the_foreground_job(executor: Arc<dyn BashExecutor>) {
+    let command =
+        "trap 'echo caught' INT; echo ready; for i in 1 2; do sleep 30; echo \"next $i\"; done";
+    let id = in_terminal(&*executor, command).await;
+    let mut seen = String::new();
+    read_until(&*executor, &id, &mut seen, "ready").await;
+    let deadline = Instant::now() + PATIENCE;
+    while !seen.contains("next 1") {
+        write(&*executor, &id, b"\x03").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Ok(read) = executor.read_output(&id) {
+            seen.push_str(&read.delta);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "^C never interrupted sleep: {seen:?}"
+        );
+    }
+    let status = executor.get(&id).map(|task| task.status);
+    assert_eq!(
+        status,
+        Some(TaskStatus::Running),
+        "the shell survives: {seen:?}"
+    );
+    let _ = executor.kill(&id).await;
+    executor.shutdown().await;
+}
+
+/// A task without a terminal or open stdin refuses input and has no
+/// screen, saying how to start one that has.
+pub async fn input_is_refused_to_a_task_that_takes_none(executor: Arc<dyn BashExecutor>) {
+    let spec = match executor.resolve(BashExecRequest::new("sleep 30")) {
+        Ok(spec) => spec,
+        Err(err) => panic!("resolve: {err}"),
+    };
+    let task = match executor.start(spec).await {
+        Ok(task) => task,
+        Err(err) => panic!("start: {err}"),
+    };
+    match executor.write_input(&task.id, b"x").await {
+        Err(err) => {
+            assert_eq!(err.code(), "NOT_INTERACTIVE", "{err}");
+            assert!(err.to_string().contains("tty"), "{err}");
+        }
+        Ok(()) => panic!("a task without input took a write"),
+    }
+    match executor.screen(&task.id).await {
+        Err(err) => assert_eq!(err.code(), "NOT_INTERACTIVE", "{err}"),
+        Ok(screen) => panic!("a task without a terminal has a screen: {screen:?}"),
+    }
+    let _ = executor.kill(&task.id).await;
+    executor.shutdown().await;
+}
+
 /// Runs `check` on a runtime of its own (what each generated test does).
 #[doc(hidden)]
 pub fn block_on<F: std::future::Future>(check: F) -> F::Output {
@@ -341,7 +463,10 @@ macro_rules! conformance_suite {
             background_tasks_are_read_and_killed,
             completion_is_announced_once,
             owners_and_unknown_tasks,
-            shutdown_stops_everything_and_refuses_more
+            shutdown_stops_everything_and_refuses_more,
+            a_terminal_task_is_written_and_read,
+            ctrl_c_interrupts_the_foreground_job,
+            input_is_refused_to_a_task_that_takes_none
         );
     };
     (@tests $make:expr; $($check:ident),*) => {

@@ -615,12 +615,14 @@ impl BashExecutor for LocalBashExecutor {
         })
     }
 
-    fn screen(&self, id: &BashTaskId) -> Result<String, BashError> {
-        let entry = self.inner.entry(id)?;
-        entry
-            .stdout
-            .screen()
-            .ok_or_else(|| BashError::NotInteractive { id: id.clone() })
+    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
+        let screen = self.inner.entry(id).and_then(|entry| {
+            entry
+                .stdout
+                .screen()
+                .ok_or_else(|| BashError::NotInteractive { id: id.clone() })
+        });
+        Box::pin(async move { screen })
     }
 
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {

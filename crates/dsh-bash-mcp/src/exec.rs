@@ -67,6 +67,7 @@ pub(super) async fn call(
             Ok(call) => run(executor, session, call, extras, cancel).await,
             Err(err) => failed("INVALID_ARGUMENTS", format!("bash: {err}")),
         },
+        "bash_write" | "bash_screen" => interact(executor, session, tool, &args, extras).await,
         "bash_output" | "bash_kill" => {
             let id = match dsh_tool_bash::executor_task_id(&args) {
                 Ok(id) => BashTaskId::new(id),
@@ -87,9 +88,38 @@ pub(super) async fn call(
         }
         other => failed(
             "INVALID_ARGUMENTS",
-            format!("unknown tool \"{other}\": expected bash, bash_output or bash_kill"),
+            format!("unknown tool \"{other}\": expected bash, bash_output, bash_write, bash_screen or bash_kill"),
         ),
     }
+}
+
+/// `bash_write` (the extras' `stdin` typed into the task) or
+/// `bash_screen` of a task this session owns.
+async fn interact(
+    executor: &dyn BashExecutor,
+    session: &Session,
+    tool: &str,
+    args: &Value,
+    extras: ExecExtras,
+) -> Reply {
+    let id = match dsh_tool_bash::executor_task_id(args) {
+        Ok(id) => BashTaskId::new(id),
+        Err(err) => return failed("INVALID_ARGUMENTS", format!("{tool}: {err}")),
+    };
+    let id = match dsh_tool_bash::owned_task(executor, Some(session), id) {
+        Ok(id) => id,
+        Err(refused) => return Reply::Failed(task_refusal(refused)),
+    };
+    let done = if tool == "bash_write" {
+        let input = extras.stdin.unwrap_or_default();
+        executor
+            .write_input(&id, &input)
+            .await
+            .map(|()| Reply::Wrote)
+    } else {
+        executor.screen(&id).await.map(Reply::Screen)
+    };
+    done.unwrap_or_else(|err| Reply::Failed(ErrorFacts::from(&err)))
 }
 
 /// The facts of a task this session may not touch.
@@ -177,6 +207,8 @@ async fn run(
     request.env = extras.env;
     request.sandbox_mode = extras.sandbox_mode.or(standing);
     request.network = extras.network;
+    request.terminal = extras.terminal;
+    request.interactive = extras.interactive;
     if call.background {
         request.owner = Some(session.owner());
     }

@@ -646,7 +646,7 @@ fn executor_call(
         .get(dsh_bash::wire::META_KEY)
         .or_else(|| request.meta.as_ref()?.get(dsh_bash::wire::META_KEY))?;
     Some(serde_json::from_value(entry.clone()).map_err(|err| {
-        format!("the {} entry of _meta cannot be read: {err}; expected {{stdin?, env?, sandbox_mode?, network?}}", dsh_bash::wire::META_KEY)
+        format!("the {} entry of _meta cannot be read: {err}; expected {{stdin?, env?, sandbox_mode?, network?, terminal?, interactive?}}", dsh_bash::wire::META_KEY)
     }))
 }
 

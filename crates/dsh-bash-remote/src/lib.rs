@@ -316,6 +316,8 @@ impl Inner {
             env: spec.env.clone(),
             sandbox_mode: spec.sandbox_mode,
             network: spec.network,
+            terminal: spec.terminal,
+            interactive: spec.interactive,
         }
     }
 
@@ -437,6 +439,35 @@ impl Inner {
             mirror::spawn_poller(Arc::clone(self), Arc::clone(mirror));
         }
         Ok(())
+    }
+
+    /// `bash_write` or `bash_screen` of one of our tasks at the server.
+    async fn interact(
+        &self,
+        tool: &str,
+        id: &BashTaskId,
+        input: &[u8],
+    ) -> Result<Reply, BashError> {
+        if self.mirror(id).is_none() {
+            return Err(BashError::UnknownTask { id: id.clone() });
+        }
+        let extras = ExecExtras {
+            stdin: (tool == "bash_write").then(|| input.to_vec()),
+            ..ExecExtras::default()
+        };
+        let reply = self
+            .link
+            .call(
+                tool,
+                json!({ "task_id": id }),
+                &extras,
+                self.config.patience,
+            )
+            .await?;
+        match reply {
+            Reply::Failed(facts) => Err(facts.into_error()),
+            reply => Ok(reply),
+        }
     }
 
     async fn kill(&self, id: &BashTaskId) -> Result<bool, BashError> {
@@ -576,12 +607,6 @@ impl BashExecutor for RemoteBashExecutor {
             None => Duration::from_millis(facts.default_timeout_ms).min(max),
         };
         request.check_command_and_env()?;
-        if request.terminal.is_some() || request.interactive {
-            return Err(BashError::Unsupported {
-                what: "a task that takes input (a terminal or an open stdin)",
-                why: "a remote executor does not carry input or screens over its executor calls yet; use the server's own bash tool (tty, bash_write) through MCP".into(),
-            });
-        }
         let workdir = match (request.workdir, &facts.cwd) {
             (Some(dir), Some(cwd)) if dir.is_relative() => cwd.join(dir),
             (Some(dir), _) => dir,
@@ -611,8 +636,8 @@ impl BashExecutor for RemoteBashExecutor {
             stdin: request.stdin,
             env: request.env,
             cancel: request.cancel,
-            terminal: None,
-            interactive: false,
+            terminal: request.terminal,
+            interactive: request.interactive,
         })
     }
 
@@ -648,6 +673,28 @@ impl BashExecutor for RemoteBashExecutor {
             .mirror(id)
             .ok_or_else(|| BashError::UnknownTask { id: id.clone() })?;
         Ok(mirror.read())
+    }
+
+    fn write_input<'a>(
+        &'a self,
+        id: &'a BashTaskId,
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), BashError>> {
+        Box::pin(async move {
+            match self.inner.interact("bash_write", id, input).await? {
+                Reply::Wrote => Ok(()),
+                other => Err(unexpected(&other)),
+            }
+        })
+    }
+
+    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
+        Box::pin(async move {
+            match self.inner.interact("bash_screen", id, &[]).await? {
+                Reply::Screen(screen) => Ok(screen),
+                other => Err(unexpected(&other)),
+            }
+        })
     }
 
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {

@@ -589,7 +589,7 @@ impl BashExecutor for SandboxBashExecutor {
         self.local.write_input(id, input)
     }
 
-    fn screen(&self, id: &BashTaskId) -> Result<String, BashError> {
+    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
         self.local.screen(id)
     }
 

@@ -190,11 +190,13 @@ pub trait BashExecutor: Send + Sync {
     /// The current contents of a terminal task's screen, as text (rows
     /// without trailing blanks); [`BashError::NotInteractive`] for a task
     /// without a terminal.
-    fn screen(&self, id: &BashTaskId) -> Result<String, BashError> {
-        match self.get(id) {
-            Some(_) => Err(BashError::NotInteractive { id: id.clone() }),
-            None => Err(BashError::UnknownTask { id: id.clone() }),
-        }
+    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
+        Box::pin(async move {
+            match self.get(id) {
+                Some(_) => Err(BashError::NotInteractive { id: id.clone() }),
+                None => Err(BashError::UnknownTask { id: id.clone() }),
+            }
+        })
     }
 
     /// Kills a task and waits until it has settled. `Ok(true)` if this call

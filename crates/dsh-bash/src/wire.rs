@@ -54,6 +54,12 @@ pub struct ExecExtras {
     /// A network policy no wider than the mode's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkPolicy>,
+    /// Run the command in a terminal of this size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<crate::TerminalSize>,
+    /// Keep a background task's stdin open for `bash_write`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
 }
 
 /// What a server tells a remote executor about itself.
@@ -180,6 +186,11 @@ pub enum Reply {
         /// The task, settled.
         task: TaskFacts,
     },
+    /// Input was written to a task (`bash_write`, the bytes in the
+    /// extras' `stdin`).
+    Wrote,
+    /// A terminal task's screen (`bash_screen`).
+    Screen(String),
     /// The call failed; nothing ran.
     Failed(ErrorFacts),
 }

@@ -321,7 +321,7 @@ impl BashTools {
         }
         match name {
             "bash" => self.bash(&args, ctx).await,
-            "bash_output" => self.output(&args, ctx),
+            "bash_output" => self.output(&args, ctx).await,
             "bash_write" => self.write(&args, ctx).await,
             "bash_kill" => self.kill(&args, ctx).await,
             other => Err(format!(
@@ -537,13 +537,13 @@ impl BashTools {
         owned_task(&*self.executor, ctx.session.as_deref(), id)
     }
 
-    fn output(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
+    async fn output(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let (id, screen) = args::output_call(args)?;
         let id = owned_task(&*self.executor, ctx.session.as_deref(), BashTaskId::new(id))?;
         let read = self.executor.read_output(&id)?;
         let mut text = render_task_read(&read);
         if screen {
-            text.push_str(&screen_section(&self.executor.screen(&id)?));
+            text.push_str(&screen_section(&self.executor.screen(&id).await?));
         }
         Ok(ToolOutput {
             structured: structured::read(text.clone(), &read),
@@ -560,7 +560,7 @@ impl BashTools {
             ctx.session.as_deref(),
             BashTaskId::new(call.task_id),
         )?;
-        let terminal = self.executor.screen(&id).is_ok();
+        let terminal = self.executor.screen(&id).await.is_ok();
         let mut bytes = if terminal {
             // Enter in a terminal is a carriage return.
             call.input.replace('\n', "\r").into_bytes()
@@ -596,7 +596,7 @@ impl BashTools {
         let id = task.id.as_str();
         let Some(_) = settled else {
             // A terminal's stream is drawing: its screen reads better.
-            let mut text = match self.executor.screen(&task.id) {
+            let mut text = match self.executor.screen(&task.id).await {
                 Ok(screen) => screen_section(&screen).trim_start().to_owned(),
                 Err(_) => render_run_result(&result),
             };

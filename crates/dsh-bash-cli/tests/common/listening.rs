@@ -242,6 +242,16 @@ impl<S: Send + Sync> BashExecutor for Served<S> {
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
         self.executor.kill(id)
     }
+    fn write_input<'a>(
+        &'a self,
+        id: &'a BashTaskId,
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), BashError>> {
+        self.executor.write_input(id, input)
+    }
+    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
+        self.executor.screen(id)
+    }
     fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
         self.executor.on_task_done(listener)
     }

@@ -117,7 +117,7 @@ async fn a_terminal_task_has_a_screen_and_others_refuse_input() {
     .await;
     let mut seen = String::new();
     until(&executor, &id, &mut seen, "drawn").await;
-    let screen = executor.screen(&id).unwrap();
+    let screen = executor.screen(&id).await.unwrap();
     let rows: Vec<&str> = screen.lines().collect();
     assert_eq!(rows.first(), Some(&"top line"), "{screen:?}");
     assert_eq!(
@@ -138,7 +138,7 @@ async fn a_terminal_task_has_a_screen_and_others_refuse_input() {
         "{refused}"
     );
     assert_eq!(
-        executor.screen(&plain.id).unwrap_err().code(),
+        executor.screen(&plain.id).await.unwrap_err().code(),
         "NOT_INTERACTIVE"
     );
     assert!(executor.kill(&plain.id).await.unwrap());
