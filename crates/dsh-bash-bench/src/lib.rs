@@ -32,6 +32,7 @@ mod mcp_client;
 mod measure;
 mod remote;
 mod scenarios;
+mod terminal;
 
 pub use measure::{table, Row};
 pub use scenarios::{run_all, Options};

@@ -39,6 +39,11 @@ struct BenchArgs {
     /// beside this binary).
     #[arg(long, value_name = "PATH")]
     mcp_binary: Option<PathBuf>,
+    /// Only these scenario groups (0 whole process … 9 terminals;
+    /// repeatable or comma-separated; default: all).
+    #[arg(long, value_name = "GROUP", value_delimiter = ',',
+          value_parser = clap::value_parser!(u8).range(0..=9))]
+    only: Vec<u8>,
 }
 
 fn main() -> ExitCode {
@@ -86,6 +91,7 @@ async fn bench(args: BenchArgs, mcp_binary: Option<PathBuf>) {
         tasks: args.tasks.max(1),
         mcp_binary,
         scratch: args.scratch.unwrap_or_else(std::env::temp_dir),
+        only: args.only,
     };
     let rows = run_all(&options).await;
     print!("{}", table(&rows));

@@ -32,6 +32,15 @@ pub struct Options {
     pub mcp_binary: Option<PathBuf>,
     /// Where spill files and baseline files go (one filesystem for both).
     pub scratch: PathBuf,
+    /// Only these scenario groups (0–9); empty: all.
+    pub only: Vec<u8>,
+}
+
+impl Options {
+    /// True if scenario group `group` is to run.
+    pub fn runs(&self, group: u8) -> bool {
+        self.only.is_empty() || self.only.contains(&group)
+    }
 }
 
 impl Default for Options {
@@ -43,6 +52,7 @@ impl Default for Options {
             tasks: 1000,
             mcp_binary: None,
             scratch: std::env::temp_dir(),
+            only: Vec::new(),
         }
     }
 }
@@ -703,49 +713,74 @@ async fn limits_cost(options: &Options) -> Vec<Row> {
 /// Runs every scenario and returns the table rows.
 pub async fn run_all(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
-    eprintln!("0/8 whole process");
-    rows.extend(crate::cli::whole_process(options).await);
-    eprintln!("1/8 per-command overhead");
-    rows.push(overhead(options, "1a run `true`", "true").await);
-    rows.push(
-        overhead_with(
-            options,
-            "1a' run `true`, process-tree forced",
-            "true",
-            ContainmentChoice::ProcessTree,
-        )
-        .await,
-    );
-    rows.push(overhead(options, "1b run `echo hello`", "echo hello").await);
-    rows.push(
-        overhead(
-            options,
-            "1c run 64 KiB of output",
-            "head -c 65536 /dev/zero",
-        )
-        .await,
-    );
-    if let Ok(executor) = LocalBashExecutor::new(local(options)) {
-        rows.push(crate::cli::paced(options, &executor).await);
-        executor.shutdown().await;
+    if options.runs(0) {
+        eprintln!("0/9 whole process");
+        rows.extend(crate::cli::whole_process(options).await);
     }
-    rows.extend(limits_cost(options).await);
-    eprintln!("2/8 output throughput");
-    rows.extend(throughput(options).await);
-    eprintln!("3/8 both streams at once");
-    rows.push(both_streams(options).await);
-    eprintln!("4/8 concurrency");
-    rows.extend(concurrency(options).await);
-    eprintln!("5/8 kill latency");
-    rows.extend(kill_latency(options).await);
-    eprintln!("6/8 sandbox overhead");
-    rows.extend(sandbox_overhead(options).await);
-    eprintln!("7/8 MCP round trip");
-    rows.extend(mcp_round_trip(options).await);
-    eprintln!("8/8 remote executor latency");
-    if let Ok(direct) = LocalBashExecutor::new(local(options)) {
-        rows.extend(crate::remote::remote_latency(options, &direct).await);
-        direct.shutdown().await;
+    if options.runs(1) {
+        eprintln!("1/9 per-command overhead");
+        rows.push(overhead(options, "1a run `true`", "true").await);
+        rows.push(
+            overhead_with(
+                options,
+                "1a' run `true`, process-tree forced",
+                "true",
+                ContainmentChoice::ProcessTree,
+            )
+            .await,
+        );
+        rows.push(overhead(options, "1b run `echo hello`", "echo hello").await);
+        rows.push(
+            overhead(
+                options,
+                "1c run 64 KiB of output",
+                "head -c 65536 /dev/zero",
+            )
+            .await,
+        );
+        if let Ok(executor) = LocalBashExecutor::new(local(options)) {
+            rows.push(crate::cli::paced(options, &executor).await);
+            executor.shutdown().await;
+        }
+        rows.extend(limits_cost(options).await);
+    }
+    if options.runs(2) {
+        eprintln!("2/9 output throughput");
+        rows.extend(throughput(options).await);
+    }
+    if options.runs(3) {
+        eprintln!("3/9 both streams at once");
+        rows.push(both_streams(options).await);
+    }
+    if options.runs(4) {
+        eprintln!("4/9 concurrency");
+        rows.extend(concurrency(options).await);
+    }
+    if options.runs(5) {
+        eprintln!("5/9 kill latency");
+        rows.extend(kill_latency(options).await);
+    }
+    if options.runs(6) {
+        eprintln!("6/9 sandbox overhead");
+        rows.extend(sandbox_overhead(options).await);
+    }
+    if options.runs(7) {
+        eprintln!("7/9 MCP round trip");
+        rows.extend(mcp_round_trip(options).await);
+    }
+    if options.runs(8) {
+        eprintln!("8/9 remote executor latency");
+        if let Ok(direct) = LocalBashExecutor::new(local(options)) {
+            rows.extend(crate::remote::remote_latency(options, &direct).await);
+            direct.shutdown().await;
+        }
+    }
+    if options.runs(9) {
+        eprintln!("9/9 terminals");
+        if let Ok(executor) = LocalBashExecutor::new(local(options)) {
+            rows.extend(crate::terminal::terminal_rows(options, &executor).await);
+            executor.shutdown().await;
+        }
     }
     rows
 }
