@@ -84,7 +84,9 @@ fn terminal_ioctl(args: &[&str], request: u32, argument: &str) -> String {
     let probe = dir.path().join("probe.py");
     std::fs::write(
         &probe,
-        format!("import errno, fcntl\ntry:\n    fcntl.ioctl(0, {request}, {argument})\n    print('ok')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n"),
+        // The terminal must be the command's controlling terminal with it
+        // in the foreground, else the kernel itself refuses TIOCSTI.
+        format!("import errno, fcntl, os\nif os.tcgetpgrp(0) != os.getpgrp():\n    print('not in the foreground')\ntry:\n    fcntl.ioctl(0, {request}, {argument})\n    print('ok')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])\n"),
     )
     .unwrap();
     let output = Command::new(common::confined::binary())
@@ -106,6 +108,14 @@ fn a_sandboxed_terminal_command_cannot_type_into_or_paste_from_a_terminal() {
     // a console (EINVAL or ENOTTY), not as forbidden.
     let unconfined = terminal_ioctl(&[], 0x541c, "b\"\\x03\"");
     assert_ne!(unconfined, "EPERM", "unconfined TIOCLINUX: {unconfined}");
+    assert!(
+        !unconfined.contains("not in the foreground"),
+        "{unconfined}"
+    );
+    // Unconfined (as root), typing into its own terminal is allowed: the
+    // refusal under a sandbox is the filter's.
+    let typed = terminal_ioctl(&[], 0x5412, "b\"x\"");
+    assert!(typed.ends_with("ok"), "unconfined TIOCSTI: {typed}");
     for backend in ["bwrap", "landlock"] {
         let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
         if !common::confined::usable_or_skip(&sandbox, &format!("terminal ioctls under {backend}"))
@@ -114,6 +124,7 @@ fn a_sandboxed_terminal_command_cannot_type_into_or_paste_from_a_terminal() {
         }
         for (request, argument) in [(0x541c, "b\"\\x03\""), (0x5412, "b\"x\"")] {
             let refused = terminal_ioctl(&sandbox, request, argument);
+            assert!(!refused.contains("not in the foreground"), "{refused}");
             assert_eq!(refused, "EPERM", "ioctl {request:#x} under {backend}");
         }
     }

@@ -110,7 +110,7 @@ fn a_notification_after_discovery_does_not_end_the_session() {
     ));
     let listed = server.next();
     assert_eq!(listed["id"], 2, "{listed}");
-    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 4);
     drop(server.stdin.take());
     assert!(server.child.wait().unwrap().success());
 }

@@ -252,6 +252,7 @@ impl CgroupHost {
                     procs,
                     limits,
                     spawner,
+                    inline_drop: false,
                 })
             }
             (Err(err), _) | (_, Err(err)) => {
@@ -310,6 +311,12 @@ impl CommandCgroup {
         self.spawner
     }
 
+    /// `RLIMIT_DATA` for its first process, where no controller limits
+    /// its memory.
+    pub(crate) fn memory_rlimit(&self) -> Option<u64> {
+        self.limits.memory_rlimit
+    }
+
     /// The limits it runs under and whether one was hit (the kernel's
     /// counters, read now).
     pub(crate) fn limits(&self) -> Option<dsh_bash::BashLimits> {
@@ -331,6 +338,9 @@ pub(crate) struct CommandCgroup {
     limits: CommandLimits,
     /// The spawner thread that started it (which removes it).
     spawner: usize,
+    /// Dropped, it removes itself in place (it was handed to a spawner
+    /// thread that is gone).
+    inline_drop: bool,
 }
 
 impl CommandCgroup {
@@ -460,6 +470,13 @@ impl CommandCgroup {
     pub(crate) fn remove(mut self) {
         if self.populated() {
             self.kill();
+            // Killed processes leave in a moment, not at once.
+            for _ in 0..100 {
+                if !self.populated() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         remove_tree(&self.path);
         self.limits.remove();
@@ -469,15 +486,29 @@ impl CommandCgroup {
 }
 
 impl Drop for CommandCgroup {
-    /// An abandoned cgroup (its supervisor dropped) is killed at once and
-    /// removed when it can be: nothing may outlive it. One write, no wait.
+    /// An abandoned cgroup (its supervisor dropped, its spawn failed) is
+    /// killed at once (one write) and handed to its spawner thread to be
+    /// removed once empty: no runtime thread waits, and the spawner has
+    /// left its v1 cgroups by then.
     fn drop(&mut self) {
         if self.path.as_os_str().is_empty() {
             return;
         }
         self.kill();
-        remove_tree(&self.path);
-        self.limits.remove();
+        if self.inline_drop {
+            remove_tree(&self.path);
+            self.limits.remove();
+            return;
+        }
+        let handed = CommandCgroup {
+            path: std::mem::take(&mut self.path),
+            dir: std::mem::take(&mut self.dir),
+            procs: std::mem::take(&mut self.procs),
+            limits: std::mem::replace(&mut self.limits, CommandLimits::empty()),
+            spawner: self.spawner,
+            inline_drop: true,
+        };
+        crate::spawn::remove(handed);
     }
 }
 

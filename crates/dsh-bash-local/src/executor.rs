@@ -72,6 +72,16 @@ fn status_parts(status: ExitStatus) -> (Option<i32>, Option<String>) {
 }
 
 /// The program an invocation runs, for messages.
+/// How many tasks of `owner` that take input are running.
+fn interactive_running(registry: &Registry, owner: Option<&OwnerToken>) -> usize {
+    registry
+        .all()
+        .iter()
+        .filter(|e| e.input.is_some() && e.owner.as_ref() == owner)
+        .filter(|e| !e.publisher.state().is_settled())
+        .count()
+}
+
 /// Sets `name` in a sorted environment.
 fn set_env(env: &mut Vec<(std::ffi::OsString, std::ffi::OsString)>, name: &str, value: &str) {
     match env.binary_search_by(|(k, _)| k.as_os_str().cmp(name.as_ref())) {
@@ -263,12 +273,6 @@ impl LocalBashExecutor {
         if spec.cancelled() {
             return Err(BashError::AbortedBeforeSpawn);
         }
-        if spec.terminal.is_some() || spec.interactive {
-            let running = inner.interactive_running(spec.owner.as_ref());
-            if running >= inner.config.max_interactive_tasks {
-                return Err(BashError::TooManyInteractive { running });
-            }
-        }
         let id = BashTaskId::new(format!(
             "bash-{}",
             inner.next_id.fetch_add(1, Ordering::Relaxed) + 1
@@ -285,7 +289,18 @@ impl LocalBashExecutor {
             stop: Arc::new(Stop::default()),
             input: takes_input.then(Arc::default),
         });
-        inner.registry().insert(id, Arc::clone(&entry));
+        {
+            // Counted and inserted under one lock: concurrent starts cannot
+            // all pass the cap.
+            let mut registry = inner.registry();
+            if takes_input {
+                let running = interactive_running(&registry, spec.owner.as_ref());
+                if running >= inner.config.max_interactive_tasks {
+                    return Err(BashError::TooManyInteractive { running });
+                }
+            }
+            registry.insert(id, Arc::clone(&entry));
+        }
         let runner = Arc::clone(inner);
         inner
             .tracker
@@ -297,16 +312,6 @@ impl LocalBashExecutor {
 impl Inner {
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// How many tasks of `owner` that take input are running.
-    fn interactive_running(&self, owner: Option<&OwnerToken>) -> usize {
-        self.registry()
-            .all()
-            .iter()
-            .filter(|e| e.input.is_some() && e.owner.as_ref() == owner)
-            .filter(|e| !e.publisher.state().is_settled())
-            .count()
     }
 
     fn entry(&self, id: &BashTaskId) -> Result<Arc<TaskEntry>, BashError> {
@@ -468,6 +473,9 @@ impl Inner {
             }
             Err(reason) => {
                 spawned = false;
+                if let Some(input) = &entry.input {
+                    input.close(&format!("the task never started ({reason})")).await;
+                }
                 entry
                     .stderr
                     .push(format!("spawn failed: {reason}\n").as_bytes());

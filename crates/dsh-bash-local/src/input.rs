@@ -122,6 +122,9 @@ pub(crate) struct InputSlot {
     slot: tokio::sync::Mutex<Slot>,
     /// Told when the slot is filled or closed.
     changed: tokio::sync::Notify,
+    /// Fired when the task ends: a write waiting for room gives up, so
+    /// closing never waits for a command that does not read.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 /// How long a write waits for a just-started task's process to exist.
@@ -144,6 +147,7 @@ impl InputSlot {
     }
 
     pub(crate) async fn close(&self, why: &str) {
+        self.closing.cancel();
         *self.slot.lock().await = Slot::Closed(why.to_owned());
         self.changed.notify_waiters();
     }
@@ -162,7 +166,13 @@ impl InputSlot {
                 Slot::Waiting => {}
                 Slot::Closed(why) => return Err(why.clone()),
                 Slot::Open(input) => {
-                    return match input.write_all(bytes).await {
+                    let written = tokio::select! {
+                        written = input.write_all(bytes) => written,
+                        () = self.closing.cancelled() => {
+                            return Err("the task has ended".into());
+                        }
+                    };
+                    return match written {
                         Ok(()) => Ok(()),
                         Err(err) => {
                             let why = format!("its input is closed ({err})");

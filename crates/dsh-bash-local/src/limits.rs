@@ -143,6 +143,23 @@ pub(crate) struct Place {
     dirs: Vec<(Kind, PathBuf)>,
 }
 
+impl Place {
+    /// Its `pids` cgroup, if it has one.
+    pub(crate) fn processes(&self) -> Option<PathBuf> {
+        self.dirs
+            .iter()
+            .find(|(kind, _)| *kind == Kind::Processes)
+            .map(|(_, dir)| dir.clone())
+    }
+}
+
+/// Sets a `pids` cgroup's limit (after the spawner thread left it).
+pub(crate) fn set_processes(dir: &Path, processes: u64) {
+    if let Err(err) = fs::write(dir.join("pids.max"), processes.to_string()) {
+        tracing::debug!(%err, dir = %dir.display(), "cannot lower a command's pids.max to its limit");
+    }
+}
+
 impl LimitHost {
     /// Finds the mechanisms for a host whose v2 parent cgroup is `parent`
     /// (made by this host, below `base`): enables what v2 controllers it
@@ -207,6 +224,15 @@ impl LimitHost {
         Some(Place { dirs })
     }
 
+    /// Leaves `place` unused: the calling thread moves home and its
+    /// cgroups are removed. Blocking.
+    pub(crate) fn discard(&self, place: Place) {
+        self.home();
+        for (_, dir) in place.dirs {
+            remove_v1(&dir);
+        }
+    }
+
     /// Moves the calling thread back to the host's own v1 parents (a
     /// process-tree command must not start inside a place). Blocking.
     pub(crate) fn home(&self) {
@@ -243,8 +269,12 @@ impl LimitHost {
             });
             if let Some(dir) = placed {
                 // Kept (and removed with the command) even should the
-                // limit not take: the command starts inside it.
-                if write_settings(&dir, &kind.settings(limits, true)) {
+                // limit not take: the command starts inside it. The
+                // spawning thread counts in it until it moves on (the
+                // spawner lowers the limit then).
+                let mut inside = *limits;
+                inside.processes = limits.processes.map(|n| n.saturating_add(1));
+                if write_settings(&dir, &kind.settings(&inside, true)) {
                     command.applied(kind, LimitMechanism::CgroupV1);
                 }
                 command.v1.push((kind, dir));
@@ -294,6 +324,11 @@ pub(crate) struct CommandLimits {
 }
 
 impl CommandLimits {
+    /// No limits and no cgroups (what a handed-off cgroup leaves behind).
+    pub(crate) fn empty() -> CommandLimits {
+        CommandLimits::new(ResourceLimits::NONE)
+    }
+
     fn new(limits: ResourceLimits) -> CommandLimits {
         CommandLimits {
             limits,

@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::cgroup::{CgroupHost, CommandCgroup};
 use crate::config::ContainmentChoice;
-use crate::limits::CommandLimits;
+use crate::limits::{CommandLimits, Place};
 use crate::sys::{self, Launcher};
 use crate::watchdog;
 
@@ -43,7 +43,7 @@ pub(crate) struct Spawned {
 enum Job {
     Spawn(Box<Launch>, oneshot::Sender<io::Result<Spawned>>),
     Release(libc::pid_t),
-    Remove(CommandCgroup),
+    Remove(Box<CommandCgroup>),
 }
 
 /// How many permanent spawner threads fork in parallel.
@@ -92,23 +92,31 @@ fn spawners() -> io::Result<&'static Spawners> {
 fn serve(index: usize, queue: mpsc::Receiver<Job>) {
     let mut launcher = Launcher::default();
     // The next command's v1 cgroups, with this thread inside (see
-    // `limits::Place`); made after each command that has limits, for the
+    // `limits::Place`); made after each command a cgroup holds, for the
     // next.
-    let limits = CgroupHost::get().map(CgroupHost::limits);
-    let mut place = None;
+    let mut place: Option<Place> = None;
     while let Ok(job) = queue.recv() {
         match job {
             Job::Spawn(launch, reply) => {
-                let taken = match launch.containment {
+                let cgroups = launch.containment != ContainmentChoice::ProcessTree;
+                let limits = cgroups
+                    .then(CgroupHost::get)
+                    .flatten()
+                    .map(CgroupHost::limits);
+                let taken = match (limits, place.take()) {
+                    (Some(_), taken) => taken,
                     // A process-tree command must not start inside a place.
-                    ContainmentChoice::ProcessTree => {
-                        if let (Some(limits), Some(_)) = (limits, place.take()) {
-                            limits.home();
+                    (None, Some(left)) => {
+                        if let Some(host) = CgroupHost::get() {
+                            host.limits().discard(left);
                         }
                         None
                     }
-                    _ => place.take(),
+                    (None, None) => None,
                 };
+                // While this thread is inside, it counts in `pids.current`:
+                // the limit is one higher until it has moved on.
+                let lowered = taken.as_ref().and_then(Place::processes).zip(launch.limits.processes);
                 let spawned = spawn_now(&launch, &mut launcher, (index, taken));
                 if let Ok(spawned) = &spawned {
                     // A cgroup needs no message: the watchdog kills the
@@ -123,9 +131,12 @@ fn serve(index: usize, queue: mpsc::Receiver<Job>) {
                     sys::signal_group(orphan.pid, libc::SIGKILL);
                 }
                 // Off the command's path: the next place (which moves this
-                // thread out of the command's cgroups).
-                if place.is_none() && !launch.limits.is_none() {
-                    place = limits.and_then(|limits| limits.prepare());
+                // thread out of the command's cgroups), then the limit.
+                if let Some(limits) = limits {
+                    place = limits.prepare();
+                }
+                if let Some((pids, processes)) = lowered {
+                    crate::limits::set_processes(&pids, processes);
                 }
             }
             Job::Release(pgid) => watchdog::forget(pgid),
@@ -154,7 +165,11 @@ fn spawn_now(
     let rlimits = cgroup
         .is_none()
         .then(|| CommandLimits::without_cgroup(launch.limits));
-    let memory_rlimit = rlimits.as_ref().and_then(|r| r.memory_rlimit);
+    // Memory no controller limits gets an rlimit, cgroup or not.
+    let memory_rlimit = match &cgroup {
+        Some(cgroup) => cgroup.memory_rlimit(),
+        None => rlimits.as_ref().and_then(|r| r.memory_rlimit),
+    };
     let gate = crate::adopt::spawning();
     let entry = cgroup.as_ref().map(CommandCgroup::entry);
     let (pid, pipes) = sys::launch(launch, entry, memory_rlimit, launcher)?;
@@ -203,6 +218,6 @@ pub(crate) fn release(pgid: libc::pid_t) {
 pub(crate) fn remove(cgroup: CommandCgroup) {
     if let Ok(spawners) = spawners() {
         let index = cgroup.spawner() % spawners.queues.len();
-        let _ = spawners.queues[index].send(Job::Remove(cgroup));
+        let _ = spawners.queues[index].send(Job::Remove(Box::new(cgroup)));
     }
 }

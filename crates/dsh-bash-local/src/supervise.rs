@@ -225,6 +225,9 @@ impl Plumbing {
     /// Everything the command wrote before it ended is in the pipes; a
     /// leftover or daemon may hold them open, so EOF gets a bounded wait.
     async fn finish(self, linger: Duration) {
+        if let Some(writer) = &self.writer {
+            writer.abort();
+        }
         if let Some(input) = &self.input {
             input.close("the task has ended").await;
         }

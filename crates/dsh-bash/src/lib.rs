@@ -52,7 +52,7 @@ pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener, TaskListeners};
 pub use ids::{BashTaskId, OwnerToken};
 pub use limits::{BashLimits, LimitMechanism};
-pub use request::{BashExecRequest, BashExecSpec, TerminalSize};
+pub use request::{BashExecRequest, BashExecSpec, TerminalSize, MAX_TERMINAL_CELLS};
 pub use result::{
     BashRunResult, BashSandboxInfo, CollectedOutput, Containment, DenialEvidence, MAX_REFUSALS,
 };

@@ -44,6 +44,10 @@ pub struct BashExecRequest {
     pub interactive: bool,
 }
 
+/// The most columns (and rows) a terminal may have: a screen is kept in
+/// memory, cell by cell.
+pub const MAX_TERMINAL_CELLS: u16 = 500;
+
 /// A terminal's size in character cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TerminalSize {
@@ -78,6 +82,18 @@ impl BashExecRequest {
     pub fn check_command_and_env(&self) -> Result<(), crate::BashError> {
         if self.command.contains('\0') {
             return Err(crate::BashError::CommandHasNul);
+        }
+        if let Some(size) = self.terminal {
+            let fits = |n: u16| (1..=MAX_TERMINAL_CELLS).contains(&n);
+            if !(fits(size.cols) && fits(size.rows)) {
+                return Err(crate::BashError::Unsupported {
+                    what: "a terminal of that size",
+                    why: format!(
+                        "{}x{} was asked for; columns and rows must each be 1 to {MAX_TERMINAL_CELLS}",
+                        size.cols, size.rows
+                    ),
+                });
+            }
         }
         if let Some(name) = self
             .env

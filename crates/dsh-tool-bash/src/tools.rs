@@ -571,7 +571,21 @@ impl BashTools {
             bytes.extend_from_slice(key.bytes());
         }
         if !bytes.is_empty() {
-            self.executor.write_input(&id, &bytes).await?;
+            // A command that does not read cannot hold the call: the input
+            // gets the same wait as the output.
+            let writing = tokio::time::timeout(call.wait, self.executor.write_input(&id, &bytes));
+            tokio::select! {
+                written = writing => match written {
+                    Ok(written) => written?,
+                    Err(_) => {
+                        return Err(ToolError::Invalid(format!(
+                            "task {id} did not take all the input within {} ms: it is not reading it; read its output with bash_output, or stop it with bash_kill",
+                            call.wait.as_millis()
+                        )))
+                    }
+                },
+                () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
+            }
         }
         let read = quiet_read(&*self.executor, &id, call.wait, &ctx.cancel).await?;
         let text = render_task_read(&read);

@@ -177,6 +177,44 @@ async fn a_terminal_command_sees_a_real_terminal() {
 }
 
 #[tokio::test]
+async fn a_terminal_size_out_of_bounds_is_refused_before_anything_runs() {
+    let executor = executor();
+    for (cols, rows) in [(0, 40), (120, 0), (501, 40), (u16::MAX, u16::MAX)] {
+        let mut request = BashExecRequest::new("true");
+        request.terminal = Some(TerminalSize { cols, rows });
+        let refused = executor.resolve(request).unwrap_err();
+        assert_eq!(refused.code(), "UNSUPPORTED", "{refused}");
+        assert!(
+            refused.to_string().contains("must each be 1 to 500"),
+            "{refused}"
+        );
+    }
+    executor.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_write_waiting_on_a_command_that_does_not_read_ends_with_the_task() {
+    let executor = executor();
+    let id = start(&executor, "sleep 100", false).await;
+    // More than a pipe holds: the write waits for room that never comes.
+    let big = vec![b'x'; 1 << 20];
+    let writing = executor.write_input(&id, &big);
+    let killing = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        executor.kill(&id).await
+    };
+    let (written, killed) = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(writing, killing)
+    })
+    .await
+    .expect("the kill and the write end within 20 s");
+    assert!(killed.unwrap());
+    let refused = written.unwrap_err();
+    assert_eq!(refused.code(), "INPUT_CLOSED", "{refused}");
+    executor.shutdown().await;
+}
+
+#[tokio::test]
 async fn interactive_tasks_are_bounded_per_owner() {
     let executor = LocalBashExecutor::new(dsh_bash_local::LocalConfig {
         max_interactive_tasks: 2,
