@@ -82,6 +82,16 @@ impl BashExecutor for Recording {
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
         self.inner.kill(id)
     }
+    fn write_input<'a>(
+        &'a self,
+        id: &'a BashTaskId,
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), BashError>> {
+        self.inner.write_input(id, input)
+    }
+    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
+        self.inner.screen(id)
+    }
     fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
         self.inner.on_task_done(listener)
     }

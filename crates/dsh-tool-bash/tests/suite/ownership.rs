@@ -20,7 +20,7 @@ async fn other_sessions_can_neither_read_nor_kill() {
     args["run_in_background"] = json!(true);
     call(&tools, "bash", args, &owner).await.unwrap();
     for other in [&intruder, &nobody] {
-        for tool in ["bash_output", "bash_kill"] {
+        for tool in ["bash_output", "bash_write", "bash_kill"] {
             let err = call(&tools, tool, json!({"task_id": "bash-1"}), other)
                 .await
                 .unwrap_err();
@@ -74,4 +74,44 @@ async fn unowned_tasks_are_open_to_all() {
     let anyone = ctx(Some(Arc::new(Session::new("bob", None))));
     let read = output_of(&tools, "bash-1", &anyone).await;
     assert_eq!(read.text, "open\n[status: completed, exit code: 0]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_write_types_into_the_owners_terminal_task_and_refuses_others() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    let owner = ctx(Some(Arc::new(Session::new("alice", None))));
+    let mut args = bash("read -p 'name? ' n; echo \"hi $n\"");
+    args["run_in_background"] = json!(true);
+    args["tty"] = json!(true);
+    call(&tools, "bash", args, &owner).await.unwrap();
+    let answered = call(
+        &tools,
+        "bash_write",
+        json!({"task_id": "bash-1", "input": "bob\n", "yieldMs": 10000}),
+        &owner,
+    )
+    .await
+    .unwrap();
+    assert!(answered.text.contains("hi bob"), "{}", answered.text);
+    // A task without a terminal says how to start one that has.
+    let mut plain = bash("sleep 30");
+    plain["run_in_background"] = json!(true);
+    call(&tools, "bash", plain, &owner).await.unwrap();
+    let refused = call(
+        &tools,
+        "bash_write",
+        json!({"task_id": "bash-2", "input": "x"}),
+        &owner,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.text().contains("start the command with tty"),
+        "{}",
+        refused.text()
+    );
+    call(&tools, "bash_kill", json!({"task_id": "bash-2"}), &owner)
+        .await
+        .unwrap();
 }
