@@ -135,6 +135,54 @@ fn a_secret_in_the_host_environment_never_reaches_the_command() {
     }
 }
 
+/// Credentials a name check misses, recognised by their value or their
+/// name's ending; an operator keeps one on purpose with --keep-env. Under
+/// a sandbox too.
+#[test]
+fn credentials_are_recognised_by_value_and_kept_only_on_purpose() {
+    let secrets = [
+        ("DATABASE_URL", "postgres://u:hunter2@db/x"),
+        ("GITHUB_PAT", "pat-value-1"),
+        ("MYSQL_PWD", "pwd-value-2"),
+        ("HTTPS_PROXY", "http://u:proxypw@proxy:3128"),
+        ("SENTRY_DSN", "https://dsn-value-3@o1.ingest.example/1"),
+        ("NPM_AUTH", "auth-value-4"),
+        ("CONN_STR", "Server=db;Password=connpw5;"),
+        ("SOME_VALUE", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"),
+        ("ANOTHER", "AKIAIOSFODNN7EXAMPLE"),
+        (
+            "JWT_HERE",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlX2hlcmU",
+        ),
+    ];
+    for sandbox in [&[][..], &["--sandbox", "read-only"][..]] {
+        let mut run = dsh_bash();
+        run.arg("run")
+            .args(sandbox)
+            .args(["--", "env"])
+            .env("HARMLESS", "visible");
+        for (name, value) in secrets {
+            run.env(name, value);
+        }
+        let output = run.output().unwrap();
+        let env = String::from_utf8(output.stdout).unwrap();
+        assert!(env.contains("HARMLESS=visible"), "{sandbox:?}: {env}");
+        for (name, value) in secrets {
+            assert!(!env.contains(value), "{name} leaked {sandbox:?}");
+        }
+    }
+    let kept = dsh_bash()
+        .args(["run", "--keep-env", "DATABASE_URL", "--", "env"])
+        .env("DATABASE_URL", "postgres://u:hunter2@db/x")
+        .output()
+        .unwrap();
+    let env = String::from_utf8(kept.stdout).unwrap();
+    assert!(
+        env.contains("DATABASE_URL=postgres://u:hunter2@db/x"),
+        "{env}"
+    );
+}
+
 #[test]
 fn scrub_patterns_and_kept_names_are_configurable() {
     let output = dsh_bash()

@@ -160,13 +160,18 @@ fn machine_memory() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Which inherited environment variables never reach a command.
+/// Which inherited environment variables never reach a command: those
+/// whose name matches a pattern or ends in `_PAT`, `_PWD`, `_DSN` or
+/// `_AUTH`, and those whose value carries a credential (a URL with a
+/// password, a connection string's `Password=`, a well-known token shape),
+/// unless allowed by name.
 #[derive(Clone, Debug)]
 pub struct ScrubPolicy {
     /// A variable whose NAME contains one of these (case-insensitively) is
     /// dropped. Default: KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL.
     pub patterns: Vec<String>,
-    /// Exact names that pass even if they match a pattern.
+    /// Exact names that pass even if they match a pattern or carry a
+    /// credential.
     pub allow: Vec<String>,
 }
 

@@ -14,6 +14,10 @@ pub(crate) const OVERRIDES: [(&str, &str); 4] = [
     ("GIT_PAGER", "cat"),
 ];
 
+/// Name endings that mark a credential whatever the rest of the name
+/// (`GITHUB_PAT`, `MYSQL_PWD`, `SENTRY_DSN`, `NPM_AUTH`).
+const SECRET_SUFFIXES: [&str; 4] = ["_PAT", "_PWD", "_DSN", "_AUTH"];
+
 impl ScrubPolicy {
     /// True if and only if an inherited variable of this name is dropped.
     pub fn drops(&self, name: &str) -> bool {
@@ -24,6 +28,18 @@ impl ScrubPolicy {
         self.patterns
             .iter()
             .any(|pattern| upper.contains(&pattern.to_ascii_uppercase()))
+            || SECRET_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
+    }
+
+    /// True if and only if an inherited variable is dropped, by its name
+    /// or by its value (a URL with a password, a connection string with a
+    /// password, a well-known token shape: see `secrets.rs`); the allow
+    /// list keeps either.
+    pub fn drops_entry(&self, name: &str, value: &str) -> bool {
+        if self.allow.iter().any(|allowed| allowed == name) {
+            return false;
+        }
+        self.drops(name) || crate::secrets::carries_credential(value)
     }
 }
 
@@ -37,7 +53,7 @@ pub(crate) fn child_env(
 ) -> Vec<(OsString, OsString)> {
     let mut env: BTreeMap<OsString, OsString> = inherited
         .into_iter()
-        .filter(|(name, _)| !policy.drops(&name.to_string_lossy()))
+        .filter(|(name, value)| !policy.drops_entry(&name.to_string_lossy(), &value.to_string_lossy()))
         .collect();
     for (name, value) in OVERRIDES {
         env.insert(name.into(), value.into());
@@ -86,6 +102,39 @@ mod tests {
             .collect();
         assert_eq!(names, ["GIT_PAGER", "HOME", "NO_COLOR", "PAGER", "TERM"]);
         assert_eq!(value(&env, "TERM"), Some("dumb"));
+    }
+
+    #[test]
+    fn credentials_are_dropped_by_value_and_suffix_unless_kept() {
+        let inherited = pairs(&[
+            ("DATABASE_URL", "postgres://u:hunter2@db/x"),
+            ("GITHUB_PAT", "anything"),
+            ("MYSQL_PWD", "anything"),
+            ("HTTPS_PROXY", "http://u:pw@proxy:3128"),
+            ("SENTRY_DSN", "https://abc@o1.ingest.sentry.io/1"),
+            ("NPM_AUTH", "anything"),
+            ("CONN_STR", "Server=db;Password=p4ss;"),
+            ("GH", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"),
+            ("PLAIN_URL", "https://example.org/path"),
+            ("OLDPWD", "/home/u"),
+        ]);
+        let env = child_env(inherited.clone(), &ScrubPolicy::default(), None);
+        let kept: Vec<_> = env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .filter(|k| !["GIT_PAGER", "NO_COLOR", "PAGER", "TERM"].contains(&k.as_str()))
+            .collect();
+        assert_eq!(kept, ["OLDPWD", "PLAIN_URL"]);
+        let keep = ScrubPolicy {
+            allow: vec!["DATABASE_URL".into()],
+            ..ScrubPolicy::default()
+        };
+        let env = child_env(inherited, &keep, None);
+        assert_eq!(value(&env, "DATABASE_URL"), Some("postgres://u:hunter2@db/x"));
+        // An explicit entry from the caller is never a guess.
+        let explicit = BTreeMap::from([("TOKEN_URL".to_owned(), "https://u:p@h/".to_owned())]);
+        let env = child_env(Vec::new(), &ScrubPolicy::default(), Some(&explicit));
+        assert_eq!(value(&env, "TOKEN_URL"), Some("https://u:p@h/"));
     }
 
     #[test]

@@ -205,6 +205,7 @@ linux! {
     mod input;
     mod limits;
     mod output;
+    mod secrets;
     mod spawn;
     mod spill;
     mod supervise;
