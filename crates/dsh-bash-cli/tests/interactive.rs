@@ -35,23 +35,6 @@ fn the_python_client_drives_terminals_writes_and_yields() {
     // Workspaces outside /tmp (bubblewrap gives a command a /tmp of its own).
     std::fs::create_dir_all(common::confined::base()).unwrap();
     let workspaces = tempfile::tempdir_in(common::confined::base()).unwrap();
-    let scratch = tempfile::tempdir().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/interactive.py");
-    let output = Command::new("python3")
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_dsh-bash"))
-        .arg(scratch.path())
-        .env("DSH_VI_BACKENDS", backends.join(","))
-        .env("DSH_VI_WORKSPACES", workspaces.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    println!("{stdout}");
-    assert!(
-        output.status.success(),
-        "the client failed:\n{stdout}\n{stderr}"
-    );
     let mut expected = vec![
         "a python REPL in a terminal is driven with bash_write".to_owned(),
         "a prompt is answered".into(),
@@ -68,12 +51,16 @@ fn the_python_client_drives_terminals_writes_and_yields() {
             "C-c interrupts sleep in a loop and the loop goes on under workspace-write with {backend}"
         ));
     }
-    for scenario in expected {
-        assert!(
-            stdout.contains(&format!("ok {scenario}")),
-            "{scenario:?} did not pass:\n{stdout}"
-        );
-    }
+    let script = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/mcp/interactive.py"
+    ));
+    let backends = backends.join(",");
+    let envs = [
+        ("DSH_VI_BACKENDS", std::ffi::OsStr::new(&backends)),
+        ("DSH_VI_WORKSPACES", workspaces.path().as_os_str()),
+    ];
+    common::run_client_with("python3", script, &envs, &expected);
 }
 
 /// The errno name a command in a terminal gets from `ioctl(0, request,

@@ -57,13 +57,7 @@ fn run_json(user: User, args: &[&str], command: &str) -> Value {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
-        panic!(
-            "{err}: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    common::confined::result_json(&output)
 }
 
 /// True if this host applies a process limit through a cgroup; else skips

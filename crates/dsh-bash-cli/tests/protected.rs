@@ -151,13 +151,7 @@ fn run(user: User, backend: &str, ws: &Path, extra: &[&str], command: &str) -> s
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
-        panic!(
-            "{err}: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    common::confined::result_json(&output)
 }
 
 fn usable(user: User, backend: &str) -> bool {

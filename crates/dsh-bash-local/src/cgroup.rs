@@ -67,25 +67,48 @@ fn own_cgroup(cgroup: &str) -> Option<String> {
         .map(|path| path.trim_start_matches('/').to_owned())
 }
 
+/// The parents (`dsh-bash-<pid>`) under `base` of hosts that are no longer
+/// running, with their pids; v2 and v1 hierarchies alike.
+pub(crate) fn dead_hosts(base: &Path) -> Vec<(libc::pid_t, PathBuf)> {
+    let Ok(entries) = fs::read_dir(base) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()?
+                .strip_prefix("dsh-bash-")?
+                .parse::<libc::pid_t>()
+                .ok()?;
+            let dead = !Path::new(&format!("/proc/{pid}")).exists();
+            dead.then(|| (pid, entry.path()))
+        })
+        .collect()
+}
+
+/// SIGKILLs every process listed in `dir`'s `cgroup.procs` (each through
+/// a pidfd, so a pid that left and was recycled is not hit); how many.
+pub(crate) fn kill_members(dir: &Path) -> usize {
+    let mut killed = 0;
+    for pid in fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
+    {
+        if let Ok(fd) = sys::pidfd_open(pid) {
+            sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
+            killed += 1;
+        }
+    }
+    killed
+}
+
 /// Kills and removes the parents left by hosts that died (their watchdog
 /// could not clean up, e.g. killed with their host).
 fn sweep(base: &Path) {
-    let Ok(entries) = fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("dsh-bash-"))
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        if Path::new(&format!("/proc/{pid}")).exists() {
-            continue;
-        }
-        let dir = entry.path();
+    for (pid, dir) in dead_hosts(base) {
         let killed = fs::read_to_string(dir.join("cgroup.events"))
             .is_ok_and(|events| populated(&events));
         let _ = fs::write(dir.join("cgroup.kill"), "1");
@@ -184,17 +207,7 @@ impl CgroupHost {
     /// cgroups it made beside its own (returned, to be killed and removed
     /// by [`Strays::remove`], which blocks). Reads only.
     pub(crate) fn strays(&self) -> Strays {
-        let mut killed = 0;
-        for pid in fs::read_to_string(self.dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
-        {
-            if let Ok(fd) = sys::pidfd_open(pid) {
-                sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
-                killed += 1;
-            }
-        }
+        let mut killed = kill_members(&self.dir);
         let mut cgroups = Vec::new();
         if let Ok(entries) = fs::read_dir(&self.dir) {
             for entry in entries.filter_map(Result::ok) {
@@ -398,33 +411,16 @@ impl CommandCgroup {
     /// [`CommandCgroup::kill`] on a blocking thread: the write takes the
     /// kernel's cgroup mutex, which another cgroup operation may hold.
     pub(crate) async fn kill_off_thread(&self) {
-        let path = self.path.join("cgroup.kill");
-        let killed = tokio::task::spawn_blocking(move || {
-            File::options()
-                .write(true)
-                .open(&path)
-                .and_then(|mut f| f.write_all(b"1"))
-        })
-        .await;
-        match killed {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                tracing::warn!(%err, cgroup = %self.path.display(), "cgroup.kill failed");
-            }
-            // The blocking pool is gone (the runtime shuts down): in place.
-            Err(_) => self.kill(),
+        let path = self.path.clone();
+        // The blocking pool is gone (the runtime shuts down): in place.
+        if tokio::task::spawn_blocking(move || write_kill(&path)).await.is_err() {
+            self.kill();
         }
     }
 
     /// SIGKILLs everything in the cgroup at once (`cgroup.kill`).
     pub(crate) fn kill(&self) {
-        if let Err(err) = File::options()
-            .write(true)
-            .open(self.path.join("cgroup.kill"))
-            .and_then(|mut f| f.write_all(b"1"))
-        {
-            tracing::warn!(%err, cgroup = %self.path.display(), "cgroup.kill failed");
-        }
+        write_kill(&self.path);
     }
 
     /// Waits (polling `cgroup.events`) until the cgroup is empty, at most
@@ -509,6 +505,17 @@ impl Drop for CommandCgroup {
             inline_drop: true,
         };
         crate::spawn::remove(handed);
+    }
+}
+
+/// Writes `1` to `dir`'s `cgroup.kill`; a failure is logged.
+fn write_kill(dir: &Path) {
+    if let Err(err) = File::options()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+        .and_then(|mut f| f.write_all(b"1"))
+    {
+        tracing::warn!(%err, cgroup = %dir.display(), "cgroup.kill failed");
     }
 }
 

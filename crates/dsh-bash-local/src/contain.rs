@@ -78,12 +78,8 @@ impl Contained {
         } else {
             Containment::ProcessTree
         };
-        let pidfd = sys::readable_fd(pidfd).inspect_err(|_| {
-            if let Some(cgroup) = &cgroup {
-                cgroup.kill();
-            }
-            sys::signal_group(pid, libc::SIGKILL);
-        })?;
+        // A cgroup kills what it holds as it drops; the group is killed here.
+        let pidfd = sys::readable_fd(pidfd).inspect_err(|_| sys::signal_group(pid, libc::SIGKILL))?;
         Ok(Contained {
             pid,
             pidfd,

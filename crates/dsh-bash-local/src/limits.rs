@@ -529,46 +529,18 @@ fn remove_v1(dir: &Path) {
 }
 
 /// Removes the v1 parents of hosts that died (their processes were killed
-/// through their v2 cgroup; a process still inside is killed by pid).
+/// through their v2 cgroup; one still inside, in any command's cgroup, is
+/// killed by pid first).
 fn sweep_v1(base: &Path) {
-    let Ok(entries) = fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("dsh-bash-"))
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        if Path::new(&format!("/proc/{pid}")).exists() {
-            continue;
-        }
-        let dir = entry.path();
-        if let Ok(commands) = fs::read_dir(&dir) {
-            for command in commands.filter_map(Result::ok) {
-                if command.file_type().is_ok_and(|t| t.is_dir()) {
-                    kill_v1_members(&command.path());
-                    remove_v1(&command.path());
-                }
+    for (_, dir) in crate::cgroup::dead_hosts(base) {
+        for command in fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok) {
+            if command.file_type().is_ok_and(|t| t.is_dir()) {
+                crate::cgroup::kill_members(&command.path());
+                remove_v1(&command.path());
             }
         }
-        kill_v1_members(&dir);
+        crate::cgroup::kill_members(&dir);
         remove_v1(&dir);
-    }
-}
-
-fn kill_v1_members(dir: &Path) {
-    for pid in fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
-    {
-        if let Ok(fd) = crate::sys::pidfd_open(pid) {
-            crate::sys::pidfd_signal(std::os::fd::AsFd::as_fd(&fd), libc::SIGKILL);
-        }
     }
 }
 

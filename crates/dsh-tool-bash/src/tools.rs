@@ -604,26 +604,23 @@ impl BashTools {
         after: std::time::Duration,
     ) -> Result<ToolOutput, ToolError> {
         let task = self.executor.start(spec).await?;
-        let settled = tokio::time::timeout(after, task.settled()).await.ok();
+        let settled = tokio::time::timeout(after, task.settled()).await.is_ok();
         let read = self.executor.read_output(&task.id)?;
         let result = run_of(&read, after);
         let id = task.id.as_str();
-        let Some(_) = settled else {
+        let text = if settled {
+            render_run_result(&result)
+        } else {
             // A terminal's stream is drawing: its screen reads better.
-            let mut text = match self.executor.screen(&task.id).await {
+            let shown = match self.executor.screen(&task.id).await {
                 Ok(screen) => screen_section(&screen).trim_start().to_owned(),
                 Err(_) => render_run_result(&result),
             };
             let seconds = after.as_secs_f64();
-            text.push_str(&format!("\n[still running as {id} after {seconds} s: the output so far is above; read more with bash_output, type into it with bash_write (if it runs in a tty), stop it with bash_kill]"));
-            return Ok(ToolOutput {
-                structured: structured::yielded(text.clone(), &result, id, false),
-                text,
-            });
+            format!("{shown}\n[still running as {id} after {seconds} s: the output so far is above; read more with bash_output, type into it with bash_write (if it runs in a tty), stop it with bash_kill]")
         };
-        let text = render_run_result(&result);
         Ok(ToolOutput {
-            structured: structured::yielded(text.clone(), &result, id, true),
+            structured: structured::yielded(text.clone(), &result, id, settled),
             text,
         })
     }

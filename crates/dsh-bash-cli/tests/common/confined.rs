@@ -112,3 +112,15 @@ pub fn chown(path: &Path, uid: u32) {
     // SAFETY: chown on a path we just created.
     assert_eq!(unsafe { libc::chown(c.as_ptr(), uid, uid) }, 0);
 }
+
+/// The JSON result `dsh-bash run --json` printed; a panic shows what it
+/// printed instead.
+pub fn result_json(output: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{err}: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}

@@ -128,11 +128,22 @@ pub fn client_or_skip(present: bool, what: &str, install: &str) -> bool {
 /// Runs a client `program script binary scratch` and checks it printed
 /// `ok <scenario>` for every scenario.
 pub fn run_client(program: &str, script: &std::path::Path, scenarios: &[&str]) {
+    run_client_with(program, script, &[], scenarios);
+}
+
+/// [`run_client`] with `envs` set for the client.
+pub fn run_client_with<S: AsRef<str>>(
+    program: &str,
+    script: &std::path::Path,
+    envs: &[(&str, &std::ffi::OsStr)],
+    scenarios: &[S],
+) {
     let scratch = tempfile::tempdir().unwrap();
     let output = Command::new(program)
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_dsh-bash"))
         .arg(scratch.path())
+        .envs(envs.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -142,7 +153,7 @@ pub fn run_client(program: &str, script: &std::path::Path, scenarios: &[&str]) {
         output.status.success(),
         "the client failed:\n{stdout}\n{stderr}"
     );
-    for scenario in scenarios {
+    for scenario in scenarios.iter().map(AsRef::as_ref) {
         assert!(
             stdout.contains(&format!("ok {scenario}")),
             "scenario {scenario:?} did not pass:\n{stdout}"
