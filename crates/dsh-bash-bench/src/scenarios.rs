@@ -524,6 +524,7 @@ fn sandboxed(
                 ProtectedPaths::none()
             },
             hidden: Vec::new(),
+            hosts: Default::default(),
         },
         Arc::new(provider),
     );

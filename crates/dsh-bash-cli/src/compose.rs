@@ -6,7 +6,7 @@ use std::sync::Arc;
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
-use dsh_sandbox::{NetworkPolicy, ProtectedPaths, SandboxMode};
+use dsh_sandbox::{HostPattern, HostPreset, HostRules, NetworkPolicy, ProtectedPaths, SandboxMode};
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
 /// Options shared by `run` and `mcp`.
@@ -27,10 +27,31 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "BACKEND", default_value = "auto",
           value_parser = ["auto", "bwrap", "landlock"], requires = "sandbox")]
     pub sandbox_backend: String,
-    /// Whether confined commands may use the network: off or on (default:
-    /// off under read-only and workspace-write).
+    /// Whether confined commands may use the network: off, allow (only the
+    /// hosts of --allow-host and --allow-preset, through a proxy of the
+    /// server's) or on (default: off under read-only and workspace-write;
+    /// allow when a host or preset is given).
     #[arg(long, value_name = "POLICY", requires = "sandbox")]
     pub network: Option<NetworkPolicy>,
+    /// Under --network allow, a host commands may reach (repeatable):
+    /// files.example.org (that host), *.example.org (its subdomains),
+    /// 127.0.0.1 or [::1] (an address), each with an optional :port. A
+    /// name that resolves to a loopback or private address is refused
+    /// unless the address (or localhost) is given literally.
+    #[arg(long = "allow-host", value_name = "PATTERN", requires = "sandbox")]
+    pub allow_host: Vec<HostPattern>,
+    /// Under --network allow, a host commands may never reach, whatever
+    /// --allow-host says (repeatable; same patterns).
+    #[arg(long = "deny-host", value_name = "PATTERN", requires = "sandbox")]
+    pub deny_host: Vec<HostPattern>,
+    /// Under --network allow, a named list of hosts (repeatable): pypi
+    /// (pypi.org, files.pythonhosted.org), npm (registry.npmjs.org,
+    /// registry.yarnpkg.com), crates (crates.io, index.crates.io,
+    /// static.crates.io) or github (github.com, api.github.com,
+    /// codeload.github.com and its githubusercontent.com hosts), on port
+    /// 443.
+    #[arg(long = "allow-preset", value_name = "NAME", requires = "sandbox")]
+    pub allow_preset: Vec<HostPreset>,
     /// Also keep this path read-only inside the workspace under
     /// workspace-write (relative to the workspace; repeatable). Protected
     /// by default: .git (and what git would run code from), .envrc,
@@ -246,8 +267,12 @@ pub fn compose(
     };
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend,
+        // This binary runs the allow-list's forwarder (`main`), by its real
+        // path: bubblewrap execs it inside, where /proc/self is not ours.
+        forwarder: std::env::current_exe().ok(),
         ..LocalSandboxConfig::default()
     })?;
+    let (network, hosts) = network_of(args)?;
     let mut protected = ProtectedPaths::default();
     for path in &args.protect {
         protected.protect(path)?;
@@ -259,9 +284,10 @@ pub fn compose(
         workspace_root: args.workspace.clone().or_else(|| local.cwd.clone()),
         local,
         mode,
-        network: args.network,
+        network,
         protected,
         hidden: secrets.clone(),
+        hosts,
     };
     let provider = Arc::new(provider);
     let executor = SandboxBashExecutor::new(config, Arc::clone(&provider) as _)?;
@@ -279,6 +305,33 @@ pub fn compose(
         executor: Arc::new(executor),
         provider: Some(provider),
     })
+}
+
+/// The network policy and allow-list of the flags: hosts or presets imply
+/// `allow`, and make no sense beside an explicit `off` or `on`.
+fn network_of(args: &ExecutorArgs) -> anyhow::Result<(Option<NetworkPolicy>, HostRules)> {
+    let mut allow = args.allow_host.clone();
+    for preset in &args.allow_preset {
+        allow.extend(preset.patterns());
+    }
+    let listed = !allow.is_empty() || !args.deny_host.is_empty();
+    let network = match args.network {
+        Some(policy) if listed && policy != NetworkPolicy::Allow => anyhow::bail!(
+            "--allow-host, --deny-host and --allow-preset only apply under --network allow, not --network {policy}; drop them or use --network allow"
+        ),
+        None if listed => Some(NetworkPolicy::Allow),
+        other => other,
+    };
+    if network == Some(NetworkPolicy::Allow) && allow.is_empty() {
+        tracing::warn!("--network allow with no --allow-host or --allow-preset refuses every host");
+    }
+    Ok((
+        network,
+        HostRules {
+            allow,
+            deny: args.deny_host.clone(),
+        },
+    ))
 }
 
 #[cfg(test)]

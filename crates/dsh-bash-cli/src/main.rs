@@ -1,9 +1,9 @@
 //! The `dsh-bash` binary.
 //!
 //! ```text
-//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--network off|on] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--tty] [--json] -- <command>
-//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|on] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N] [--max-commands N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--yield-ms MS]
-//!              [--listen ADDR [--token-file F] [--allow-origin O] [--allow-host H] [--max-sessions N] [--idle-timeout SECS]]
+//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--tty] [--json] -- <command>
+//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N] [--max-commands N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--yield-ms MS]
+//!              [--listen ADDR [--token-file F] [--allow-origin O] [--allow-http-host H] [--max-sessions N] [--idle-timeout SECS]]
 //! ```
 //!
 //! The benchmark suite is its own binary: `cargo run --release -p
@@ -74,6 +74,9 @@ fn install_diagnostics() {
 }
 
 fn main() -> ExitCode {
+    // Run as the network allow-list's forwarder inside a sandbox's network
+    // namespace: that, and nothing else.
+    dsh_net_proxy::forward::run_if_asked();
     // Run as the host-death watchdog of another dsh-bash: that, and
     // nothing else.
     dsh_bash_local::run_watchdog_if_asked();

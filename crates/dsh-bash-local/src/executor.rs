@@ -546,6 +546,7 @@ impl BashExecutor for LocalBashExecutor {
             owner: request.owner,
             sandbox_mode: request.sandbox_mode,
             network: request.network,
+            allow_hosts: request.allow_hosts,
             stdin: request.stdin,
             env: request.env,
             cancel: request.cancel,

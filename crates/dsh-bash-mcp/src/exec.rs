@@ -176,6 +176,12 @@ fn narrowing(
             format!("the server runs this session's commands under \"{current}\"; \"{mode}\" is wider and needs a person's approval (the bash tool's sandbox_permissions)"),
         ));
     }
+    if let Some(host) = extras.allow_hosts.first() {
+        return Err(refusal(
+            "ESCALATION",
+            format!("this server's network allow-list is a ceiling its operator set; reaching {host} beside it needs a person's approval (the bash tool's allow_hosts)"),
+        ));
+    }
     if let Some(wanted) = extras.network {
         let standing = executor.network_policy(mode).unwrap_or(NetworkPolicy::On);
         if wanted.is_wider_than(standing) {

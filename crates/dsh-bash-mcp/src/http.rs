@@ -6,7 +6,7 @@
 //! 1. `Origin`: a request carrying one that is not `--allow-origin`ed is
 //!    refused with 403 (a web page must not drive the server: DNS
 //!    rebinding), as is a `Host` that is not the server's (loopback names,
-//!    plus `--allow-host`);
+//!    plus `--allow-http-host`);
 //! 2. the bearer token (`Authorization: Bearer …`), compared in constant
 //!    time against each configured token: missing or wrong is 401;
 //! 3. the token's own MCP endpoint. Each token has its own session
@@ -135,7 +135,7 @@ pub struct HttpOptions {
     /// A `Host` the server answers to besides the loopback names
     /// (repeatable; `example.com` or `example.com:8700`). On a non-loopback
     /// address without it, any `Host` is accepted.
-    #[cfg_attr(feature = "clap", arg(long = "allow-host", value_name = "HOST"))]
+    #[cfg_attr(feature = "clap", arg(long = "allow-http-host", value_name = "HOST"))]
     pub allow_host: Vec<String>,
     /// Sessions alive at once, over all tokens; past it a new session is
     /// refused with 503.

@@ -316,6 +316,7 @@ impl Inner {
             env: spec.env.clone(),
             sandbox_mode: spec.sandbox_mode,
             network: spec.network,
+            allow_hosts: spec.allow_hosts.clone(),
             terminal: spec.terminal,
             interactive: spec.interactive,
         }
@@ -633,6 +634,7 @@ impl BashExecutor for RemoteBashExecutor {
             owner: request.owner,
             sandbox_mode,
             network,
+            allow_hosts: request.allow_hosts,
             stdin: request.stdin,
             env: request.env,
             cancel: request.cancel,

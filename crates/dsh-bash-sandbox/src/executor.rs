@@ -3,14 +3,14 @@ use std::sync::Arc;
 
 use dsh_bash::{
     BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashSandboxInfo,
-    BashTask, BashTaskId, BashTaskRead, BoxFuture, DenialEvidence, ListenerHandle, OwnerToken,
-    SandboxMode, TaskListener, TaskState,
+    BashTask, BashTaskId, BashTaskRead, BoxFuture, DenialEvidence, ListenerHandle, NetworkFacts,
+    OwnerToken, SandboxMode, TaskListener, TaskState,
 };
 use dsh_bash_local::{
     ConfigError, Invocation, LocalBashExecutor, LocalConfig, SettleStamp, Settled,
 };
 use dsh_sandbox::{
-    Confinement, Held, NetworkPolicy, ProtectedPaths, RunnerOutcome, SandboxPolicy,
+    Confinement, Held, HostRules, NetworkPolicy, ProtectedPaths, RunnerOutcome, SandboxPolicy,
     SandboxProvider, SandboxUnavailable, Workspace, WorkspaceError,
 };
 use tokio_util::task::TaskTracker;
@@ -35,6 +35,10 @@ pub struct SandboxConfig {
     /// The server's secrets no confined command may read (its token
     /// files), absolute; see [`dsh_sandbox::SandboxPolicy::hidden`].
     pub hidden: Vec<PathBuf>,
+    /// The hosts the network policy `allow` lets a command reach (and
+    /// the ones it never may); a call's approved `allow_hosts` widen it for
+    /// that call only.
+    pub hosts: HostRules,
 }
 
 impl Default for SandboxConfig {
@@ -46,6 +50,7 @@ impl Default for SandboxConfig {
             network: None,
             protected: ProtectedPaths::default(),
             hidden: Vec::new(),
+            hosts: HostRules::default(),
         }
     }
 }
@@ -76,6 +81,7 @@ pub struct SandboxBashExecutor {
     network: Option<NetworkPolicy>,
     protected: ProtectedPaths,
     hidden: Vec<PathBuf>,
+    hosts: Arc<HostRules>,
     workspace: Workspace,
     /// Why `workspace-write` cannot run here, if it cannot: a scratch
     /// directory of the server inside the writable workspace.
@@ -270,6 +276,14 @@ async fn judge_denial(
     info.denied = confinement.denial_in(stderr);
 }
 
+/// The hosts the proxy refused the command (whatever its exit: a tool
+/// may print a warning and go on without the host), once its tree is gone.
+fn record_refused_hosts(info: &mut BashSandboxInfo, confinement: &Confinement) {
+    if let (Some(log), Some(network)) = (&confinement.network_log, info.network.as_mut()) {
+        network.denied = log.denied();
+    }
+}
+
 fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) -> BashSandboxInfo {
     BashSandboxInfo {
         mode,
@@ -281,7 +295,7 @@ fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) ->
         runner_failed: false,
         gaps: confinement.gaps.clone(),
         workspace: Some(workspace.path().to_owned()),
-        network: Some(confinement.network),
+        network: Some(NetworkFacts::of(confinement.network)),
         protected: confinement.protected.clone(),
     }
 }
@@ -349,6 +363,7 @@ impl SandboxBashExecutor {
             network: config.network,
             protected: config.protected,
             hidden: config.hidden,
+            hosts: Arc::new(config.hosts),
             cleanups: TaskTracker::new(),
         })
     }
@@ -362,14 +377,36 @@ impl SandboxBashExecutor {
         spec.sandbox_mode.unwrap_or(self.mode)
     }
 
-    /// The network policy of a call under `mode` that names `asked`.
-    fn network_of(&self, asked: Option<NetworkPolicy>, mode: SandboxMode) -> NetworkPolicy {
+    /// The network policy of a call under `mode` that names `asked`, and
+    /// was approved hosts of its own (`extra_hosts`): those open the
+    /// allow-list where the network would be off.
+    fn network_of(
+        &self,
+        asked: Option<NetworkPolicy>,
+        mode: SandboxMode,
+        extra_hosts: bool,
+    ) -> NetworkPolicy {
         if !mode.confines() {
             return NetworkPolicy::On;
         }
-        asked
+        let network = asked
             .or(self.network)
-            .unwrap_or_else(|| NetworkPolicy::default_for(mode))
+            .unwrap_or_else(|| NetworkPolicy::default_for(mode));
+        if extra_hosts && network == NetworkPolicy::Off {
+            NetworkPolicy::Allow
+        } else {
+            network
+        }
+    }
+
+    /// The allow-list of `spec`: the executor's, widened by the call's
+    /// approved hosts.
+    fn hosts_of(&self, spec: &BashExecSpec) -> Arc<HostRules> {
+        if spec.allow_hosts.is_empty() {
+            Arc::clone(&self.hosts)
+        } else {
+            Arc::new(self.hosts.widened(&spec.allow_hosts))
+        }
     }
 
     /// Asks the provider how to run `spec` under `mode`: the confinement,
@@ -402,7 +439,8 @@ impl SandboxBashExecutor {
             readable: self.local.spill_directory().into_iter().collect(),
             hidden: self.hidden.clone(),
             protected,
-            network: self.network_of(spec.network, mode),
+            network: self.network_of(spec.network, mode, !spec.allow_hosts.is_empty()),
+            hosts: self.hosts_of(spec),
             terminal: spec.terminal.is_some(),
         };
         let mut confinement = match self.provider.confine(&plain.argv, &policy).await {
@@ -458,7 +496,7 @@ impl SandboxBashExecutor {
                 runner_failed: false,
                 gaps: Vec::new(),
                 workspace: None,
-                network: Some(NetworkPolicy::On),
+                network: Some(NetworkFacts::of(NetworkPolicy::On)),
                 protected: Vec::new(),
             });
             return Ok(result);
@@ -499,6 +537,7 @@ impl SandboxBashExecutor {
         }
         let mut info = facts(mode, &confinement, &self.workspace);
         judge_denial(&mut info, &confinement, result.exit_code, stderr).await;
+        record_refused_hosts(&mut info, &confinement);
         result.sandbox = Some(info);
         Ok(result)
     }
@@ -530,6 +569,7 @@ impl SandboxBashExecutor {
                     info.runner_failed = true;
                 } else {
                     judge_denial(&mut info, &confinement, state.exit_code, &settled.stderr).await;
+                    record_refused_hosts(&mut info, &confinement);
                 }
                 state.sandbox = Some(info);
                 state
@@ -545,12 +585,12 @@ impl BashExecutor for SandboxBashExecutor {
     }
 
     fn network_policy(&self, mode: SandboxMode) -> Option<NetworkPolicy> {
-        Some(self.network_of(None, mode))
+        Some(self.network_of(None, mode, false))
     }
 
     fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
         let mode = request.sandbox_mode.unwrap_or(self.mode);
-        let network = self.network_of(request.network, mode);
+        let network = self.network_of(request.network, mode, !request.allow_hosts.is_empty());
         let mut spec = self.local.resolve(request)?;
         spec.sandbox_mode = Some(mode);
         spec.network = Some(network);

@@ -47,14 +47,18 @@ mod result;
 mod task;
 pub mod wire;
 
-pub use dsh_sandbox::{NetworkPolicy, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode};
+pub use dsh_sandbox::{
+    HostPattern, HostRules, NetworkPolicy, SandboxBackend, SandboxEnforcement, SandboxGap,
+    SandboxMode,
+};
 pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener, TaskListeners};
 pub use ids::{BashTaskId, OwnerToken};
 pub use limits::{BashLimits, LimitMechanism};
 pub use request::{BashExecRequest, BashExecSpec, TerminalSize, MAX_TERMINAL_CELLS};
 pub use result::{
-    BashRunResult, BashSandboxInfo, CollectedOutput, Containment, DenialEvidence, MAX_REFUSALS,
+    BashRunResult, BashSandboxInfo, CollectedOutput, Containment, DenialEvidence, NetworkFacts,
+    MAX_REFUSALS,
 };
 pub use task::{
     join_streams, task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus,

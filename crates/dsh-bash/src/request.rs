@@ -33,6 +33,11 @@ pub struct BashExecRequest {
     /// An explicit per-call network policy (meaningful to confining
     /// executors); absent = the executor's default for the mode.
     pub network: Option<NetworkPolicy>,
+    /// Hosts this one call may reach beside the executor's allow-list (a
+    /// person approved them): a confining executor runs it under the
+    /// network policy `allow` where the network would be off. The
+    /// deny-list still wins.
+    pub allow_hosts: Vec<dsh_sandbox::HostPattern>,
     /// Run it in a terminal of this size: its stdin, stdout and stderr are
     /// a fresh pseudo-terminal (one output stream), it is the session
     /// leader with that terminal as its controlling terminal, and a
@@ -128,6 +133,8 @@ pub struct BashExecSpec {
     /// The network policy, set by `resolve` of a confining executor
     /// (`None` under one that never confines).
     pub network: Option<NetworkPolicy>,
+    /// Hosts beside the executor's allow-list, carried through verbatim.
+    pub allow_hosts: Vec<dsh_sandbox::HostPattern>,
     /// stdin bytes, carried through verbatim.
     pub stdin: Option<Vec<u8>>,
     /// Explicit environment entries, carried through verbatim.

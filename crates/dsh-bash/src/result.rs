@@ -69,15 +69,38 @@ pub struct BashSandboxInfo {
     /// `danger-full-access`.
     #[serde(default)]
     pub workspace: Option<PathBuf>,
-    /// The network policy in force (`on` for `danger-full-access`); what a
-    /// backend cannot cut of `off` is in `gaps` (`tcp`, `udp`).
+    /// The network policy in force (`on` for `danger-full-access`) and,
+    /// on an allow-list, the hosts refused; what a backend cannot cut of
+    /// `off` is in `gaps` (`tcp`, `udp`, `proxy-port`).
     #[serde(default)]
-    pub network: Option<NetworkPolicy>,
+    pub network: Option<NetworkFacts>,
     /// The protected paths kept read-only inside the writable workspace
     /// (absolute; empty outside `workspace-write`, and where the backend
     /// cannot keep them, which `gaps` then names `protected-paths`).
     #[serde(default)]
     pub protected: Vec<PathBuf>,
+}
+
+/// The network a confined command had.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkFacts {
+    /// The policy in force.
+    pub mode: NetworkPolicy,
+    /// Under `allow`: every `host:port` the proxy refused this command, in
+    /// the order first refused, each once (at most 32). Decided by the
+    /// server's proxy, never from the command's output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<String>,
+}
+
+impl NetworkFacts {
+    /// `mode` with nothing refused.
+    pub fn of(mode: NetworkPolicy) -> Self {
+        NetworkFacts {
+            mode,
+            denied: Vec::new(),
+        }
+    }
 }
 
 /// How many refusals [`BashSandboxInfo::refused`] lists at most.

@@ -54,6 +54,11 @@ pub struct ExecExtras {
     /// A network policy no wider than the mode's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkPolicy>,
+    /// Hosts beside the server's allow-list. The server's list is a
+    /// ceiling its operator set: a server refuses any here (only a person
+    /// at the model-facing call can widen it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<crate::HostPattern>,
     /// Run the command in a terminal of this size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal: Option<crate::TerminalSize>,

@@ -29,7 +29,9 @@
 //! its target read-only, but the link itself cannot be pinned: the result
 //! names the `protected-paths` gap.
 //!
-//! With the network `off`, `--unshare-net`: a network namespace of its own
+//! With the network `off` (or on an allow-list, whose proxy door is a
+//! unix socket bound in, see [`crate::network`]), `--unshare-net`: a
+//! network namespace of its own
 //! with only a loopback nobody outside listens on; bwrap (and so the
 //! command) also runs under a syscall filter refusing sockets of the
 //! families a network namespace does not hold (vsock reaches the
@@ -331,7 +333,9 @@ pub(crate) fn profile(
             profile.push(bind.path.as_os_str().to_owned());
         }
     }
-    if policy.network == NetworkPolicy::Off {
+    // Off and on an allow-list alike: a network namespace of its own (the
+    // allow-list's door is a socket bound in through `readable`).
+    if policy.network != NetworkPolicy::On {
         profile.push("--unshare-net".into());
     }
     // What must stay readable although the private /tmp hides it.
@@ -465,7 +469,7 @@ pub(crate) fn confine(
     // The network namespace holds the Internet families; vsock and the
     // rest are refused by a filter bwrap (and so the command) runs under,
     // with the terminal requests (TIOCSTI, TIOCLINUX).
-    if policy.network == NetworkPolicy::Off && filter.is_none() {
+    if policy.network != NetworkPolicy::On && filter.is_none() {
         gaps.push(SandboxGap::Udp);
     }
     let seccomp_filter = filter;
@@ -507,6 +511,7 @@ pub(crate) fn confine(
         witness: None,
         protected: protection.kept,
         network: policy.network,
+        network_log: None,
         held,
     })
 }
@@ -528,6 +533,7 @@ mod tests {
             hidden: Vec::new(),
             protected: dsh_sandbox::ProtectedPaths::none(),
             network: NetworkPolicy::Off,
+            hosts: Default::default(),
             terminal: false,
         };
         let profile_ro = profile(&read_only, &Protection::default(), 7, 8);
@@ -582,6 +588,7 @@ mod tests {
             readable: Vec::new(),
             hidden: Vec::new(),
             network: NetworkPolicy::On,
+            hosts: Default::default(),
             terminal: true,
         };
         let handle = Arc::new(write.workspace.handle().try_clone_to_owned().unwrap());

@@ -37,6 +37,11 @@ pub struct LocalSandboxConfig {
     pub runner: Option<RunnerCommand>,
     /// The bound on each probe. Default 5 s.
     pub probe_timeout: std::time::Duration,
+    /// The host's own binary, which runs [`dsh_net_proxy::forward::run_if_asked`]
+    /// first in `main`: re-executed inside bubblewrap's network namespace
+    /// as the allow-list's forwarder. `None`: the network policy `allow`
+    /// is refused under bubblewrap (Landlock needs none).
+    pub forwarder: Option<PathBuf>,
 }
 
 impl Default for LocalSandboxConfig {
@@ -46,6 +51,7 @@ impl Default for LocalSandboxConfig {
             bwrap: PathBuf::from("bwrap"),
             runner: None,
             probe_timeout: std::time::Duration::from_secs(5),
+            forwarder: None,
         }
     }
 }

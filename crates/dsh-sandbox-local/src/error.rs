@@ -52,6 +52,16 @@ pub enum SandboxError {
     /// `setsid` (with `--ctty` and `--wait`) is installed to give it one.
     #[error("a terminal under bubblewrap needs util-linux setsid (with --ctty and --wait) on an absolute PATH entry, and none was found; install util-linux, or use the Landlock backend")]
     NoSetsid,
+    /// The network allow-list's proxy door could not be opened.
+    #[error("cannot open the network proxy for the allow-list: {cause}")]
+    Door {
+        /// What the OS said.
+        cause: io::Error,
+    },
+    /// The network allow-list under bubblewrap needs the host's own binary
+    /// as the forwarder inside the namespace, and the host named none.
+    #[error("the network allow-list under bubblewrap needs a forwarder program (LocalSandboxConfig::forwarder, the dsh-bash binary itself); none was configured, so the command is refused rather than run without its allow-list")]
+    NoForwarder,
     /// A probe showed the backend does not confine here.
     #[error("{backend}: {reason}")]
     Probe {

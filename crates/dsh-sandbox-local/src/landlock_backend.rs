@@ -33,6 +33,10 @@
 //! gaps (Landlock alone does not see the port a bare `listen` picks, nor
 //! any other protocol). Loopback is cut too: unlike under bubblewrap, a
 //! command cannot serve itself on TCP.
+//!
+//! Network `allow`: TCP `connect` to the proxy door's loopback port only
+//! and no `bind`, the filter refusing every socket but `AF_UNIX`,
+//! `AF_NETLINK` and TCP; gap `proxy-port` (see [`crate::network`]).
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -67,7 +71,7 @@ fn file_write() -> BitFlags<AccessFs> {
     AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
 }
 
-fn ruleset(policy: &SandboxPolicy) -> Result<OwnedFd, SandboxError> {
+fn ruleset(policy: &SandboxPolicy, proxy_port: Option<u16>) -> Result<OwnedFd, SandboxError> {
     let ruleset = |step: &'static str| {
         move |err: landlock::RulesetError| SandboxError::Landlock {
             step,
@@ -78,14 +82,20 @@ fn ruleset(policy: &SandboxPolicy) -> Result<OwnedFd, SandboxError> {
         .handle_access(handled())
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .map_err(ruleset("create the ruleset"))?;
-    if policy.network == NetworkPolicy::Off {
-        // No port is ever allowed: every TCP bind and connect is refused
+    if policy.network != NetworkPolicy::On {
+        // Off: no port is ever allowed, every TCP bind and connect is
+        // refused; on an allow-list, only a connect to the proxy's port
         // (best effort: ignored below ABI 4, where the gap says so).
         base = base
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
             .map_err(ruleset("handle TCP"))?;
     }
     let mut created = base.create().map_err(ruleset("create the ruleset"))?;
+    if let (NetworkPolicy::Allow, Some(port)) = (policy.network, proxy_port) {
+        created = created
+            .add_rule(landlock::NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(ruleset("allow the proxy's port"))?;
+    }
     let dev_null = PathFd::new("/dev/null").map_err(|err| SandboxError::Landlock {
         step: "open /dev/null",
         detail: err.to_string(),
@@ -159,6 +169,13 @@ pub(crate) fn gaps(policy: &SandboxPolicy, abi: i64, filtered: bool) -> Vec<Sand
         gaps.push(SandboxGap::Tcp);
         gaps.push(SandboxGap::Udp);
     }
+    // On an allow-list the kernel knows the proxy's port, not the host.
+    if policy.network == NetworkPolicy::Allow {
+        gaps.push(SandboxGap::ProxyPort);
+        if !filtered {
+            gaps.push(SandboxGap::Udp);
+        }
+    }
     gaps
 }
 
@@ -167,40 +184,51 @@ pub(crate) fn gaps(policy: &SandboxPolicy, abi: i64, filtered: bool) -> Vec<Sand
 /// read-only rulesets (a ruleset fd can be enforced any number of times).
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
-    filters: [OnceLock<Option<Arc<[BpfInstruction]>>>; 4],
+    filters: [OnceLock<Option<Arc<[BpfInstruction]>>>; 6],
     read_only: [OnceLock<Arc<OwnedFd>>; 2],
 }
 
 impl Prepared {
     fn filter(&self, mode: SandboxMode, network: NetworkPolicy) -> Option<Arc<[BpfInstruction]>> {
-        let slot = usize::from(mode == SandboxMode::WorkspaceWrite) * 2
-            + usize::from(network == NetworkPolicy::Off);
+        let net = match network {
+            NetworkPolicy::Off => 0,
+            NetworkPolicy::Allow => 1,
+            _ => 2,
+        };
+        let slot = usize::from(mode == SandboxMode::WorkspaceWrite) * 3 + net;
         self.filters[slot]
             .get_or_init(|| crate::seccomp::filter(mode, network).map(Arc::from))
             .clone()
     }
 
-    fn ruleset(&self, policy: &SandboxPolicy) -> Result<Arc<OwnedFd>, SandboxError> {
-        if policy.mode != SandboxMode::ReadOnly {
-            return ruleset(policy).map(Arc::new);
+    fn ruleset(
+        &self,
+        policy: &SandboxPolicy,
+        proxy_port: Option<u16>,
+    ) -> Result<Arc<OwnedFd>, SandboxError> {
+        // A workspace or a proxy port of its own: built for this command.
+        if policy.mode != SandboxMode::ReadOnly || policy.network == NetworkPolicy::Allow {
+            return ruleset(policy, proxy_port).map(Arc::new);
         }
         let slot = &self.read_only[usize::from(policy.network == NetworkPolicy::Off)];
         if let Some(cached) = slot.get() {
             return Ok(Arc::clone(cached));
         }
-        let built = Arc::new(ruleset(policy)?);
+        let built = Arc::new(ruleset(policy, None)?);
         Ok(Arc::clone(slot.get_or_init(|| built)))
     }
 }
 
-/// Confines `argv` with a launcher-applied Landlock restriction.
+/// Confines `argv` with a launcher-applied Landlock restriction; on an
+/// allow-list, `proxy_port` is the one TCP port it may connect to.
 pub(crate) fn confine(
     argv: &[OsString],
     policy: &SandboxPolicy,
     abi: i64,
     prepared: &Prepared,
+    proxy_port: Option<u16>,
 ) -> Result<Confinement, SandboxError> {
-    let ruleset = prepared.ruleset(policy)?;
+    let ruleset = prepared.ruleset(policy, proxy_port)?;
     let filter = prepared.filter(policy.mode, policy.network);
     let gaps = gaps(policy, abi, filter.is_some());
     let mut environment = crate::provider::environment();
@@ -234,6 +262,7 @@ pub(crate) fn confine(
         witness: watch.map(|watch| Arc::new(watch) as Arc<dyn dsh_sandbox::DenialWitness>),
         protected: Vec::new(),
         network: policy.network,
+        network_log: None,
         held: Vec::new(),
     })
 }
@@ -257,6 +286,7 @@ mod tests {
             readable: Vec::new(),
             hidden: Vec::new(),
             network,
+            hosts: Default::default(),
             terminal: false,
         }
     }

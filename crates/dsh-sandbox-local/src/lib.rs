@@ -202,6 +202,8 @@ mod kept_verdict;
 #[cfg(target_os = "linux")]
 mod landlock_backend;
 #[cfg(target_os = "linux")]
+mod network;
+#[cfg(target_os = "linux")]
 mod probe;
 mod provider;
 #[cfg(target_os = "linux")]

@@ -173,7 +173,7 @@ impl LocalSandboxProvider {
     #[cfg(target_os = "linux")]
     fn bwrap_restriction(&self, network: dsh_sandbox::NetworkPolicy) -> crate::bwrap::Runner {
         let filter = match network {
-            dsh_sandbox::NetworkPolicy::Off => self
+            dsh_sandbox::NetworkPolicy::Off | dsh_sandbox::NetworkPolicy::Allow => self
                 .families
                 .get_or_init(|| crate::seccomp::foreign_families().map(Arc::from)),
             _ => self
@@ -261,6 +261,7 @@ impl LocalSandboxProvider {
                             policy,
                             abi,
                             &crate::landlock_backend::Prepared::default(),
+                            None,
                         )
                     },
                     timeout,
@@ -305,20 +306,10 @@ impl LocalSandboxProvider {
             }
         };
         if let Some(runner) = &self.config.runner {
-            // Like bubblewrap's: protected paths and stand-ins touch the
-            // file system, off the runtime threads.
-            let (command, argv, owned_policy) =
-                (runner.command.clone(), argv.to_vec(), policy.clone());
-            let restriction = self.bwrap_restriction(policy.network);
-            return tokio::task::spawn_blocking(move || {
-                crate::bwrap::confine(&command, &owned_policy, &argv, restriction, "runner")
-            })
-            .await
-            .map_err(|err| SandboxError::Interrupted {
-                detail: err.to_string(),
-            })
-            .and_then(|confined| confined)
-            .map_err(unavailable);
+            return self
+                .confine_wrapped(runner.command.clone(), argv, policy, "runner")
+                .await
+                .map_err(unavailable);
         }
         let verdict = match self.verdict().await {
             Ok(verdict) => verdict,
@@ -326,58 +317,107 @@ impl LocalSandboxProvider {
         };
         match &verdict {
             Verdict::Bwrap => {
-                // Opening the protected paths and making stand-ins touches
-                // the file system: off the runtime threads.
-                let bwrap = [self.config.bwrap.clone().into_os_string()];
-                let (argv, owned_policy) = (argv.to_vec(), policy.clone());
-                let restriction = self.bwrap_restriction(policy.network);
-                tokio::task::spawn_blocking(move || {
-                    crate::bwrap::confine(
-                        &bwrap,
-                        &owned_policy,
-                        &argv,
-                        restriction,
-                        crate::bwrap::NAME,
-                    )
-                })
-                .await
-                .map_err(|err| SandboxError::Interrupted {
-                    detail: err.to_string(),
-                })
-                .and_then(|confined| confined)
-                .map_err(unavailable)
-            }
-            Verdict::Landlock { abi } => {
-                // Landlock keeps no protected path; whether any would be
-                // kept here decides the gap, and finding out reads the
-                // workspace: off the runtime threads.
-                let nothing_to_keep = if policy.mode == dsh_sandbox::SandboxMode::WorkspaceWrite
-                    && !policy.protected.is_empty()
-                {
-                    let owned = policy.clone();
-                    tokio::task::spawn_blocking(move || {
-                        owned.protected.resolve(&owned.workspace).paths.is_empty()
-                    })
+                let bwrap = vec![self.config.bwrap.clone().into_os_string()];
+                self.confine_wrapped(bwrap, argv, policy, crate::bwrap::NAME)
                     .await
-                    .unwrap_or(false)
-                } else {
-                    false
-                };
-                let policy = if nothing_to_keep {
-                    std::borrow::Cow::Owned(SandboxPolicy {
-                        protected: dsh_sandbox::ProtectedPaths::none(),
-                        ..policy.clone()
-                    })
-                } else {
-                    std::borrow::Cow::Borrowed(policy)
-                };
-                crate::landlock_backend::confine(argv, &policy, *abi, &self.landlock)
                     .map_err(unavailable)
             }
+            Verdict::Landlock { abi } => self
+                .confine_landlock(argv, policy, *abi)
+                .await
+                .map_err(unavailable),
             Verdict::Unavailable(why) => {
                 Err(SandboxUnavailable::new(policy.mode, Some(why.clone())))
             }
         }
+    }
+
+    /// Under bubblewrap or a bwrap-shaped runner: on an allow-list, the
+    /// door's socket and the forwarder are bound in and the forwarder
+    /// starts the command. Opening the protected paths and making stand-ins
+    /// touches the file system: off the runtime threads.
+    #[cfg(target_os = "linux")]
+    async fn confine_wrapped(
+        &self,
+        runner: Vec<OsString>,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+        name: &'static str,
+    ) -> Result<Confinement, SandboxError> {
+        let mut owned_policy = policy.clone();
+        let mut owned_argv = argv.to_vec();
+        let door = if policy.network == dsh_sandbox::NetworkPolicy::Allow {
+            let program = crate::network::forwarder(self.config.forwarder.as_ref())?;
+            let door = crate::network::open(policy, true)?;
+            let socket = door.socket().ok_or(SandboxError::NoForwarder)?;
+            owned_argv = dsh_net_proxy::forward::argv(program, socket);
+            owned_argv.extend_from_slice(argv);
+            owned_policy
+                .readable
+                .extend(socket.parent().map(std::path::Path::to_owned));
+            owned_policy.readable.push(program.clone());
+            Some(door)
+        } else {
+            None
+        };
+        let restriction = self.bwrap_restriction(policy.network);
+        let mut confinement = tokio::task::spawn_blocking(move || {
+            crate::bwrap::confine(&runner, &owned_policy, &owned_argv, restriction, name)
+        })
+        .await
+        .map_err(|err| SandboxError::Interrupted {
+            detail: err.to_string(),
+        })??;
+        if let Some(door) = door {
+            crate::network::attach(&mut confinement, door, dsh_net_proxy::forward::PORT);
+        }
+        Ok(confinement)
+    }
+
+    /// Under Landlock: on an allow-list, the door is a loopback port the
+    /// ruleset lets the command connect to.
+    #[cfg(target_os = "linux")]
+    async fn confine_landlock(
+        &self,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+        abi: i64,
+    ) -> Result<Confinement, SandboxError> {
+        // Landlock keeps no protected path; whether any would be kept here
+        // decides the gap, and finding out reads the workspace: off the
+        // runtime threads.
+        let nothing_to_keep = if policy.mode == dsh_sandbox::SandboxMode::WorkspaceWrite
+            && !policy.protected.is_empty()
+        {
+            let owned = policy.clone();
+            tokio::task::spawn_blocking(move || {
+                owned.protected.resolve(&owned.workspace).paths.is_empty()
+            })
+            .await
+            .unwrap_or(false)
+        } else {
+            false
+        };
+        let policy = if nothing_to_keep {
+            std::borrow::Cow::Owned(SandboxPolicy {
+                protected: dsh_sandbox::ProtectedPaths::none(),
+                ..policy.clone()
+            })
+        } else {
+            std::borrow::Cow::Borrowed(policy)
+        };
+        let door = if policy.network == dsh_sandbox::NetworkPolicy::Allow {
+            Some(crate::network::open(&policy, false)?)
+        } else {
+            None
+        };
+        let port = door.as_ref().and_then(crate::network::OpenDoor::port);
+        let mut confinement =
+            crate::landlock_backend::confine(argv, &policy, abi, &self.landlock, port)?;
+        if let (Some(door), Some(port)) = (door, port) {
+            crate::network::attach(&mut confinement, door, port);
+        }
+        Ok(confinement)
     }
 
     #[cfg(not(target_os = "linux"))]

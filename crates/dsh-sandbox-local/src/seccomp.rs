@@ -198,6 +198,46 @@ fn network_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Option<()> {
     Some(())
 }
 
+/// What the network `allow` refuses under Landlock: every socket but
+/// `AF_UNIX`, `AF_NETLINK` and TCP ones (stream sockets of the Internet
+/// families with protocol 0 or TCP), so no datagram, raw, SCTP or MPTCP
+/// socket escapes the ruleset's TCP rules, which allow only the proxy's
+/// port.
+fn allow_list_rules(rules: &mut BTreeMap<i64, Vec<SeccompRule>>) -> Option<()> {
+    let mut refused = sockets_except(&[
+        libc::AF_UNIX,
+        libc::AF_NETLINK,
+        libc::AF_INET,
+        libc::AF_INET6,
+    ])?;
+    let kind = SeccompCmpOp::MaskedEq(0xf);
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let family = family as u64;
+        for other in [
+            libc::SOCK_DGRAM,
+            libc::SOCK_RAW,
+            libc::SOCK_RDM,
+            libc::SOCK_SEQPACKET,
+            libc::SOCK_DCCP,
+            // SOCK_PACKET, obsolete but still served by the kernel.
+            10,
+        ] {
+            refused.push(all_of(&[
+                (0, SeccompCmpOp::Eq, family),
+                (1, kind.clone(), other as u64),
+            ])?);
+        }
+        refused.push(all_of(&[
+            (0, SeccompCmpOp::Eq, family),
+            (1, kind.clone(), libc::SOCK_STREAM as u64),
+            (2, SeccompCmpOp::Ne, 0),
+            (2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64),
+        ])?);
+    }
+    rules.insert(libc::SYS_socket, refused);
+    Some(())
+}
+
 /// The filter bubblewrap itself runs under with the network `off`: its
 /// network namespace holds the Internet families, not the others (vsock
 /// reaches the hypervisor from any namespace), so every socket but
@@ -321,8 +361,10 @@ fn rules(mode: SandboxMode, network: NetworkPolicy) -> Option<Rules> {
     self_only(&mut rules)?;
     rules.insert(libc::SYS_mknodat, device_node(2)?);
     rules.insert(libc::SYS_ioctl, filesystem_ioctls()?);
-    if network == NetworkPolicy::Off {
-        network_rules(&mut rules)?;
+    match network {
+        NetworkPolicy::Off => network_rules(&mut rules)?,
+        NetworkPolicy::Allow => allow_list_rules(&mut rules)?,
+        _ => {}
     }
     if mode == SandboxMode::ReadOnly {
         for nr in [

@@ -34,6 +34,11 @@ pub enum SandboxGap {
     /// With the network off, UDP, raw and other non-TCP sockets are not cut
     /// (no syscall filter on this architecture).
     Udp,
+    /// With the network on an allow-list, the kernel only knows the
+    /// proxy's port, not the host: a command can connect to any host on
+    /// that same port without the proxy, and listen on a port the kernel
+    /// picks (Landlock governs TCP `connect` and `bind` by port only).
+    ProxyPort,
 }
 
 impl SandboxGap {
@@ -58,6 +63,7 @@ impl SandboxGap {
             SandboxGap::ProtectedPaths => "protected-paths",
             SandboxGap::Tcp => "tcp",
             SandboxGap::Udp => "udp",
+            SandboxGap::ProxyPort => "proxy-port",
         }
     }
 }

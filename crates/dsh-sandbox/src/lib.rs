@@ -56,6 +56,7 @@
 
 mod gap;
 mod git;
+mod hosts;
 mod mode;
 mod network;
 mod protect;
@@ -63,6 +64,7 @@ mod provider;
 mod workspace;
 
 pub use gap::SandboxGap;
+pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, ParseHostError};
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};
 pub use protect::{
@@ -70,7 +72,7 @@ pub use protect::{
     HOME_PROTECTED_DIRS, HOME_PROTECTED_PATHS, MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
 };
 pub use provider::{
-    BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, Restriction,
-    RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+    BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, NetworkLog,
+    Restriction, RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
 pub use workspace::{Workspace, WorkspaceError};

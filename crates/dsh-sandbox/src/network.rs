@@ -8,24 +8,26 @@ use crate::SandboxMode;
 /// Whether a confined command may use the network, beside the file mode.
 ///
 /// `off` cuts every connection leaving the sandbox, loopback services of
-/// the host included (TCP, UDP, raw sockets; name lookups with them); `on`
-/// leaves the network as the host has it. A domain allow-list through a
-/// local proxy is the intended next value (the provider would then start
-/// the proxy and let the command reach only it); nothing here assumes
-/// there are only two.
+/// the host included (TCP, UDP, raw sockets; name lookups with them);
+/// `allow` lets the command reach only a proxy of the server's, which
+/// connects to the hosts of the policy's [`HostRules`] and refuses (and
+/// records) the rest; `on` leaves the network as the host has it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum NetworkPolicy {
     /// No network outside the sandbox.
     Off,
+    /// Only the hosts of an allow-list, through the server's proxy.
+    Allow,
     /// The host's network.
     On,
 }
 
 impl NetworkPolicy {
     /// Every policy, narrowest first.
-    pub const ALL: [NetworkPolicy; 2] = [NetworkPolicy::Off, NetworkPolicy::On];
+    pub const ALL: [NetworkPolicy; 3] =
+        [NetworkPolicy::Off, NetworkPolicy::Allow, NetworkPolicy::On];
 
     /// The default beside `mode`: `off` when it confines (as Codex does),
     /// `on` for `danger-full-access`.
@@ -37,10 +39,11 @@ impl NetworkPolicy {
         }
     }
 
-    /// The stable name (`off`, `on`).
+    /// The stable name (`off`, `allow`, `on`).
     pub fn as_str(self) -> &'static str {
         match self {
             NetworkPolicy::Off => "off",
+            NetworkPolicy::Allow => "allow",
             NetworkPolicy::On => "on",
         }
     }
@@ -59,7 +62,7 @@ impl fmt::Display for NetworkPolicy {
 
 /// A string that names no network policy.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown network policy \"{given}\": expected off or on")]
+#[error("unknown network policy \"{given}\": expected off, allow or on")]
 pub struct ParseNetworkError {
     given: String,
 }
@@ -80,6 +83,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn allow_lies_between_off_and_on() {
+        assert!(NetworkPolicy::Allow.is_wider_than(NetworkPolicy::Off));
+        assert!(NetworkPolicy::On.is_wider_than(NetworkPolicy::Allow));
+        assert_eq!("allow".parse(), Ok(NetworkPolicy::Allow));
+    }
+
+    #[test]
     fn names_defaults_and_order() {
         for policy in NetworkPolicy::ALL {
             assert_eq!(policy.as_str().parse::<NetworkPolicy>(), Ok(policy));
@@ -88,7 +98,7 @@ mod tests {
         }
         assert_eq!(
             "maybe".parse::<NetworkPolicy>().unwrap_err().to_string(),
-            "unknown network policy \"maybe\": expected off or on"
+            "unknown network policy \"maybe\": expected off, allow or on"
         );
         assert_eq!(
             NetworkPolicy::default_for(SandboxMode::ReadOnly),

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::{
-    NetworkPolicy, ProtectedPaths, SandboxBackend, SandboxEnforcement, SandboxGap, SandboxMode,
-    Workspace,
+    HostRules, NetworkPolicy, ProtectedPaths, SandboxBackend, SandboxEnforcement, SandboxGap,
+    SandboxMode, Workspace,
 };
 
 /// A boxed, sendable future, so provider and executor traits stay
@@ -99,6 +99,9 @@ pub struct SandboxPolicy {
     pub protected: ProtectedPaths,
     /// Whether the command may use the network.
     pub network: NetworkPolicy,
+    /// The hosts the network policy `allow` lets the command reach
+    /// (ignored under the other policies).
+    pub hosts: Arc<HostRules>,
     /// The command runs in a terminal of its own that must stay its
     /// controlling terminal: a wrapping runner starts no new session for
     /// it (^C reaches its foreground job). The terminal is private to the
@@ -120,6 +123,7 @@ impl SandboxPolicy {
             hidden: Vec::new(),
             protected: ProtectedPaths::none(),
             network: NetworkPolicy::default_for(mode),
+            hosts: Arc::default(),
             terminal: false,
         }
     }
@@ -158,6 +162,14 @@ pub trait DenialWitness: Send + Sync + fmt::Debug {
     /// can be had now (audit switched off meanwhile, records that did not
     /// arrive in time): the caller falls back to the guess.
     fn refusals(&self) -> BoxFuture<'_, Option<Vec<String>>>;
+}
+
+/// The server's account of the connections one command was refused
+/// under the network policy `allow` (its proxy's, per command).
+pub trait NetworkLog: Send + Sync + fmt::Debug {
+    /// Every `host:port` refused so far, in the order first refused, each
+    /// once.
+    fn denied(&self) -> Vec<String>;
 }
 
 /// How to start one command: the argv to exec, the restriction the
@@ -213,6 +225,9 @@ pub struct Confinement {
     pub protected: Vec<PathBuf>,
     /// The network policy in force (its holes, if any, are in `gaps`).
     pub network: NetworkPolicy,
+    /// Under the network policy `allow`: the proxy's account of what this
+    /// command was refused.
+    pub network_log: Option<Arc<dyn NetworkLog>>,
     /// What must stay in place until the command's tree is gone; dropped
     /// after.
     pub held: Vec<Arc<dyn Held>>,
@@ -235,6 +250,7 @@ impl Confinement {
             witness: None,
             protected: Vec::new(),
             network: NetworkPolicy::On,
+            network_log: None,
             held: Vec::new(),
         }
     }

@@ -16,6 +16,22 @@ fn denial_marker(facts: &dsh_bash::BashSandboxInfo) -> String {
     }
 }
 
+/// The last line of a command the allow-list's proxy refused hosts: which
+/// ones (the proxy's own record, never the output), and how to ask for one.
+fn network_marker(facts: Option<&dsh_bash::BashSandboxInfo>) -> Option<String> {
+    let denied = &facts?.network.as_ref()?.denied;
+    let first = denied.first()?;
+    let host = first
+        .rsplit_once(':')
+        .map_or(first.as_str(), |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    Some(format!(
+        "[network: refused {} (not on this command's allow-list); if the command needs one, run it again with allow_hosts: [\"{host}\"] and a justification, which a person approves]",
+        denied.join(", ")
+    ))
+}
+
 /// Appends `line` on a line of its own (no blank line when `text` already
 /// ends with a newline).
 fn push_line(text: &mut String, line: &str) {
@@ -282,6 +298,9 @@ pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
     } else if let Some(code) = result.exit_code.filter(|code| *code != 0) {
         push_line(&mut text, &format!("[exit code: {code}]"));
     }
+    if let Some(marker) = network_marker(result.sandbox.as_ref()) {
+        push_line(&mut text, &marker);
+    }
     text
 }
 
@@ -392,6 +411,9 @@ pub fn render_task_read(read: &dsh_bash::BashTaskRead) -> String {
         push_line(&mut text, &marker);
     }
     for marker in limit_markers(read.task.limits.as_ref()) {
+        push_line(&mut text, &marker);
+    }
+    if let Some(marker) = network_marker(read.task.sandbox.as_ref()) {
         push_line(&mut text, &marker);
     }
     text
@@ -584,7 +606,7 @@ mod tests {
             runner_failed: false,
             gaps: Vec::new(),
             workspace: Some("/ws".into()),
-            network: Some(dsh_bash::NetworkPolicy::Off),
+            network: Some(dsh_bash::NetworkFacts::of(dsh_bash::NetworkPolicy::Off)),
             protected: Vec::new(),
         });
         let plain = render_run_result(&r);

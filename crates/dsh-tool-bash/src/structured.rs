@@ -31,9 +31,13 @@ struct SandboxContent {
     refused: Vec<String>,
     /// The mode the command ran under.
     mode: String,
-    /// `on` when a confined command could use the network.
+    /// `on` when a confined command could use the network; `allow` when
+    /// its allow-list refused hosts.
     #[serde(skip_serializing_if = "Option::is_none")]
     network: Option<String>,
+    /// The hosts the allow-list's proxy refused (`host:port`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    refused_hosts: Vec<String>,
     /// The sandbox runner failed; the command did not run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     runner_failed: bool,
@@ -43,15 +47,21 @@ struct SandboxContent {
 fn sandbox(info: Option<&BashSandboxInfo>) -> Option<SandboxContent> {
     let info = info?;
     let partial = info.enforcement == Some(SandboxEnforcement::Partial);
-    let network_on = info.mode.confines() && info.network == Some(dsh_bash::NetworkPolicy::On);
-    if !(partial || info.denied || info.runner_failed || network_on) {
+    let network = info.network.as_ref();
+    let network_on =
+        info.mode.confines() && network.is_some_and(|n| n.mode == dsh_bash::NetworkPolicy::On);
+    let refused_hosts = network.map(|n| n.denied.clone()).unwrap_or_default();
+    if !(partial || info.denied || info.runner_failed || network_on || !refused_hosts.is_empty()) {
         return None;
     }
     Some(SandboxContent {
         gaps: info.gaps.iter().map(ToString::to_string).collect(),
         looks_denied: info.denied && info.denial_evidence == dsh_bash::DenialEvidence::Stderr,
         mode: info.mode.to_string(),
-        network: network_on.then(|| "on".to_owned()),
+        network: (network_on || !refused_hosts.is_empty())
+            .then(|| network.map(|n| n.mode.to_string()))
+            .flatten(),
+        refused_hosts,
         refused: info.refused.clone(),
         runner_failed: info.runner_failed,
     })

@@ -1,0 +1,197 @@
+//! The HTTP side of a door: `CONNECT host:port` tunnels and absolute-form
+//! plain HTTP requests, each checked against the door's rules.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, HOST};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use crate::upstream::Refusal;
+use crate::DoorState;
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// A tunnel the `CONNECT` handler agreed to: run once hyper hands the
+/// connection over.
+type Tunnel = Arc<Mutex<Option<(hyper::upgrade::OnUpgrade, TcpStream)>>>;
+
+fn text(status: StatusCode, message: String, blocked: bool) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(message))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if blocked {
+        headers.insert(
+            "x-proxy-error",
+            HeaderValue::from_static("blocked-by-allowlist"),
+        );
+    }
+    response
+}
+
+fn refused(refusal: &Refusal, host: &str, port: u16) -> Response<Body> {
+    match refusal {
+        Refusal::NotAllowed | Refusal::Internal(_) => {
+            text(StatusCode::FORBIDDEN, refusal.explain(host, port), true)
+        }
+        Refusal::Unreachable(_) => {
+            text(StatusCode::BAD_GATEWAY, refusal.explain(host, port), false)
+        }
+    }
+}
+
+/// Serves one HTTP/1 connection: its requests, then the tunnel a `CONNECT`
+/// opened.
+pub(crate) async fn serve<S>(stream: S, state: Arc<DoorState>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let tunnel: Tunnel = Arc::default();
+    let handler = {
+        let tunnel = Arc::clone(&tunnel);
+        let state = Arc::clone(&state);
+        hyper::service::service_fn(move |request| {
+            handle(request, Arc::clone(&state), Arc::clone(&tunnel))
+        })
+    };
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(state.limits.idle)
+        .serve_connection(TokioIo::new(stream), handler)
+        .with_upgrades()
+        .await;
+    if let Err(err) = served {
+        tracing::debug!(target: "dsh_net_proxy", "connection ended: {err}");
+    }
+    let agreed = tunnel.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let Some((upgrade, mut upstream)) = agreed {
+        if let Ok(upgraded) = upgrade.await {
+            let mut client = TokioIo::new(upgraded);
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        }
+    }
+}
+
+async fn handle(
+    request: Request<Incoming>,
+    state: Arc<DoorState>,
+    tunnel: Tunnel,
+) -> Result<Response<Body>, Infallible> {
+    if request.method() == Method::CONNECT {
+        return Ok(open_tunnel(request, &state, &tunnel).await);
+    }
+    Ok(relay(request, &state).await)
+}
+
+/// The host and port of an authority, `default` when it names none.
+fn host_port(authority: &hyper::http::uri::Authority, default: u16) -> (String, u16) {
+    let host = authority.host();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host.to_owned(), authority.port_u16().unwrap_or(default))
+}
+
+async fn open_tunnel(
+    mut request: Request<Incoming>,
+    state: &DoorState,
+    tunnel: &Tunnel,
+) -> Response<Body> {
+    let Some(authority) = request.uri().authority().cloned() else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "dsh-bash proxy: CONNECT needs host:port\n".into(),
+            false,
+        );
+    };
+    let (host, port) = host_port(&authority, 443);
+    match crate::upstream::connect(state, &host, port).await {
+        Ok(upstream) => {
+            let upgrade = hyper::upgrade::on(&mut request);
+            *tunnel.lock().unwrap_or_else(PoisonError::into_inner) = Some((upgrade, upstream));
+            Response::new(
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+        }
+        Err(refusal) => refused(&refusal, &host, port),
+    }
+}
+
+/// Hop-by-hop and proxy headers, which are the proxy's, not the origin's.
+const HOP_BY_HOP: [&str; 7] = [
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+async fn relay(mut request: Request<Incoming>, state: &Arc<DoorState>) -> Response<Body> {
+    let uri = request.uri().clone();
+    let (Some(authority), Some("http")) = (uri.authority(), uri.scheme_str()) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "dsh-bash proxy: send absolute http:// URLs here, and https:// through CONNECT\n"
+                .into(),
+            false,
+        );
+    };
+    let (host, port) = host_port(authority, 80);
+    let upstream = match crate::upstream::connect(state, &host, port).await {
+        Ok(upstream) => upstream,
+        Err(refusal) => return refused(&refusal, &host, port),
+    };
+    let origin = uri
+        .path_and_query()
+        .map_or("/", |path| path.as_str())
+        .parse()
+        .unwrap_or_default();
+    *request.uri_mut() = origin;
+    let headers = request.headers_mut();
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
+        headers.insert(HOST, value);
+    }
+    match send(request, upstream, state).await {
+        Ok(response) => response.map(BodyExt::boxed),
+        Err(err) => text(
+            StatusCode::BAD_GATEWAY,
+            format!("dsh-bash proxy: {host}:{port} failed: {err}\n"),
+            false,
+        ),
+    }
+}
+
+async fn send(
+    request: Request<Incoming>,
+    upstream: TcpStream,
+    state: &Arc<DoorState>,
+) -> Result<Response<Incoming>, hyper::Error> {
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await?;
+    // The origin connection lives as long as its response body is read,
+    // which the server side drives; it ends with the door like every task.
+    state.spawn(async move {
+        let _ = connection.await;
+    });
+    sender.send_request(request).await
+}

@@ -1,0 +1,121 @@
+//! The network policy `allow`: one door of the server's proxy per command,
+//! and the environment that points the command's tools at it.
+//!
+//! - bubblewrap: the command keeps its own network namespace with only
+//!   loopback; the door is a unix socket in a private directory bound
+//!   read-only into the sandbox, and the host's binary, re-executed as
+//!   [`dsh_net_proxy::forward`]er, listens on `127.0.0.1:3128` inside and
+//!   relays to it. Nothing else leaves the namespace.
+//! - Landlock: no namespace; the door is a loopback TCP port, the only
+//!   port the ruleset lets the command connect to (ABI 4), and the syscall
+//!   filter refuses every socket but TCP ones. The kernel sees the port,
+//!   not the host, so the result names the `proxy-port` gap.
+//!
+//! Name lookups stay refused inside under both (no resolver is
+//! reachable); tools that honour the proxy variables do not need them.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use dsh_net_proxy::{Door, DoorAddress, DoorAt, Proxy};
+use dsh_sandbox::{Confinement, Held, NetworkLog, SandboxPolicy};
+
+use crate::error::SandboxError;
+
+/// One command's door, kept until its tree is gone.
+#[derive(Debug)]
+pub(crate) struct OpenDoor {
+    door: Door,
+    /// The private directory of a unix door's socket.
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl OpenDoor {
+    /// The door's unix socket, for a door bound into a namespace.
+    pub(crate) fn socket(&self) -> Option<&Path> {
+        match self.door.address() {
+            DoorAddress::Unix(path) => Some(path),
+            DoorAddress::Tcp(_) => None,
+        }
+    }
+
+    /// The door's loopback port, for a door the ruleset lets through.
+    pub(crate) fn port(&self) -> Option<u16> {
+        match self.door.address() {
+            DoorAddress::Tcp(address) => Some(address.port()),
+            DoorAddress::Unix(_) => None,
+        }
+    }
+}
+
+/// The server's proxy, started with its first door.
+fn proxy() -> &'static Proxy {
+    static PROXY: OnceLock<Proxy> = OnceLock::new();
+    PROXY.get_or_init(Proxy::default)
+}
+
+/// Opens the door of a command under `policy`: a unix socket in a fresh
+/// private directory under the host's temp dir (`unix`), else a loopback
+/// port.
+pub(crate) fn open(policy: &SandboxPolicy, unix: bool) -> Result<OpenDoor, SandboxError> {
+    let failed = |cause: std::io::Error| SandboxError::Door { cause };
+    if !unix {
+        let door = proxy()
+            .door(Arc::clone(&policy.hosts), DoorAt::Loopback)
+            .map_err(failed)?;
+        return Ok(OpenDoor { door, _dir: None });
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("dsh-bash-net-")
+        .tempdir_in(dsh_bash_local::scratch::temp_dir())
+        .map_err(failed)?;
+    let socket = dir.path().join("proxy.sock");
+    let door = proxy()
+        .door(Arc::clone(&policy.hosts), DoorAt::Unix(socket))
+        .map_err(failed)?;
+    Ok(OpenDoor {
+        door,
+        _dir: Some(dir),
+    })
+}
+
+/// What the command's environment says about the proxy at
+/// `127.0.0.1:port`: HTTP(S) for the tools that speak it, SOCKS5 with
+/// remote names for the rest, nothing bypassing it.
+pub(crate) fn environment(port: u16) -> Vec<(OsString, Option<OsString>)> {
+    let http = format!("http://127.0.0.1:{port}");
+    let socks = format!("socks5h://127.0.0.1:{port}");
+    let mut set = Vec::new();
+    for name in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+    ] {
+        set.push((name.into(), Some(http.clone().into())));
+    }
+    for name in ["ALL_PROXY", "all_proxy"] {
+        set.push((name.into(), Some(socks.clone().into())));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        set.push((name.into(), Some(OsString::new())));
+    }
+    set
+}
+
+/// Attaches `door` to `confinement`: its refusals as the network log, the
+/// proxy variables, and the door itself kept until the tree is gone.
+pub(crate) fn attach(confinement: &mut Confinement, door: OpenDoor, port: u16) {
+    let log: Arc<dyn NetworkLog> = door.door.log();
+    confinement.network_log = Some(log);
+    confinement.invocation.environment.extend(environment(port));
+    confinement.held.push(Arc::new(door) as Arc<dyn Held>);
+}
+
+/// The forwarder program a host named ([`crate::LocalSandboxConfig::forwarder`]).
+pub(crate) fn forwarder(program: Option<&PathBuf>) -> Result<&PathBuf, SandboxError> {
+    program.ok_or(SandboxError::NoForwarder)
+}
