@@ -818,7 +818,7 @@ fn bad_protect_arguments_run_nothing_and_say_what_is_allowed() {
         ),
         (
             vec!["--network", "maybe"],
-            "unknown network policy \"maybe\": expected off or on",
+            "unknown network policy \"maybe\": expected off, allow or on",
         ),
     ] {
         let scratch = tempfile::tempdir().unwrap();
