@@ -115,3 +115,14 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every flag of `run` and `mcp` has a name of its own (clap checks it
+    /// only when the command is built, so a clash would stop the binary).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

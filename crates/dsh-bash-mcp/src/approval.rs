@@ -109,9 +109,12 @@ fn shown(command: &str) -> String {
 fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
     let schema = ElicitationSchema::builder().build().ok()?;
     let network = if request.network.is_some() {
-        " and network access"
+        " and network access".to_owned()
+    } else if !request.hosts.is_empty() {
+        let hosts: Vec<String> = request.hosts.iter().map(ToString::to_string).collect();
+        format!(" and network access to {}", one_line(&hosts.join(", ")))
     } else {
-        ""
+        String::new()
     };
     let workdir = request.workdir.as_ref().map_or_else(
         || "(the session's)".to_owned(),
@@ -365,6 +368,7 @@ mod tests {
             command: "touch /outside".into(),
             mode: SandboxMode::DangerFullAccess,
             network: None,
+            hosts: Vec::new(),
             workdir: Some("/srv/project".into()),
             background: false,
             timeout_ms: Some(120_000),

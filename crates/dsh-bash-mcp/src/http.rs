@@ -135,7 +135,10 @@ pub struct HttpOptions {
     /// A `Host` the server answers to besides the loopback names
     /// (repeatable; `example.com` or `example.com:8700`). On a non-loopback
     /// address without it, any `Host` is accepted.
-    #[cfg_attr(feature = "clap", arg(long = "allow-http-host", value_name = "HOST"))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "allow-http-host", id = "allow_http_host", value_name = "HOST")
+    )]
     pub allow_host: Vec<String>,
     /// Sessions alive at once, over all tokens; past it a new session is
     /// refused with 503.

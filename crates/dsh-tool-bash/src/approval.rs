@@ -33,6 +33,9 @@ pub struct ApprovalRequest {
     pub mode: SandboxMode,
     /// `Some(on)` when the call asks for the network.
     pub network: Option<NetworkPolicy>,
+    /// The hosts the call asks to reach beside the allow-list (empty when
+    /// it asks for none).
+    pub hosts: Vec<dsh_bash::HostPattern>,
     /// Where it would run.
     pub workdir: Option<std::path::PathBuf>,
     /// It would run as a background task (no timeout).

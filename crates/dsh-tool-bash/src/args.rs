@@ -72,10 +72,12 @@ struct ConfinedBashParams {
     base: BashParams,
     /// Ask the user to run this one call under a wider sandbox mode.
     sandbox_permissions: Option<Escalation>,
-    /// One sentence: why this command needs the wider access. Required with sandbox_permissions or network.
+    /// One sentence: why this command needs the wider access. Required with sandbox_permissions, network or allow_hosts.
     justification: Option<String>,
     /// Ask the user to let this one call use the network, which is off in the sandbox.
     network: Option<NetworkAsk>,
+    /// Ask the user to let this one call reach these hosts (exact names or addresses, optional :port, at most 8) through the sandbox's network allow-list; the result's network line names the hosts that were refused.
+    allow_hosts: Option<Vec<String>>,
 }
 
 /// Parameters of `bash_kill`.
@@ -263,7 +265,12 @@ const LIKELY: [(&str, &str); 8] = [
 
 /// The escalation fields: known to every `bash` call, so that without a
 /// confining executor the call gets the specific "not available" answer.
-const ESCALATION_FIELDS: [&str; 3] = ["sandbox_permissions", "justification", "network"];
+const ESCALATION_FIELDS: [&str; 4] = [
+    "sandbox_permissions",
+    "justification",
+    "network",
+    "allow_hosts",
+];
 
 /// Refuses arguments outside `allowed` (and the escalation pair), naming
 /// them, the allowed ones and the likely intended one.
@@ -325,6 +332,7 @@ fn bash_arguments(confining: bool) -> &'static [&'static str] {
             "sandbox_permissions",
             "justification",
             "network",
+            "allow_hosts",
         ]
     } else {
         &[
@@ -360,6 +368,8 @@ pub(crate) struct Escalate {
     pub(crate) mode: Option<SandboxMode>,
     /// The network.
     pub(crate) network: Option<NetworkPolicy>,
+    /// Hosts beside the allow-list.
+    pub(crate) hosts: Vec<dsh_bash::HostPattern>,
     /// Why.
     pub(crate) justification: String,
 }
@@ -526,52 +536,81 @@ pub(crate) fn write_schema() -> Value {
     schema_of::<WriteParams>()
 }
 
-/// The escalation pair of a confined call, if it asks for one.
+/// The most hosts one call may ask for.
+const MAX_ASKED_HOSTS: usize = 8;
+
+/// The hosts a call asks for: exact names or addresses, each with an
+/// optional port (a wildcard is the operator's to give, not the model's).
+fn asked_hosts(value: &Value) -> Result<Vec<dsh_bash::HostPattern>, String> {
+    let expected = "invalid allow_hosts: expected 1 to 8 exact host names or addresses, each with an optional :port (\"files.example.org\", \"files.example.org:443\")";
+    let Some(list) = value
+        .as_array()
+        .filter(|l| (1..=MAX_ASKED_HOSTS).contains(&l.len()))
+    else {
+        return Err(format!("{expected}, got {value}"));
+    };
+    list.iter()
+        .map(|entry| {
+            let text = entry.as_str().ok_or_else(|| format!("{expected}, got {entry}"))?;
+            if text.contains('*') {
+                return Err(format!("{expected}: \"{text}\" has a wildcard; ask for the exact hosts the command needs"));
+            }
+            text.parse::<dsh_bash::HostPattern>().map_err(|err| format!("invalid allow_hosts: {err}"))
+        })
+        .collect()
+}
+
+/// What a confined call asks the user for, if anything; every asking
+/// field needs the justification, and the justification needs one.
 fn escalation(args: &Map<String, Value>) -> Result<Option<Escalate>, String> {
     let permissions = present(args, "sandbox_permissions");
     let network = present(args, "network");
-    let justification = present(args, "justification");
-    let escalation = match (permissions, network, justification) {
-        (None, None, None) => None,
-        (Some(_), _, None) => {
-            return Err("invalid escalation: sandbox_permissions requires a justification".into())
+    let hosts = present(args, "allow_hosts");
+    let asking = [
+        ("sandbox_permissions", permissions),
+        ("network", network),
+        ("allow_hosts", hosts),
+    ]
+    .into_iter()
+    .find_map(|(name, value)| value.map(|_| name));
+    let reason = match (asking, present(args, "justification")) {
+        (None, None) => return Ok(None),
+        (Some(name), None) => {
+            return Err(format!("invalid escalation: {name} requires a justification"))
         }
-        (None, Some(_), None) => {
-            return Err("invalid escalation: network requires a justification".into())
-        }
-        (None, None, Some(_)) => {
+        (None, Some(_)) => {
             return Err(
-                "invalid escalation: justification is only valid together with sandbox_permissions or network"
+                "invalid escalation: justification is only valid together with sandbox_permissions, network or allow_hosts"
                     .into(),
             )
         }
-        (mode, network, Some(reason)) => {
-            let mode = mode
-                .map(|mode| {
-                    serde_json::from_value::<Escalation>(mode.clone()).map_err(|_| {
-                        format!("invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got {mode}")
-                    })
-                })
-                .transpose()?;
-            let network = network
-                .map(|network| {
-                    serde_json::from_value::<NetworkAsk>(network.clone()).map_err(|_| {
-                        format!("invalid network: expected \"on\" (the network is off in the sandbox; ask for it only when the command needs it), got {network}")
-                    })
-                })
-                .transpose()?;
-            let justification = match reason {
-                Value::String(text) if !text.trim().is_empty() => text.trim().to_owned(),
-                _ => return Err("invalid justification: expected a non-empty sentence".into()),
-            };
-            Some(Escalate {
-                mode: mode.map(Into::into),
-                network: network.map(|NetworkAsk::On| NetworkPolicy::On),
-                justification,
-            })
-        }
+        (Some(_), Some(reason)) => reason,
     };
-    Ok(escalation)
+    let mode = permissions
+        .map(|mode| {
+            serde_json::from_value::<Escalation>(mode.clone()).map_err(|_| {
+                format!("invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got {mode}")
+            })
+        })
+        .transpose()?;
+    let network = network
+        .map(|network| {
+            serde_json::from_value::<NetworkAsk>(network.clone()).map_err(|_| {
+                format!("invalid network: expected \"on\" (the network is off in the sandbox; ask for it only when the command needs it), got {network}")
+            })
+        })
+        .transpose()?;
+    let hosts = hosts.map(asked_hosts).transpose()?.unwrap_or_default();
+    let justification = match reason {
+        Value::String(text) if !text.trim().is_empty() => text.trim().to_owned(),
+        _ => return Err("invalid justification: expected a non-empty sentence".into()),
+    };
+    Ok(Some(Escalate {
+        mode: mode.map(Into::into),
+        network: network.map(|NetworkAsk::On| NetworkPolicy::On),
+        hosts,
+        justification,
+    }))
 }
 
 /// A remote executor's `bash` call (an executor call), validated by the
@@ -652,7 +691,7 @@ mod tests {
             (with(json!({"timeout": 100})), "unknown argument \"timeout\" (did you mean \"timeoutMs\"?); allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs"),
             (with(json!({"env": {}, "stdin": "x"})), "unknown arguments \"env\", \"stdin\"; allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs"),
             (with(json!({"sandbox_permissions": "workspace-write"})), "invalid escalation: sandbox_permissions requires a justification"),
-            (with(json!({"justification": "needs it"})), "invalid escalation: justification is only valid together with sandbox_permissions or network"),
+            (with(json!({"justification": "needs it"})), "invalid escalation: justification is only valid together with sandbox_permissions, network or allow_hosts"),
             (with(json!({"sandbox_permissions": "workspace-write", "justification": "  "})), "invalid justification: expected a non-empty sentence"),
             (with(json!({"sandbox_permissions": "root", "justification": "x"})), "invalid sandbox_permissions: expected one of workspace-write, danger-full-access, got \"root\""),
             (with(json!({"run_in_background": "yes"})), "invalid run_in_background: expected a boolean, got \"yes\""),
@@ -677,7 +716,7 @@ mod tests {
         // Confining: the escalation pair is allowed, still nothing else.
         assert_eq!(
             bash_call(&with(json!({"cwd": "/"})), Caller::Model { confining: true }).unwrap_err(),
-            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs, sandbox_permissions, justification, network"
+            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs, sandbox_permissions, justification, network, allow_hosts"
         );
         let network = bash_call(
             &with(json!({"network": "on", "justification": "fetch the crate index"})),
@@ -689,9 +728,52 @@ mod tests {
             Some(Escalate {
                 mode: None,
                 network: Some(NetworkPolicy::On),
+                hosts: Vec::new(),
                 justification: "fetch the crate index".into()
             })
         );
+        let hosts = bash_call(
+            &with(json!({"allow_hosts": ["files.example.org", "127.0.0.1:8080"], "justification": "fetch the wheel"})),
+            Caller::Model { confining: true },
+        )
+        .unwrap();
+        assert_eq!(
+            hosts.escalation.unwrap().hosts,
+            [
+                "files.example.org".parse().unwrap(),
+                "127.0.0.1:8080".parse().unwrap()
+            ]
+        );
+        for (asked, says) in [
+            (
+                json!({"allow_hosts": ["x.org"]}),
+                "invalid escalation: allow_hosts requires a justification",
+            ),
+            (
+                json!({"allow_hosts": [], "justification": "x"}),
+                "invalid allow_hosts: expected 1 to 8",
+            ),
+            (
+                json!({"allow_hosts": "x.org", "justification": "x"}),
+                "invalid allow_hosts: expected 1 to 8",
+            ),
+            (
+                json!({"allow_hosts": ["*.example.org"], "justification": "x"}),
+                "has a wildcard; ask for the exact hosts",
+            ),
+            (
+                json!({"allow_hosts": ["exa mple"], "justification": "x"}),
+                "is not a host name",
+            ),
+            (
+                json!({"allow_hosts": [1], "justification": "x"}),
+                "invalid allow_hosts: expected",
+            ),
+        ] {
+            let err =
+                bash_call(&with(asked.clone()), Caller::Model { confining: true }).unwrap_err();
+            assert!(err.contains(says), "{asked}: {err}");
+        }
     }
 
     #[test]

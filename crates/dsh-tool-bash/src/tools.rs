@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
-use crate::args::{self, BashCall};
+use crate::args::{self, BashCall, Escalate};
 use crate::render::{
     render_run_result, render_run_result_with, render_task_read, status_line, Heads,
 };
@@ -23,7 +23,7 @@ pub const STANDING_INSTRUCTION: &str = "Every bash result ends with a status mar
 
 const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut: \"[output truncated: N bytes in all, shown: …; full output: <path>]\" comes first and names a file with everything, then the first lines and the last lines around a count of what was left out. A \"[sandbox: the kernel refused under <mode> mode: …]\" marker names what the sandbox refused; \"[sandbox: stderr looks like a permission error …]\" means the output reads like a refusal (a guess: a program can print the same words). The sandbox's limits are a policy decision, not a bug, so do not work around them. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
 
-const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. The network is off in the sandbox: a command that genuinely needs it (installing packages, fetching) may ask with network: \"on\" and a justification, the same way. Never ask speculatively, and treat a rejection as final for that command.";
+const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. The network is off in the sandbox (or limited to an allow-list): a command that genuinely needs it (installing packages, fetching) may ask with network: \"on\", or for the exact hosts it needs with allow_hosts: [\"files.example.org\"], and a justification, the same way. Never ask speculatively, and treat a rejection as final for that command.";
 
 const OUTPUT_DESCRIPTION: &str = "Read the output a background bash task produced since the previous read, followed by its status line (\"[status: running]\", \"[status: completed, exit code: N]\", \"[status: killed]\"). Output that slid out of memory is named by a file path.";
 
@@ -89,10 +89,52 @@ pub struct ToolOutput {
 }
 
 /// What the user allowed one call.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Grant {
     mode: Option<SandboxMode>,
     network: Option<NetworkPolicy>,
+    hosts: Vec<dsh_bash::HostPattern>,
+}
+
+/// What an escalation asks for, in the words of each outcome: the reason's
+/// lead, what was rejected, cancelled, and what is unavailable.
+fn asking_words(asked: &Escalate) -> [String; 4] {
+    let hosts: Vec<String> = asked.hosts.iter().map(ToString::to_string).collect();
+    let hosts = hosts.join(", ");
+    let mut words = match (asked.mode, asked.network) {
+        (Some(wanted), None) => [
+            format!("escalate sandbox to {wanted}"),
+            format!("escalating this command to \"{wanted}\""),
+            format!("escalating to \"{wanted}\""),
+            format!("sandbox escalation to \"{wanted}\""),
+        ],
+        (Some(wanted), Some(_)) => [
+            format!("escalate sandbox to {wanted} with the network on"),
+            format!("escalating this command to \"{wanted}\" with the network on"),
+            format!("escalating to \"{wanted}\" with the network on"),
+            format!("sandbox escalation to \"{wanted}\" with the network on"),
+        ],
+        (None, Some(_)) => [
+            "turn the network on".to_owned(),
+            "turning the network on for this command".to_owned(),
+            "turning the network on".to_owned(),
+            "network access".to_owned(),
+        ],
+        (None, None) => {
+            return [
+                format!("let it reach {hosts}"),
+                format!("letting this command reach {hosts}"),
+                format!("letting it reach {hosts}"),
+                format!("access to {hosts}"),
+            ]
+        }
+    };
+    if !hosts.is_empty() {
+        for phrase in &mut words {
+            phrase.push_str(&format!(" and access to {hosts}"));
+        }
+    }
+    words
 }
 
 /// Why a tool call has no result; shown to the model as its `Display`,
@@ -383,8 +425,10 @@ impl BashTools {
         let Some(current) = self.current_mode(ctx) else {
             let what = if asked.mode.is_some() {
                 "sandbox_permissions"
-            } else {
+            } else if asked.network.is_some() {
                 "network"
+            } else {
+                "allow_hosts"
             };
             return Err(ToolError::Escalation(format!(
                 "{what} is not available in this composition (no sandboxing executor to escalate)"
@@ -409,27 +453,19 @@ impl BashTools {
                 )));
             }
         }
+        if !asked.hosts.is_empty() {
+            let network = asked
+                .network
+                .or_else(|| self.executor.network_policy(mode))
+                .unwrap_or_else(|| NetworkPolicy::default_for(mode));
+            if network == NetworkPolicy::On {
+                return Err(ToolError::Escalation(format!(
+                    "allow_hosts asks for nothing here: this call's network is \"on\" under \"{mode}\" mode"
+                )));
+            }
+        }
         // What is asked, in the words of each outcome.
-        let (asking, rejected, cancelled, unavailable) = match (asked.mode, asked.network) {
-            (Some(wanted), None) => (
-                format!("escalate sandbox to {wanted}"),
-                format!("escalating this command to \"{wanted}\""),
-                format!("escalating to \"{wanted}\""),
-                format!("sandbox escalation to \"{wanted}\""),
-            ),
-            (None, _) => (
-                "turn the network on".to_owned(),
-                "turning the network on for this command".to_owned(),
-                "turning the network on".to_owned(),
-                "network access".to_owned(),
-            ),
-            (Some(wanted), Some(_)) => (
-                format!("escalate sandbox to {wanted} with the network on"),
-                format!("escalating this command to \"{wanted}\" with the network on"),
-                format!("escalating to \"{wanted}\" with the network on"),
-                format!("sandbox escalation to \"{wanted}\" with the network on"),
-            ),
-        };
+        let [asking, rejected, cancelled, unavailable] = asking_words(asked);
         let Some(approvals) = &ctx.approvals else {
             return Err(ToolError::Escalation(format!(
                 "{unavailable} requires approval, but no approval service is composed"
@@ -447,6 +483,7 @@ impl BashTools {
                 command: call.command.clone(),
                 mode,
                 network: asked.network,
+                hosts: asked.hosts.clone(),
                 workdir: spec.map(|spec| spec.workdir.clone()),
                 background: call.background,
                 timeout_ms: spec
@@ -460,6 +497,7 @@ impl BashTools {
             ApprovalOutcome::AllowedOnce => Ok(Grant {
                 mode: asked.mode,
                 network: asked.network,
+                hosts: asked.hosts.clone(),
             }),
             ApprovalOutcome::Rejected => Err(ToolError::Escalation(format!(
                 "the user rejected {rejected}"
@@ -507,6 +545,7 @@ impl BashTools {
         let mode = granted.mode.or_else(|| self.standing_mode(ctx));
         request.sandbox_mode = mode;
         request.network = granted.network;
+        request.allow_hosts = granted.hosts;
         let spec = self.executor.resolve(request)?;
         if let Some(after) = yield_after {
             return self.yielded(spec, after).await;

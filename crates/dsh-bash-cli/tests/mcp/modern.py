@@ -319,12 +319,71 @@ async def tasks():
     print("ok without the tasks extension a long call answers inline")
 
 
+async def allow_hosts_escalation(workspace: str):
+    """Under an allow-list the proxy refuses an unlisted host and the result
+    says which; the model asks for that host with allow_hosts and a
+    justification, and the person decides for that one call."""
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):
+            body = b"served to the allowed call"
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{httpd.server_address[1]}"
+    command = f"curl -sS http://{host}/wheel"
+    ask = {"allow_hosts": [host], "justification": "pip needs the local index."}
+    params = server("--sandbox", "workspace-write", "--workdir", workspace,
+                    "--network", "allow", "--allow-host", "files.example.org")
+    asked = []
+
+    async def callback(context, params):
+        asked.append(params.message)
+        assert f"network access to {host}" in params.message and "local index" in params.message, params.message
+        return types.ElicitResult(action=answer["action"], content={} if answer["action"] == "accept" else None)
+
+    answer = {"action": "accept"}
+    async with Client(params, elicitation_callback=callback) as client:
+        result = await client.call_tool("bash", bash(command))
+        text = text_of(result)
+        assert "served to the allowed call" not in text, text
+        assert result.structured_content["sandbox"]["refused_hosts"] == [host], result.structured_content
+        assert text.splitlines()[-1].startswith(f"[network: refused {host} "), text
+        assert f'allow_hosts: ["127.0.0.1"]' in text, text
+        result = await client.call_tool("bash", bash(command, **ask))
+        assert not result.is_error and "served to the allowed call" in text_of(result), text_of(result)
+        assert "refused_hosts" not in result.structured_content.get("sandbox", {}), result.structured_content
+        assert len(asked) == 1, asked
+        # One call only: the next is refused again.
+        result = await client.call_tool("bash", bash(command))
+        assert "served to the allowed call" not in text_of(result), text_of(result)
+    print("ok allow_hosts approved for one call through an input-required result")
+
+    answer["action"] = "decline"
+    async with Client(params, elicitation_callback=callback) as client:
+        result = await client.call_tool("bash", bash(command, **ask))
+        assert result.is_error, text_of(result)
+        assert text_of(result) == f"Error: the user rejected letting this command reach {host}", text_of(result)
+    print("ok allow_hosts declined through an input-required result")
+    httpd.shutdown()
+
+
 async def main():
     await negotiated()
     workspace = os.path.join(SCRATCH, "modern-ws")
     os.makedirs(workspace, exist_ok=True)
     await escalations(workspace)
     await network_escalation(workspace)
+    await allow_hosts_escalation(workspace)
     await commit_through_approval(SCRATCH)
     await tasks()
 

@@ -152,3 +152,90 @@ async fn the_standing_override_is_stamped_and_judged_against() {
         .unwrap();
     assert_eq!(recording.last().sandbox_mode, Some(SandboxMode::ReadOnly));
 }
+
+fn ask_hosts(hosts: serde_json::Value) -> serde_json::Value {
+    let mut args = bash("echo ran");
+    args["allow_hosts"] = hosts;
+    args["justification"] = json!("pip fetches the wheel from there");
+    args
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_hosts_is_asked_for_and_granted_for_one_call() {
+    let recording = Recording::new(Some(SandboxMode::ReadOnly));
+    let tools = BashTools::new(recording.clone());
+    let approver = Approver::new(ApprovalOutcome::AllowedOnce);
+    let ctx = with_approver(Some("s"), &approver);
+    let out = call(
+        &tools,
+        "bash",
+        ask_hosts(json!(["files.example.org", "127.0.0.1:8080"])),
+        &ctx,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.text, "ran\n");
+    let granted: Vec<String> = recording
+        .last()
+        .allow_hosts
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(granted, ["files.example.org", "127.0.0.1:8080"]);
+    let asked = approver.asked.lock().unwrap().clone();
+    assert_eq!(
+        asked[0].reason,
+        "let it reach files.example.org, 127.0.0.1:8080: pip fetches the wheel from there"
+    );
+    assert_eq!(asked[0].hosts.len(), 2);
+    // Not stored.
+    call(&tools, "bash", bash("true"), &ctx).await.unwrap();
+    assert!(recording.last().allow_hosts.is_empty());
+
+    let rejecting = Approver::new(ApprovalOutcome::Rejected);
+    let runs = recording.ran.load(std::sync::atomic::Ordering::SeqCst);
+    let err = call(
+        &tools,
+        "bash",
+        ask_hosts(json!(["files.example.org"])),
+        &with_approver(Some("s"), &rejecting),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.text(),
+        "the user rejected letting this command reach files.example.org"
+    );
+    assert_eq!(
+        recording.ran.load(std::sync::atomic::Ordering::SeqCst),
+        runs,
+        "a rejected call ran"
+    );
+
+    // With the network on too, the hosts ride along in the same question.
+    let mut both = ask_hosts(json!(["files.example.org"]));
+    both["sandbox_permissions"] = json!("workspace-write");
+    call(&tools, "bash", both, &ctx).await.unwrap();
+    let asked = approver.asked.lock().unwrap().clone();
+    assert_eq!(
+        asked.last().unwrap().reason,
+        "escalate sandbox to workspace-write and access to files.example.org: pip fetches the wheel from there"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_hosts_where_the_network_is_on_asks_for_nothing() {
+    let recording = Recording::new(Some(SandboxMode::ReadOnly));
+    let tools = BashTools::new(recording.clone());
+    let approver = Approver::new(ApprovalOutcome::AllowedOnce);
+    let mut asked = ask_hosts(json!(["files.example.org"]));
+    asked["sandbox_permissions"] = json!("danger-full-access");
+    let err = call(&tools, "bash", asked, &with_approver(Some("s"), &approver))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.text(),
+        "allow_hosts asks for nothing here: this call's network is \"on\" under \"danger-full-access\" mode"
+    );
+    assert!(approver.asked.lock().unwrap().is_empty());
+}
