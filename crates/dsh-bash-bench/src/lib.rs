@@ -30,6 +30,7 @@ mod cli;
 mod http_client;
 mod mcp_client;
 mod measure;
+mod network;
 mod remote;
 mod scenarios;
 mod terminal;

@@ -64,14 +64,14 @@ fn local(options: &Options) -> LocalConfig {
     }
 }
 
-fn spec(executor: &dyn BashExecutor, command: &str) -> dsh_bash::BashExecSpec {
+pub(crate) fn spec(executor: &dyn BashExecutor, command: &str) -> dsh_bash::BashExecSpec {
     executor
         .resolve(BashExecRequest::new(command))
         .unwrap_or_else(|err| panic!("cannot resolve {command:?}: {err}"))
 }
 
 /// Per-command wall time of `n` sequential runs through `executor`.
-async fn per_command(executor: &dyn BashExecutor, command: &str, n: usize) -> f64 {
+pub(crate) async fn per_command(executor: &dyn BashExecutor, command: &str, n: usize) -> f64 {
     let spec = spec(executor, command);
     let started = Instant::now();
     for _ in 0..n {
@@ -483,9 +483,9 @@ async fn kill_latency(options: &Options) -> Vec<Row> {
 
 /// What a sandbox row confines with beyond the mode.
 #[derive(Clone, Copy)]
-struct Policy {
-    network: NetworkPolicy,
-    protected: bool,
+pub(crate) struct Policy {
+    pub(crate) network: NetworkPolicy,
+    pub(crate) protected: bool,
 }
 
 /// The defaults: network off, the default protected paths.
@@ -500,8 +500,27 @@ fn sandboxed(
     mode: SandboxMode,
     policy: Policy,
 ) -> Option<SandboxBashExecutor> {
+    sandboxed_with(
+        options,
+        backend,
+        mode,
+        policy,
+        dsh_sandbox::HostRules::default(),
+    )
+}
+
+/// [`sandboxed`] with an allow-list for the network policy `allow`.
+pub(crate) fn sandboxed_with(
+    options: &Options,
+    backend: Backend,
+    mode: SandboxMode,
+    policy: Policy,
+    hosts: dsh_sandbox::HostRules,
+) -> Option<SandboxBashExecutor> {
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend,
+        // This binary is its own forwarder (`main`).
+        forwarder: std::env::current_exe().ok(),
         ..LocalSandboxConfig::default()
     })
     .ok()?;
@@ -524,7 +543,7 @@ fn sandboxed(
                 ProtectedPaths::none()
             },
             hidden: Vec::new(),
-            hosts: Default::default(),
+            hosts,
         },
         Arc::new(provider),
     );
@@ -715,11 +734,11 @@ async fn limits_cost(options: &Options) -> Vec<Row> {
 pub async fn run_all(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
     if options.runs(0) {
-        eprintln!("0/9 whole process");
+        eprintln!("0/10 whole process");
         rows.extend(crate::cli::whole_process(options).await);
     }
     if options.runs(1) {
-        eprintln!("1/9 per-command overhead");
+        eprintln!("1/10 per-command overhead");
         rows.push(overhead(options, "1a run `true`", "true").await);
         rows.push(
             overhead_with(
@@ -746,38 +765,42 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
         rows.extend(limits_cost(options).await);
     }
     if options.runs(2) {
-        eprintln!("2/9 output throughput");
+        eprintln!("2/10 output throughput");
         rows.extend(throughput(options).await);
     }
     if options.runs(3) {
-        eprintln!("3/9 both streams at once");
+        eprintln!("3/10 both streams at once");
         rows.push(both_streams(options).await);
     }
     if options.runs(4) {
-        eprintln!("4/9 concurrency");
+        eprintln!("4/10 concurrency");
         rows.extend(concurrency(options).await);
     }
     if options.runs(5) {
-        eprintln!("5/9 kill latency");
+        eprintln!("5/10 kill latency");
         rows.extend(kill_latency(options).await);
     }
     if options.runs(6) {
-        eprintln!("6/9 sandbox overhead");
+        eprintln!("6/10 sandbox overhead");
         rows.extend(sandbox_overhead(options).await);
     }
     if options.runs(7) {
-        eprintln!("7/9 MCP round trip");
+        eprintln!("7/10 MCP round trip");
         rows.extend(mcp_round_trip(options).await);
     }
     if options.runs(8) {
-        eprintln!("8/9 remote executor latency");
+        eprintln!("8/10 remote executor latency");
         if let Ok(direct) = LocalBashExecutor::new(local(options)) {
             rows.extend(crate::remote::remote_latency(options, &direct).await);
             direct.shutdown().await;
         }
     }
+    if options.runs(10) {
+        eprintln!("10/10 network allow-list");
+        rows.extend(crate::network::allow_list_rows(options).await);
+    }
     if options.runs(9) {
-        eprintln!("9/9 terminals");
+        eprintln!("9/10 terminals");
         if let Ok(executor) = LocalBashExecutor::new(local(options)) {
             rows.extend(crate::terminal::terminal_rows(options, &executor).await);
             executor.shutdown().await;

@@ -1,19 +1,22 @@
 //! The forwarder: the host's own binary, re-executed inside a network
 //! namespace that holds only loopback, listening on `127.0.0.1:3128` there
 //! and relaying each connection to the proxy door's unix socket bound into
-//! the sandbox. It starts the command as its child and exits with the
-//! child's status (128+n for death by signal n), so it is invisible but for
-//! the extra process.
+//! the sandbox. It binds, forks the relay into a session of its own (so
+//! the signals a stop or a terminal sends the command's group do not cut
+//! the command's network), and execs the command in its own place: the
+//! command keeps its pid, its exit status and its death by signal. The
+//! relay ends with the sandbox (bubblewrap's pid namespace goes with the
+//! command).
 //!
 //! A host opts in by calling [`run_if_asked`] first in `main`; a sandbox
 //! provider puts [`argv`] before the command's own argv.
 
 use std::ffi::{OsStr, OsString};
-use std::io;
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 
 /// The argument (after the program) that makes the host's binary a
 /// forwarder.
@@ -66,47 +69,56 @@ fn run(args: &[OsString]) -> i32 {
             return 125;
         }
     };
-    let mut child = match std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(err) => {
+    // SAFETY: called first in `main` (`run_if_asked`), before any thread
+    // exists, so the child is a whole copy of a single-threaded process
+    // and may run any code.
+    match unsafe { libc::fork() } {
+        -1 => {
+            eprintln!(
+                "dsh-bash: the network forwarder cannot fork its relay: {}",
+                io::Error::last_os_error()
+            );
+            125
+        }
+        0 => {
+            relay_alone();
+            serve(&listener, Path::new(socket));
+            0
+        }
+        _ => {
+            drop(listener);
+            let err = std::process::Command::new(&command[0])
+                .args(&command[1..])
+                .exec();
             eprintln!(
                 "dsh-bash: cannot start {}: {err}",
                 command[0].to_string_lossy()
             );
-            return if err.kind() == io::ErrorKind::NotFound {
+            if err.kind() == io::ErrorKind::NotFound {
                 127
             } else {
                 126
-            };
+            }
         }
-    };
-    outlive_signals();
-    let socket = PathBuf::from(socket);
-    std::thread::spawn(move || serve(&listener, &socket));
-    match child.wait() {
-        Ok(status) => status
-            .code()
-            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
-        Err(_) => 125,
     }
 }
 
-extern "C" fn ignore(_: libc::c_int) {}
-
-/// The signals a stop or a terminal sends to the whole group are the
-/// command's to handle: the forwarder outlives them (a handler, not
-/// `SIG_IGN`, so the command does not inherit the disposition) and ends
-/// with its child.
-fn outlive_signals() {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        let handler: extern "C" fn(libc::c_int) = ignore;
-        // SAFETY: installs a handler that does nothing (async-signal-safe
-        // by construction) for a standard signal; no memory is shared.
-        unsafe {
-            libc::signal(signal, handler as libc::sighandler_t);
+/// The relay leaves the command's session and process group and lets go
+/// of its standard streams (the command's output pipes end with the
+/// command, not with the relay).
+fn relay_alone() {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null");
+    // SAFETY: plain syscalls on descriptors this process owns; `setsid`
+    // cannot fail for a freshly forked child (it leads no group).
+    unsafe {
+        libc::setsid();
+        if let Ok(null) = &null {
+            for fd in 0..3 {
+                libc::dup2(std::os::fd::AsRawFd::as_raw_fd(null), fd);
+            }
         }
     }
 }
@@ -121,6 +133,23 @@ fn serve(listener: &TcpListener, socket: &Path) {
     }
 }
 
+/// Copies `from` to `to` in 64 KiB steps until `from` ends, then says so
+/// to `to`'s reader.
+fn pump(mut from: impl Read, mut to: impl Write, done: impl FnOnce()) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    done();
+}
+
 /// Copies both ways until each side has said it is done.
 fn relay(tcp: TcpStream, socket: &Path) {
     let Ok(unix) = UnixStream::connect(socket) else {
@@ -130,11 +159,18 @@ fn relay(tcp: TcpStream, socket: &Path) {
         return;
     };
     let upward = std::thread::spawn(move || {
-        let _ = io::copy(&mut tcp_in, &mut unix_out);
-        let _ = unix_out.shutdown(Shutdown::Write);
+        let half = unix_out.try_clone();
+        pump(&mut tcp_in, &mut unix_out, move || {
+            if let Ok(half) = half {
+                let _ = half.shutdown(Shutdown::Write);
+            }
+        });
     });
-    let (mut unix_in, mut tcp_out) = (unix, tcp);
-    let _ = io::copy(&mut unix_in, &mut tcp_out);
-    let _ = tcp_out.shutdown(Shutdown::Write);
+    let half = tcp.try_clone();
+    pump(&unix, &tcp, move || {
+        if let Ok(half) = half {
+            let _ = half.shutdown(Shutdown::Write);
+        }
+    });
     let _ = upward.join();
 }

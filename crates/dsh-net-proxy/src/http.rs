@@ -82,7 +82,13 @@ where
     if let Some((upgrade, mut upstream)) = agreed {
         if let Ok(upgraded) = upgrade.await {
             let mut client = TokioIo::new(upgraded);
-            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            let _ = tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut upstream,
+                64 << 10,
+                64 << 10,
+            )
+            .await;
         }
     }
 }

@@ -108,6 +108,12 @@ where
         }
     };
     if reply(&mut stream, SUCCEEDED).await.is_ok() {
-        let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+        let _ = tokio::io::copy_bidirectional_with_sizes(
+            &mut stream,
+            &mut upstream,
+            64 << 10,
+            64 << 10,
+        )
+        .await;
     }
 }
