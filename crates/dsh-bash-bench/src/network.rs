@@ -119,10 +119,6 @@ async fn idle_cost(options: &Options, label: &str, backend: Backend, port: u16) 
 async fn download(options: &Options, port: u16) -> Row {
     let label = "10c 100 MiB from loopback through the proxy (bwrap)";
     let mode = SandboxMode::ReadOnly;
-    let open = Policy {
-        network: NetworkPolicy::On,
-        protected: true,
-    };
     let (Some(proxied), Some(direct)) = (
         sandboxed_with(
             options,
@@ -131,7 +127,13 @@ async fn download(options: &Options, port: u16) -> Row {
             policy(NetworkPolicy::Allow),
             rules(port),
         ),
-        sandboxed_with(options, Backend::Bwrap, mode, open, HostRules::default()),
+        sandboxed_with(
+            options,
+            Backend::Bwrap,
+            mode,
+            policy(NetworkPolicy::On),
+            HostRules::default(),
+        ),
     ) else {
         return skipped(label, "bwrap is not usable".into());
     };
