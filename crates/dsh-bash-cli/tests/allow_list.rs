@@ -275,7 +275,8 @@ fn curl_and_git_reach_allowed_hosts_and_every_refusal_is_a_fact() {
              curl -sS https://blocked.svc.example/ ; echo blocked-exit=$?\n\
              curl -sS --socks5-hostname 127.0.0.1:${{HTTPS_PROXY##*:}} http://evil.test:8080/ ; echo socks-exit=$?\n\
              python3 -c 'import socket\ntry:\n    socket.create_connection((\"127.0.0.1\", {http}), 5); print(\"direct-open\")\nexcept OSError as e:\n    print(\"direct-refused\")'\n\
-             getent hosts pypi.org >/dev/null; echo dns-exit=$?",
+             getent hosts pypi.org >/dev/null; echo dns-exit=$?\n\
+             for f in /proc/$$/fd/*; do case $(readlink \"$f\") in socket:*) echo \"holds-socket $f\";; esac; done; echo fds-checked",
             cert = cert.display(),
             tls = https.port,
             http = http.port,
@@ -310,6 +311,12 @@ fn curl_and_git_reach_allowed_hosts_and_every_refusal_is_a_fact() {
             "no way around the proxy: {context}"
         );
         assert!(!out.contains("dns-exit=0"), "no resolver inside: {context}");
+        // The door's far end stays with the forwarder's relay: the command
+        // holds no socket of it (nor could another command open one).
+        assert!(
+            out.contains("fds-checked") && !out.contains("holds-socket"),
+            "{context}"
+        );
         assert_eq!(
             denied(&result),
             [

@@ -281,6 +281,8 @@ async fn judge_denial(
 fn record_refused_hosts(info: &mut BashSandboxInfo, confinement: &Confinement) {
     if let (Some(log), Some(network)) = (&confinement.network_log, info.network.as_mut()) {
         network.denied = log.denied();
+        network.denied_more = log.more();
+        network.askable = log.askable();
     }
 }
 

@@ -91,6 +91,18 @@ pub struct NetworkFacts {
     /// server's proxy, never from the command's output.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied: Vec<String>,
+    /// Refused hosts past the ones in `denied`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub denied_more: u64,
+    /// Of `denied`, those refused only for being on no allow-list entry,
+    /// which a grant for one call could let through (not deny-listed, not
+    /// an internal address).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub askable: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl NetworkFacts {
@@ -99,6 +111,8 @@ impl NetworkFacts {
         NetworkFacts {
             mode,
             denied: Vec::new(),
+            denied_more: 0,
+            askable: Vec::new(),
         }
     }
 }

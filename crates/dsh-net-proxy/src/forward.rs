@@ -1,7 +1,9 @@
 //! The forwarder: the host's own binary, re-executed inside a network
 //! namespace that holds only loopback, listening on `127.0.0.1:3128` there
-//! and relaying each connection to the proxy door's unix socket bound into
-//! the sandbox. It binds, forks the relay into a session of its own (so
+//! and relaying each connection to the proxy's door, which it inherits as a
+//! descriptor (one end of a socket pair; no path, so no other process can
+//! reach the door): per connection it makes a socket pair and passes one
+//! end through (`SCM_RIGHTS`, [`pass_connection`]). It binds, forks the relay into a session of its own (so
 //! the signals a stop or a terminal sends the command's group do not cut
 //! the command's network), and execs the command in its own place: the
 //! command keeps its pid, its exit status and its death by signal. The
@@ -14,9 +16,11 @@
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// The argument (after the program) that makes the host's binary a
 /// forwarder.
@@ -26,16 +30,43 @@ pub const ARG: &str = "__dsh-net-forward";
 /// is the command's own, so nothing else holds it).
 pub const PORT: u16 = 3128;
 
-/// The argv prefix that runs a command behind a forwarder to `socket`:
-/// `program __dsh-net-forward 3128 socket --`, the command's argv after it.
-pub fn argv(program: &Path, socket: &Path) -> Vec<OsString> {
+/// Connections relayed at once; more wait for one to end (the door's own
+/// limit is the same).
+const MAX_RELAYS: usize = 64;
+
+/// The argv prefix that runs a command behind a forwarder to the door
+/// whose far end the command inherits as descriptor `door`:
+/// `program __dsh-net-forward 3128 door --`, the command's argv after it.
+pub fn argv(program: &Path, door: RawFd) -> Vec<OsString> {
     vec![
         program.as_os_str().to_owned(),
         ARG.into(),
         PORT.to_string().into(),
-        socket.as_os_str().to_owned(),
+        door.to_string().into(),
         "--".into(),
     ]
+}
+
+/// Opens one connection through a door's far end `door`: a fresh socket
+/// pair, one end passed to the proxy, the other returned.
+///
+/// # Errors
+///
+/// When the pair cannot be made or the proxy is gone.
+pub fn pass_connection(door: BorrowedFd<'_>) -> io::Result<UnixStream> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let (ours, theirs) = UnixStream::pair()?;
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    let fds = [theirs.as_fd()];
+    ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(
+        door,
+        &[io::IoSlice::new(b"c")],
+        &mut ancillary,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(ours)
 }
 
 /// Runs the forwarder and exits if this process was started as one (its
@@ -50,17 +81,27 @@ pub fn run_if_asked() {
 }
 
 fn run(args: &[OsString]) -> i32 {
-    let [port, socket, separator, command @ ..] = args else {
-        eprintln!("dsh-bash: {ARG}: expected PORT SOCKET -- COMMAND...");
-        return 125;
+    let usage = || {
+        eprintln!("dsh-bash: {ARG}: expected PORT DOOR-FD -- COMMAND...");
+        125
     };
-    let (Some(port), true, false) = (
+    let [port, door, separator, command @ ..] = args else {
+        return usage();
+    };
+    let (Some(port), Some(door), true, false) = (
         port.to_str().and_then(|p| p.parse::<u16>().ok()),
+        door.to_str().and_then(|fd| fd.parse::<RawFd>().ok()),
         separator == "--",
         command.is_empty(),
     ) else {
-        eprintln!("dsh-bash: {ARG}: expected PORT SOCKET -- COMMAND...");
-        return 125;
+        return usage();
+    };
+    let door = match inherit(door) {
+        Ok(door) => door,
+        Err(err) => {
+            eprintln!("dsh-bash: the network forwarder has no door at descriptor {door}: {err}");
+            return 125;
+        }
     };
     let listener = match TcpListener::bind(("127.0.0.1", port)) {
         Ok(listener) => listener,
@@ -82,11 +123,12 @@ fn run(args: &[OsString]) -> i32 {
         }
         0 => {
             relay_alone();
-            serve(&listener, Path::new(socket));
+            serve(&listener, &Arc::new(door));
             0
         }
         _ => {
             drop(listener);
+            drop(door);
             let err = std::process::Command::new(&command[0])
                 .args(&command[1..])
                 .exec();
@@ -123,13 +165,65 @@ fn relay_alone() {
     }
 }
 
-fn serve(listener: &TcpListener, socket: &Path) {
+/// Takes descriptor `fd` as the door: it must be a socket, and it is
+/// closed on exec from here on (the command never holds it).
+fn inherit(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl with integer arguments only; it fails cleanly for a
+    // descriptor that is not open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above; `fd` is open.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is open, was handed to this process to own, and nothing
+    // else in it refers to it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let kind = rustix::fs::fstat(&owned).map_err(io::Error::from)?;
+    if rustix::fs::FileType::from_raw_mode(kind.st_mode) != rustix::fs::FileType::Socket {
+        return Err(io::Error::other("not a socket"));
+    }
+    Ok(owned)
+}
+
+/// Relays each connection on its own thread, at most [`MAX_RELAYS`] at
+/// once; a failing accept (out of descriptors) waits a little rather than
+/// spin.
+fn serve(listener: &TcpListener, door: &Arc<OwnedFd>) {
+    let running = Arc::new((Mutex::new(0usize), Condvar::new()));
     for connection in listener.incoming() {
-        let Ok(connection) = connection else {
-            continue;
+        let connection = match connection {
+            Ok(connection) => connection,
+            Err(_) => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
         };
-        let socket = socket.to_owned();
-        std::thread::spawn(move || relay(connection, &socket));
+        {
+            let (count, freed) = &*running;
+            let mut count = count.lock().unwrap_or_else(PoisonError::into_inner);
+            while *count >= MAX_RELAYS {
+                count = freed.wait(count).unwrap_or_else(PoisonError::into_inner);
+            }
+            *count += 1;
+        }
+        let (door, done) = (Arc::clone(door), Arc::clone(&running));
+        let release = move || {
+            let (count, freed) = &*done;
+            *count.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
+            freed.notify_one();
+        };
+        let started = std::thread::Builder::new().spawn(move || {
+            relay(connection, door.as_fd());
+            release();
+        });
+        if started.is_err() {
+            // No thread to be had: the connection is refused (dropped).
+            let (count, _) = &*running;
+            *count.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
+        }
     }
 }
 
@@ -151,21 +245,23 @@ fn pump(mut from: impl Read, mut to: impl Write, done: impl FnOnce()) {
 }
 
 /// Copies both ways until each side has said it is done.
-fn relay(tcp: TcpStream, socket: &Path) {
-    let Ok(unix) = UnixStream::connect(socket) else {
+fn relay(tcp: TcpStream, door: BorrowedFd<'_>) {
+    let Ok(unix) = pass_connection(door) else {
         return;
     };
     let (Ok(mut tcp_in), Ok(mut unix_out)) = (tcp.try_clone(), unix.try_clone()) else {
         return;
     };
-    let upward = std::thread::spawn(move || {
+    let Ok(upward) = std::thread::Builder::new().spawn(move || {
         let half = unix_out.try_clone();
         pump(&mut tcp_in, &mut unix_out, move || {
             if let Ok(half) = half {
                 let _ = half.shutdown(Shutdown::Write);
             }
         });
-    });
+    }) else {
+        return;
+    };
     let half = tcp.try_clone();
     pump(&unix, &tcp, move || {
         if let Ok(half) = half {

@@ -46,7 +46,7 @@ fn text(status: StatusCode, message: String, blocked: bool) -> Response<Body> {
 
 fn refused(refusal: &Refusal, host: &str, port: u16) -> Response<Body> {
     match refusal {
-        Refusal::NotAllowed | Refusal::Internal(_) => {
+        Refusal::NotAllowed | Refusal::Denied | Refusal::Internal(_) => {
             text(StatusCode::FORBIDDEN, refusal.explain(host, port), true)
         }
         Refusal::Unreachable(_) => {

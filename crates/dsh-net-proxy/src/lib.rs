@@ -3,9 +3,9 @@
 //! the hosts of the command's [`HostRules`] and records every host it
 //! refuses.
 //!
-//! One [`Proxy`] per server; one [`Door`] per command (a unix socket bound
-//! into a bubblewrap sandbox, or a loopback TCP port the Landlock ruleset
-//! lets the command connect to), so every connection is attributed to its
+//! One [`Proxy`] per server; one [`Door`] per command (a socket pair whose
+//! far end only the command's forwarder in a bubblewrap sandbox holds, or a
+//! loopback TCP port the Landlock ruleset lets the command connect to), so every connection is attributed to its
 //! command by the door it came through. Each door speaks, on the same
 //! listener:
 //!
@@ -25,7 +25,8 @@
 //!
 //! Inside a network namespace that holds only loopback, the command reaches
 //! its door through [`forward`]: the host's own binary re-executed as a
-//! forwarder from `127.0.0.1:3128` to the door's socket.
+//! forwarder from `127.0.0.1:3128` to the door's far end, which it
+//! inherits by descriptor.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -48,7 +49,7 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -97,8 +98,11 @@ pub struct Proxy {
 /// Where a door listens.
 #[derive(Clone, Debug)]
 pub enum DoorAt {
-    /// A unix socket at this path (bound into a sandbox).
-    Unix(PathBuf),
+    /// One end of a socket pair that only the command's forwarder holds
+    /// (by descriptor, never by a path another process could open): it
+    /// passes one connected socket per connection over it
+    /// ([`forward::pass_connection`]).
+    Passed,
     /// A TCP port on `127.0.0.1` the kernel picks.
     Loopback,
 }
@@ -106,8 +110,8 @@ pub enum DoorAt {
 /// Where a door listens, once open.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DoorAddress {
-    /// The unix socket's path.
-    Unix(PathBuf),
+    /// The socket pair's far end ([`Door::far_end`]).
+    Passed,
     /// The loopback address and port.
     Tcp(SocketAddr),
 }
@@ -115,7 +119,7 @@ pub enum DoorAddress {
 impl fmt::Display for DoorAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DoorAddress::Unix(path) => write!(f, "{}", path.display()),
+            DoorAddress::Passed => f.write_str("a passed descriptor"),
             DoorAddress::Tcp(addr) => write!(f, "{addr}"),
         }
     }
@@ -124,34 +128,88 @@ impl fmt::Display for DoorAddress {
 /// How many distinct refusals a log keeps.
 const MAX_DENIED: usize = 32;
 
+/// Why the proxy refused a host, as its log keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// On no allow-list entry: a grant of the host could let it through.
+    Unlisted,
+    /// On the deny-list (by name or address).
+    Denied,
+    /// Resolves to an internal address no literal pattern names.
+    Internal,
+}
+
 /// The refusals of one door: each `host:port` once, in the order first
-/// refused.
+/// refused, at most [`MAX_DENIED`] (the rest counted).
 #[derive(Debug, Default)]
 pub struct Log {
-    denied: Mutex<Vec<String>>,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    kept: Vec<(String, Refused)>,
+    more: u64,
+}
+
+/// `host:port` as the log shows it: a host name of letters, digits, `-`,
+/// `_` and `.` or an IP literal as given, anything else (a SOCKS5 name is
+/// any 255 bytes) replaced by its length, so a command cannot write text
+/// of its choosing into the facts.
+fn entry(host: &str, port: u16) -> String {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(std::net::IpAddr::V6(v6)) = bare.parse::<std::net::IpAddr>() {
+        return format!("[{v6}]:{port}");
+    }
+    let plain = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if plain {
+        format!("{host}:{port}")
+    } else {
+        format!("(a malformed name of {} bytes):{port}", host.len())
+    }
 }
 
 impl Log {
-    pub(crate) fn deny(&self, host: &str, port: u16) {
-        let entry = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        tracing::info!(target: "dsh_net_proxy", "refused {entry}");
-        let mut denied = self.denied.lock().unwrap_or_else(PoisonError::into_inner);
-        if !denied.contains(&entry) && denied.len() < MAX_DENIED {
-            denied.push(entry);
+    pub(crate) fn deny(&self, host: &str, port: u16, why: Refused) {
+        let entry = entry(host, port);
+        tracing::info!(target: "dsh_net_proxy", "refused {entry} ({why:?})");
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.kept.iter().any(|(kept, _)| *kept == entry) {
+            return;
         }
+        if entries.kept.len() < MAX_DENIED {
+            entries.kept.push((entry, why));
+        } else {
+            entries.more += 1;
+        }
+    }
+
+    fn with<T>(&self, read: impl FnOnce(&Entries) -> T) -> T {
+        read(&self.entries.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
 impl NetworkLog for Log {
     fn denied(&self) -> Vec<String> {
-        self.denied
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.with(|e| e.kept.iter().map(|(entry, _)| entry.clone()).collect())
+    }
+
+    fn askable(&self) -> Vec<String> {
+        self.with(|e| {
+            e.kept
+                .iter()
+                .filter(|(entry, why)| *why == Refused::Unlisted && !entry.starts_with('('))
+                .map(|(entry, _)| entry.clone())
+                .collect()
+        })
+    }
+
+    fn more(&self) -> u64 {
+        self.with(|e| e.more)
     }
 }
 
@@ -199,6 +257,7 @@ impl DoorState {
 #[derive(Debug)]
 pub struct Door {
     address: DoorAddress,
+    far_end: Option<Arc<OwnedFd>>,
     state: Arc<DoorState>,
 }
 
@@ -206,6 +265,13 @@ impl Door {
     /// Where it listens.
     pub fn address(&self) -> &DoorAddress {
         &self.address
+    }
+
+    /// The socket pair's far end of a [`DoorAt::Passed`] door, for the
+    /// command's forwarder to inherit (close-on-exec until a launcher keeps
+    /// it).
+    pub fn far_end(&self) -> Option<Arc<OwnedFd>> {
+        self.far_end.clone()
     }
 
     /// Its refusals so far.
@@ -217,9 +283,6 @@ impl Door {
 impl Drop for Door {
     fn drop(&mut self) {
         self.state.closed.cancel();
-        if let DoorAddress::Unix(path) = &self.address {
-            let _ = std::fs::remove_file(path);
-        }
     }
 }
 
@@ -243,13 +306,17 @@ impl Proxy {
             slots: Arc::new(Semaphore::new(self.limits.connections.max(1))),
             closed: CancellationToken::new(),
         });
-        let address = match at {
-            DoorAt::Unix(path) => {
-                let listener = std::os::unix::net::UnixListener::bind(&path)?;
-                listener.set_nonblocking(true)?;
-                let listener = tokio::net::UnixListener::from_std(listener)?;
-                state.spawn(accept_unix(listener, Arc::clone(&state)));
-                DoorAddress::Unix(path)
+        match at {
+            DoorAt::Passed => {
+                let (near, far) = std::os::unix::net::UnixStream::pair()?;
+                near.set_nonblocking(true)?;
+                let near = tokio::net::UnixStream::from_std(near)?;
+                state.spawn(accept_passed(near, Arc::clone(&state)));
+                Ok(Door {
+                    address: DoorAddress::Passed,
+                    far_end: Some(Arc::new(OwnedFd::from(far))),
+                    state,
+                })
             }
             DoorAt::Loopback => {
                 let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
@@ -257,20 +324,70 @@ impl Proxy {
                 let address = listener.local_addr()?;
                 let listener = tokio::net::TcpListener::from_std(listener)?;
                 state.spawn(accept_tcp(listener, Arc::clone(&state)));
-                DoorAddress::Tcp(address)
+                Ok(Door {
+                    address: DoorAddress::Tcp(address),
+                    far_end: None,
+                    state,
+                })
             }
-        };
-        Ok(Door { address, state })
+        }
     }
 }
 
-async fn accept_unix(listener: tokio::net::UnixListener, state: Arc<DoorState>) {
+/// Serves the sockets the forwarder passes until it lets go of its end
+/// (the command's sandbox is gone).
+async fn accept_passed(control: tokio::net::UnixStream, state: Arc<DoorState>) {
     loop {
-        match listener.accept().await {
-            Ok((stream, _)) => admit(stream, &state).await,
+        let received = control
+            .async_io(tokio::io::Interest::READABLE, || receive_socket(&control))
+            .await;
+        match received {
+            Ok(Some(socket)) => {
+                let stream = std::os::unix::net::UnixStream::from(socket);
+                let admitted = stream
+                    .set_nonblocking(true)
+                    .and_then(|()| tokio::net::UnixStream::from_std(stream));
+                match admitted {
+                    Ok(stream) => admit(stream, &state).await,
+                    Err(err) => backoff(&err).await,
+                }
+            }
+            Ok(None) => return,
+            Err(err) if err.kind() == io::ErrorKind::InvalidData => {
+                tracing::warn!(target: "dsh_net_proxy", "{err}");
+            }
             Err(err) => backoff(&err).await,
         }
     }
+}
+
+/// One socket passed over `control`; `None` at its end.
+fn receive_socket(control: &impl AsFd) -> io::Result<Option<OwnedFd>> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut byte = [0u8; 1];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let message = rustix::net::recvmsg(
+        control,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut ancillary,
+        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+    )?;
+    if message.bytes == 0 {
+        return Ok(None);
+    }
+    // Anything but one socket (more descriptors, other messages) is
+    // closed as the buffer drains.
+    let socket = ancillary.drain().find_map(|message| match message {
+        RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+        _ => None,
+    });
+    socket.map(Some).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the forwarder sent a message without a socket",
+        )
+    })
 }
 
 async fn accept_tcp(listener: tokio::net::TcpListener, state: Arc<DoorState>) {

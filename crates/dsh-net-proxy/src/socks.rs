@@ -95,7 +95,7 @@ where
         Ok(upstream) => upstream,
         Err(refusal) => {
             let code = match refusal {
-                Refusal::NotAllowed | Refusal::Internal(_) => NOT_ALLOWED,
+                Refusal::NotAllowed | Refusal::Denied | Refusal::Internal(_) => NOT_ALLOWED,
                 Refusal::Unreachable(err)
                     if err.kind() == std::io::ErrorKind::ConnectionRefused =>
                 {

@@ -6,13 +6,15 @@ use std::net::{IpAddr, SocketAddr};
 use dsh_sandbox::{is_internal, HostVerdict};
 use tokio::net::TcpStream;
 
-use crate::DoorState;
+use crate::{DoorState, Refused};
 
 /// Why the proxy did not connect.
 #[derive(Debug)]
 pub(crate) enum Refusal {
-    /// Not on the allow-list, or on the deny-list.
+    /// Not on the allow-list.
     NotAllowed,
+    /// On the deny-list, by name or by the address it resolves to.
+    Denied,
     /// The name resolves to a loopback, link-local or private address that
     /// no allowing pattern names literally.
     Internal(IpAddr),
@@ -26,6 +28,9 @@ impl Refusal {
         match self {
             Refusal::NotAllowed => format!(
                 "dsh-bash proxy: {host}:{port} is not on this command's network allow-list\n"
+            ),
+            Refusal::Denied => format!(
+                "dsh-bash proxy: {host}:{port} is on the server's network deny-list\n"
             ),
             Refusal::Internal(ip) => format!(
                 "dsh-bash proxy: {host} resolves to the internal address {ip}, which only an allow-list entry naming it literally permits\n"
@@ -46,8 +51,12 @@ pub(crate) async fn connect(
 ) -> Result<TcpStream, Refusal> {
     let literal = match state.rules.verdict(host, port) {
         HostVerdict::Refused => {
-            state.log.deny(host, port);
+            state.log.deny(host, port, Refused::Unlisted);
             return Err(Refusal::NotAllowed);
+        }
+        HostVerdict::Denied => {
+            state.log.deny(host, port, Refused::Denied);
+            return Err(Refusal::Denied);
         }
         HostVerdict::Allowed { literal } => literal,
     };
@@ -63,11 +72,18 @@ pub(crate) async fn connect(
             }
         }
     };
+    if addresses
+        .iter()
+        .any(|a| state.rules.denies_address(a.ip(), port))
+    {
+        state.log.deny(host, port, Refused::Denied);
+        return Err(Refusal::Denied);
+    }
     if !literal {
         // Any internal answer refuses the name: a name that resolves both
         // ways is how a rebinding attack reaches the host's services.
         if let Some(inside) = addresses.iter().find(|a| is_internal(a.ip())) {
-            state.log.deny(host, port);
+            state.log.deny(host, port, Refused::Internal);
             return Err(Refusal::Internal(inside.ip()));
         }
     }

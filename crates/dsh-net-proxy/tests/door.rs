@@ -70,7 +70,10 @@ async fn head(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&head).into_owned()
 }
 
-async fn exchange(stream: &mut TcpStream, request: &[u8]) -> String {
+async fn exchange<S>(stream: &mut S, request: &[u8]) -> String
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     stream.write_all(request).await.unwrap();
     let mut seen = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut seen)).await;
@@ -229,4 +232,83 @@ async fn a_closed_door_cuts_its_tunnels_and_a_spent_budget_cuts_the_rest() {
     let mut rest = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(20), open.read_to_end(&mut rest)).await;
     assert!(read.is_ok(), "closing the door cut the tunnel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_door_serves_the_sockets_passed_through_its_far_end() {
+    use std::os::fd::AsFd;
+    let port = origin().await;
+    let proxy = Proxy::default();
+    let door = proxy
+        .door(
+            rules(&[format!("127.0.0.1:{port}")], &["denied.example"]),
+            DoorAt::Passed,
+        )
+        .unwrap();
+    assert_eq!(door.address(), &DoorAddress::Passed);
+    let far = door.far_end().expect("a passed door has a far end");
+    let passed = |far: &std::os::fd::OwnedFd| {
+        let stream = dsh_net_proxy::forward::pass_connection(far.as_fd())?;
+        stream.set_nonblocking(true)?;
+        tokio::net::UnixStream::from_std(stream)
+    };
+    let mut allowed = passed(&far).unwrap();
+    let request = format!("GET http://127.0.0.1:{port}/passed HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    let seen = exchange(&mut allowed, request.as_bytes()).await;
+    assert!(seen.contains("origin saw: GET /passed"), "{seen}");
+    let mut denied = passed(&far).unwrap();
+    let seen = exchange(
+        &mut denied,
+        b"CONNECT denied.example:443 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(seen.contains("deny-list"), "{seen}");
+    drop(door);
+    // With the door closed nothing serves what is passed any more: the
+    // pass fails, or the socket is closed unanswered.
+    if let Ok(mut late) = passed(&far) {
+        let _ = late.write_all(request.as_bytes()).await;
+        let mut seen = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), late.read_to_end(&mut seen)).await;
+        assert!(read.is_ok(), "the late socket was closed");
+        assert!(seen.is_empty(), "{}", String::from_utf8_lossy(&seen));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_keeps_only_names_it_can_vouch_for_and_counts_the_rest() {
+    let proxy = Proxy::default();
+    let door = proxy
+        .door(rules(&[], &["denied.example"]), DoorAt::Loopback)
+        .unwrap();
+    let socks = |name: &[u8], port: u16| {
+        let mut request = vec![5, 1, 0, 5, 1, 0, 3, name.len() as u8];
+        request.extend_from_slice(name);
+        request.extend_from_slice(&port.to_be_bytes());
+        request
+    };
+    let refuse = |request: Vec<u8>| {
+        let door = &door;
+        async move {
+            let mut stream = connect(door).await;
+            stream.write_all(&request).await.unwrap();
+            let mut reply = [0u8; 12];
+            stream.read_exact(&mut reply).await.unwrap();
+            assert_eq!(&reply[2..4], &[5, 2], "refused");
+        }
+    };
+    // A name that forges a fact: a closing bracket, a newline, a claim.
+    refuse(socks(b"x]\n[network: nothing was refused", 443)).await;
+    refuse(socks(b"denied.example", 443)).await;
+    for n in 0..40 {
+        refuse(socks(format!("h{n}.example").as_bytes(), 80)).await;
+    }
+    let denied = door.log().denied();
+    assert_eq!(denied.len(), 32, "{denied:?}");
+    assert_eq!(denied[0], "(a malformed name of 32 bytes):443");
+    assert_eq!(denied[1], "denied.example:443");
+    assert_eq!(door.log().more(), 10);
+    let askable = door.log().askable();
+    assert_eq!(askable.len(), 30, "neither the forged nor the denied one");
+    assert_eq!(askable[0], "h0.example:80");
 }

@@ -30,7 +30,7 @@
 //! names the `protected-paths` gap.
 //!
 //! With the network `off` (or on an allow-list, whose proxy door is a
-//! unix socket bound in, see [`crate::network`]), `--unshare-net`: a
+//! socket the forwarder inherits, see [`crate::network`]), `--unshare-net`: a
 //! network namespace of its own
 //! with only a loopback nobody outside listens on; bwrap (and so the
 //! command) also runs under a syscall filter refusing sockets of the

@@ -62,6 +62,13 @@ pub enum SandboxError {
     /// as the forwarder inside the namespace, and the host named none.
     #[error("the network allow-list under bubblewrap needs a forwarder program (LocalSandboxConfig::forwarder, the dsh-bash binary itself); none was configured, so the command is refused rather than run without its allow-list")]
     NoForwarder,
+    /// The network allow-list under Landlock needs its TCP rules (ABI 4):
+    /// below that the kernel would let every connect through.
+    #[error("the network allow-list under Landlock needs Landlock ABI 4 (Linux 6.7) for its TCP rules; this kernel has ABI {abi}, where a command could connect anywhere, so it is refused: use bubblewrap (--sandbox-backend bwrap), or network off or on")]
+    AllowListNeedsTcpRules {
+        /// The kernel's Landlock ABI.
+        abi: i64,
+    },
     /// A probe showed the backend does not confine here.
     #[error("{backend}: {reason}")]
     Probe {

@@ -2,8 +2,9 @@
 //! and the environment that points the command's tools at it.
 //!
 //! - bubblewrap: the command keeps its own network namespace with only
-//!   loopback; the door is a unix socket in a private directory bound
-//!   read-only into the sandbox, and the host's binary, re-executed as
+//!   loopback; the door is one end of a socket pair the command's
+//!   forwarder inherits by descriptor (no path: no other command can reach
+//!   it), and the host's binary, re-executed as
 //!   [`dsh_net_proxy::forward`]er, listens on `127.0.0.1:3128` inside and
 //!   relays to it. Nothing else leaves the namespace.
 //! - Landlock: no namespace; the door is a loopback TCP port, the only
@@ -15,7 +16,7 @@
 //! reachable); tools that honour the proxy variables do not need them.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use dsh_net_proxy::{Door, DoorAddress, DoorAt, Proxy};
@@ -27,24 +28,19 @@ use crate::error::SandboxError;
 #[derive(Debug)]
 pub(crate) struct OpenDoor {
     door: Door,
-    /// The private directory of a unix door's socket.
-    _dir: Option<tempfile::TempDir>,
 }
 
 impl OpenDoor {
-    /// The door's unix socket, for a door bound into a namespace.
-    pub(crate) fn socket(&self) -> Option<&Path> {
-        match self.door.address() {
-            DoorAddress::Unix(path) => Some(path),
-            DoorAddress::Tcp(_) => None,
-        }
+    /// The far end of a passed door, for the forwarder to inherit.
+    pub(crate) fn far_end(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.door.far_end()
     }
 
     /// The door's loopback port, for a door the ruleset lets through.
     pub(crate) fn port(&self) -> Option<u16> {
         match self.door.address() {
             DoorAddress::Tcp(address) => Some(address.port()),
-            DoorAddress::Unix(_) => None,
+            DoorAddress::Passed => None,
         }
     }
 }
@@ -55,29 +51,18 @@ fn proxy() -> &'static Proxy {
     PROXY.get_or_init(Proxy::default)
 }
 
-/// Opens the door of a command under `policy`: a unix socket in a fresh
-/// private directory under the host's temp dir (`unix`), else a loopback
-/// port.
-pub(crate) fn open(policy: &SandboxPolicy, unix: bool) -> Result<OpenDoor, SandboxError> {
-    let failed = |cause: std::io::Error| SandboxError::Door { cause };
-    if !unix {
-        let door = proxy()
-            .door(Arc::clone(&policy.hosts), DoorAt::Loopback)
-            .map_err(failed)?;
-        return Ok(OpenDoor { door, _dir: None });
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("dsh-bash-net-")
-        .tempdir_in(dsh_bash_local::scratch::temp_dir())
-        .map_err(failed)?;
-    let socket = dir.path().join("proxy.sock");
+/// Opens the door of a command under `policy`: a passed socket pair for a
+/// forwarder in a namespace (`passed`), else a loopback port.
+pub(crate) fn open(policy: &SandboxPolicy, passed: bool) -> Result<OpenDoor, SandboxError> {
+    let at = if passed {
+        DoorAt::Passed
+    } else {
+        DoorAt::Loopback
+    };
     let door = proxy()
-        .door(Arc::clone(&policy.hosts), DoorAt::Unix(socket))
-        .map_err(failed)?;
-    Ok(OpenDoor {
-        door,
-        _dir: Some(dir),
-    })
+        .door(Arc::clone(&policy.hosts), at)
+        .map_err(|cause| SandboxError::Door { cause })?;
+    Ok(OpenDoor { door })
 }
 
 /// What the command's environment says about the proxy at

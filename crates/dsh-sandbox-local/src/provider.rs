@@ -1,5 +1,5 @@
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use dsh_sandbox::{
@@ -333,7 +333,7 @@ impl LocalSandboxProvider {
     }
 
     /// Under bubblewrap or a bwrap-shaped runner: on an allow-list, the
-    /// door's socket and the forwarder are bound in and the forwarder
+    /// forwarder is bound in, inherits the door and the forwarder
     /// starts the command. Opening the protected paths and making stand-ins
     /// touches the file system: off the runtime threads.
     #[cfg(target_os = "linux")]
@@ -349,14 +349,13 @@ impl LocalSandboxProvider {
         let door = if policy.network == dsh_sandbox::NetworkPolicy::Allow {
             let program = crate::network::forwarder(self.config.forwarder.as_ref())?;
             let door = crate::network::open(policy, true)?;
-            let socket = door.socket().ok_or(SandboxError::NoForwarder)?;
-            owned_argv = dsh_net_proxy::forward::argv(program, socket);
+            let far_end = door.far_end().ok_or_else(|| SandboxError::Door {
+                cause: std::io::Error::other("a passed door without its far end"),
+            })?;
+            owned_argv = dsh_net_proxy::forward::argv(program, far_end.as_raw_fd());
             owned_argv.extend_from_slice(argv);
-            owned_policy
-                .readable
-                .extend(socket.parent().map(std::path::Path::to_owned));
             owned_policy.readable.push(program.clone());
-            Some(door)
+            Some((door, far_end))
         } else {
             None
         };
@@ -368,7 +367,10 @@ impl LocalSandboxProvider {
         .map_err(|err| SandboxError::Interrupted {
             detail: err.to_string(),
         })??;
-        if let Some(door) = door {
+        if let Some((door, far_end)) = door {
+            // Kept at its number through bwrap into the forwarder, which
+            // closes it on exec of the command.
+            confinement.invocation.restriction.keep_fds.push(far_end);
             crate::network::attach(&mut confinement, door, dsh_net_proxy::forward::PORT);
         }
         Ok(confinement)
@@ -407,6 +409,11 @@ impl LocalSandboxProvider {
             std::borrow::Cow::Borrowed(policy)
         };
         let door = if policy.network == dsh_sandbox::NetworkPolicy::Allow {
+            // Below ABI 4 the port rule is ignored and the filter lets TCP
+            // through: an allow-list would be no list at all.
+            if abi < 4 {
+                return Err(SandboxError::AllowListNeedsTcpRules { abi });
+            }
             Some(crate::network::open(&policy, false)?)
         } else {
             None

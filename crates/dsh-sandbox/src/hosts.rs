@@ -284,8 +284,10 @@ pub enum HostVerdict {
         /// Named literally by an allowing pattern.
         literal: bool,
     },
-    /// On the deny-list, or on no allow-list entry.
+    /// On no allow-list entry (a grant of the host could let it through).
     Refused,
+    /// On the deny-list: refused whatever is allowed.
+    Denied,
 }
 
 /// The allow- and deny-lists of the network policy `allow`. Deny wins; an
@@ -311,7 +313,7 @@ impl HostRules {
             .to_ascii_lowercase();
         let ip = host.parse::<IpAddr>().ok();
         if self.deny.iter().any(|p| p.matches(&host, ip, port)) {
-            return HostVerdict::Refused;
+            return HostVerdict::Denied;
         }
         let mut allowing = self.allow.iter().filter(|p| p.matches(&host, ip, port));
         match allowing.next() {
@@ -320,6 +322,17 @@ impl HostRules {
                 literal: first.is_literal() || allowing.any(HostPattern::is_literal),
             },
         }
+    }
+
+    /// True if a deny-list entry names the address `ip` (checked against
+    /// what an allowed name resolves to, so a denied address is not
+    /// reached under another name).
+    pub fn denies_address(&self, ip: IpAddr, port: u16) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            IpAddr::V4(_) => ip,
+        };
+        self.deny.iter().any(|p| p.matches("", Some(ip), port))
     }
 
     /// These rules with `extra` allowed as well (a person approved them for
@@ -341,26 +354,41 @@ impl HostRules {
 pub fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
                 || v4.is_unspecified()
                 || v4.is_multicast()
-                || v4.is_broadcast()
+                // 100.64/10 (carrier-grade NAT), 198.18/15 (benchmarking),
+                // 192.0.0/24 (protocol assignments), 240/4 (reserved and
+                // the broadcast address), 0/8.
                 || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (b & 0xfe) == 18)
+                || (a == 192 && b == 0 && c == 0)
+                || a >= 240
                 || a == 0
         }
         IpAddr::V6(v6) => {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_internal(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
+            let seg = v6.segments();
+            // 64:ff9b::/96, NAT64 of the embedded IPv4 address.
+            if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                let [hi, lo] = [seg[6], seg[7]];
+                let v4 = std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+                return is_internal(IpAddr::V4(v4));
+            }
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
+                // 64:ff9b:1::/48 (local-use NAT64), fc00::/7 (unique
+                // local), fe80::/10 (link-local), fec0::/10 (site-local).
+                || seg[..3] == [0x64, 0xff9b, 1]
+                || (seg[0] & 0xfe00) == 0xfc00
+                || (seg[0] & 0xffc0) == 0xfe80
+                || (seg[0] & 0xffc0) == 0xfec0
         }
     }
 }
@@ -431,6 +459,7 @@ mod tests {
         assert!(!allowed("example.org", 443), "the apex is not a subdomain");
         assert!(!allowed("badexample.org", 443));
         assert!(!allowed("evil.example.org", 443), "deny wins");
+        assert_eq!(list.verdict("evil.example.org", 443), HostVerdict::Denied);
         assert!(allowed("pypi.org", 443));
         assert!(!allowed("pypi.org", 80));
         assert_eq!(
@@ -455,7 +484,13 @@ mod tests {
             wider.verdict("example.org", 1),
             HostVerdict::Allowed { .. }
         ));
-        assert_eq!(wider.verdict("evil.example.org", 1), HostVerdict::Refused);
+        assert_eq!(wider.verdict("evil.example.org", 1), HostVerdict::Denied);
+        let by_address = rules(&["*.example.org"], &["10.0.0.5", "[::1]:443"]);
+        assert!(by_address.denies_address("10.0.0.5".parse().unwrap(), 80));
+        assert!(by_address.denies_address("::ffff:10.0.0.5".parse().unwrap(), 80));
+        assert!(by_address.denies_address("::1".parse().unwrap(), 443));
+        assert!(!by_address.denies_address("::1".parse().unwrap(), 80));
+        assert!(!by_address.denies_address("10.0.0.6".parse().unwrap(), 80));
     }
 
     #[test]
@@ -473,10 +508,26 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "192.0.0.8",
+            "240.0.0.1",
+            "255.255.255.255",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a00:1",
+            "64:ff9b:1::1",
+            "fec0::1",
         ] {
             assert!(is_internal(internal.parse().unwrap()), "{internal}");
         }
-        for external in ["93.184.216.34", "2606:2800:220:1::1", "100.128.0.1"] {
+        for external in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "100.128.0.1",
+            "198.20.0.1",
+            "192.0.2.1",
+            "64:ff9b::5db8:d822",
+        ] {
             assert!(!is_internal(external.parse().unwrap()), "{external}");
         }
     }

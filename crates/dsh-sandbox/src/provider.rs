@@ -168,8 +168,20 @@ pub trait DenialWitness: Send + Sync + fmt::Debug {
 /// under the network policy `allow` (its proxy's, per command).
 pub trait NetworkLog: Send + Sync + fmt::Debug {
     /// Every `host:port` refused so far, in the order first refused, each
-    /// once.
+    /// once (as many as the log keeps).
     fn denied(&self) -> Vec<String>;
+
+    /// Of [`NetworkLog::denied`], those refused only for being on no
+    /// allow-list entry: a grant of the host could let them through (not
+    /// deny-listed, not an internal address).
+    fn askable(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Refusals past the ones kept.
+    fn more(&self) -> u64 {
+        0
+    }
 }
 
 /// How to start one command: the argv to exec, the restriction the

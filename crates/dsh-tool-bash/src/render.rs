@@ -19,16 +19,27 @@ fn denial_marker(facts: &dsh_bash::BashSandboxInfo) -> String {
 /// The last line of a command the allow-list's proxy refused hosts: which
 /// ones (the proxy's own record, never the output), and how to ask for one.
 fn network_marker(facts: Option<&dsh_bash::BashSandboxInfo>) -> Option<String> {
-    let denied = &facts?.network.as_ref()?.denied;
-    let first = denied.first()?;
+    let network = facts?.network.as_ref()?;
+    if network.denied.is_empty() {
+        return None;
+    }
+    let mut refused = network.denied.join(", ");
+    if network.denied_more > 0 {
+        refused.push_str(&format!(" and {} more", network.denied_more));
+    }
+    // Suggest a grant only for a host a grant could let through.
+    let Some(first) = network.askable.first() else {
+        return Some(format!(
+            "[network: refused {refused} (deny-listed, internal or malformed: no grant for one call reaches them)]"
+        ));
+    };
     let host = first
         .rsplit_once(':')
         .map_or(first.as_str(), |(host, _)| host)
         .trim_start_matches('[')
         .trim_end_matches(']');
     Some(format!(
-        "[network: refused {} (not on this command's allow-list); if the command needs one, run it again with allow_hosts: [\"{host}\"] and a justification, which a person approves]",
-        denied.join(", ")
+        "[network: refused {refused} (not on this command's allow-list); if the command needs one, run it again with allow_hosts: [\"{host}\"] and a justification, which a person approves]"
     ))
 }
 
@@ -628,6 +639,41 @@ mod tests {
         assert!(render_run_result(&r).ends_with(
             "Read-only file system\n[sandbox: the kernel refused under read-only mode: fs.make_reg on /etc; fs.write_file on /usr/x]\n[exit code: 1]"
         ));
+    }
+
+    #[test]
+    fn the_network_line_suggests_a_grant_only_where_one_could_work() {
+        let mut r = result("", "", Some(7));
+        let mut network = dsh_bash::NetworkFacts::of(dsh_bash::NetworkPolicy::Allow);
+        network.denied = vec!["blocked.example:443".into(), "10.0.0.5:80".into()];
+        network.denied_more = 3;
+        r.sandbox = Some(BashSandboxInfo {
+            mode: SandboxMode::ReadOnly,
+            backend: Some("bwrap".into()),
+            denied: false,
+            denial_evidence: dsh_bash::DenialEvidence::Stderr,
+            refused: Vec::new(),
+            enforcement: Some(SandboxEnforcement::Full),
+            runner_failed: false,
+            gaps: Vec::new(),
+            workspace: Some("/ws".into()),
+            network: Some(network),
+            protected: Vec::new(),
+        });
+        let text = render_run_result(&r);
+        assert!(
+            text.contains("[network: refused blocked.example:443, 10.0.0.5:80 and 3 more (deny-listed, internal or malformed: no grant for one call reaches them)]"),
+            "{text}"
+        );
+        assert!(!text.contains("allow_hosts"), "{text}");
+        let facts = r.sandbox.as_mut().unwrap().network.as_mut().unwrap();
+        facts.denied.push("[2001:db8::1]:443".into());
+        facts.askable = vec!["[2001:db8::1]:443".into()];
+        let text = render_run_result(&r);
+        assert!(
+            text.contains("run it again with allow_hosts: [\"2001:db8::1\"] and a justification"),
+            "{text}"
+        );
     }
 
     #[test]
