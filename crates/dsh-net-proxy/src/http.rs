@@ -171,10 +171,25 @@ async fn relay(mut request: Request<Incoming>, state: &Arc<DoorState>) -> Respon
         .unwrap_or_default();
     *request.uri_mut() = origin;
     let headers = request.headers_mut();
-    for name in HOP_BY_HOP {
+    // Headers the client's `Connection` names are hop-by-hop too.
+    let named: Vec<String> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect();
+    for name in named.iter().map(String::as_str).chain(HOP_BY_HOP) {
         headers.remove(name);
     }
-    if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
+    headers.remove(hyper::header::CONNECTION);
+    // The origin's own name, without any `user:password@` of the URL.
+    let host_header = match authority.port() {
+        Some(port) => format!("{}:{port}", authority.host()),
+        None => authority.host().to_owned(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&host_header) {
         headers.insert(HOST, value);
     }
     match send(request, upstream, state).await {

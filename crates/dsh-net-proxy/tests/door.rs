@@ -29,7 +29,7 @@ async fn origin() -> u16 {
                 }
                 let line = String::from_utf8_lossy(&head);
                 let first = line.lines().next().unwrap_or_default().to_owned();
-                let body = format!("origin saw: {first}");
+                let body = format!("origin saw: {first}\nhead: {}", line.to_ascii_lowercase());
                 let reply = format!(
                     "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
@@ -311,4 +311,24 @@ async fn the_log_keeps_only_names_it_can_vouch_for_and_counts_the_rest() {
     let askable = door.log().askable();
     assert_eq!(askable.len(), 30, "neither the forged nor the denied one");
     assert_eq!(askable[0], "h0.example:80");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relayed_request_loses_its_userinfo_and_hop_by_hop_headers() {
+    let port = origin().await;
+    let proxy = Proxy::default();
+    let door = proxy
+        .door(rules(&[format!("127.0.0.1:{port}")], &[]), DoorAt::Loopback)
+        .unwrap();
+    let mut stream = connect(&door).await;
+    let request = format!(
+        "GET http://user:pw@127.0.0.1:{port}/hop HTTP/1.1\r\nhost: x\r\nconnection: close, x-secret\r\nx-secret: 1\r\nproxy-authorization: Basic eA==\r\nx-kept: 2\r\n\r\n"
+    );
+    let seen = exchange(&mut stream, request.as_bytes()).await;
+    assert!(seen.contains("origin saw: GET /hop"), "{seen}");
+    assert!(seen.contains(&format!("host: 127.0.0.1:{port}\r\n")), "{seen}");
+    assert!(seen.contains("x-kept: 2"), "{seen}");
+    for gone in ["pw@", "x-secret", "proxy-authorization"] {
+        assert!(!seen.contains(gone), "{gone}: {seen}");
+    }
 }
