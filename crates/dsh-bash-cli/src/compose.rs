@@ -75,6 +75,13 @@ pub struct ExecutorArgs {
     /// pattern (exact name; repeatable).
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep_env: Vec<String>,
+    /// The user's own shell for every command: auto (a snapshot of what
+    /// $SHELL's start-up files set up, bash or zsh: variables, PATH,
+    /// functions, aliases, glob options; credentials scrubbed), off, or a
+    /// bash FILE to source instead. Default: auto for mcp (taken in the
+    /// background at start, bounded), off for run.
+    #[arg(long, value_name = "auto|off|FILE")]
+    pub shell_snapshot: Option<String>,
     /// How commands are contained: auto (a cgroup per command where this
     /// host allows, else the process-tree walk) or process-tree.
     #[arg(long, value_name = "HOW", default_value = "auto",
@@ -224,6 +231,78 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
             .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.clone())),
         ..LocalConfig::default()
     }
+}
+
+/// How long one attempt at a shell snapshot may take.
+const SNAPSHOT_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What `--shell-snapshot` asks for (`default_auto` when it is absent):
+/// `auto` is `$SHELL` (else bash), a file must exist.
+pub fn snapshot_source(
+    args: &ExecutorArgs,
+    default_auto: bool,
+) -> anyhow::Result<Option<dsh_bash_local::SnapshotSource>> {
+    let asked = args.shell_snapshot.as_deref();
+    match asked {
+        Some("off") => Ok(None),
+        None if !default_auto => Ok(None),
+        None | Some("auto") => {
+            let shell = std::env::var_os("SHELL")
+                .filter(|shell| !shell.is_empty())
+                .map_or_else(|| PathBuf::from("bash"), PathBuf::from);
+            Ok(Some(dsh_bash_local::SnapshotSource::Login { shell }))
+        }
+        Some(file) => {
+            let path = std::path::absolute(file).unwrap_or_else(|_| PathBuf::from(file));
+            if !path.is_file() {
+                anyhow::bail!(
+                    "--shell-snapshot {file}: no such file; expected auto, off or a bash file to source"
+                );
+            }
+            Ok(Some(dsh_bash_local::SnapshotSource::File(path)))
+        }
+    }
+}
+
+/// Takes the snapshot of `source` with an executor of its own (unconfined:
+/// it is the user's own start-up files, run as a terminal would) and
+/// settles `slot`, logging what it kept or why there is none.
+pub async fn take_snapshot(
+    local: &LocalConfig,
+    source: dsh_bash_local::SnapshotSource,
+    slot: Arc<dsh_bash_local::SnapshotSlot>,
+) {
+    let capture = LocalConfig {
+        shell_snapshot: None,
+        discard_spill_on_shutdown: true,
+        ..local.clone()
+    };
+    let taken = match LocalBashExecutor::new(capture) {
+        Ok(executor) => {
+            let taken =
+                dsh_bash_local::take_shell_snapshot(&executor, &source, SNAPSHOT_BOUND).await;
+            executor.shutdown().await;
+            taken
+        }
+        Err(err) => Err(dsh_bash_local::SnapshotError::Io {
+            detail: err.to_string(),
+        }),
+    };
+    match &taken {
+        Ok(snapshot) => {
+            let summary = snapshot.summary();
+            tracing::info!(source = %summary.source, variables = summary.variables, functions = summary.functions, aliases = summary.aliases, bytes = summary.script_bytes, without_rc = summary.without_rc, scrubbed = ?summary.scrubbed, "shell snapshot taken");
+            if !summary.dropped.is_empty() {
+                tracing::warn!(
+                    "shell snapshot of {}: left out {}",
+                    summary.source,
+                    summary.dropped.join(", ")
+                );
+            }
+        }
+        Err(err) => tracing::warn!("no shell snapshot: {err}"),
+    }
+    slot.settle(taken);
 }
 
 /// The output a result shows the model, in bytes, and the tail of each

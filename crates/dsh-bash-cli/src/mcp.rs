@@ -78,6 +78,14 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         .and_then(|l| l.token_file().map(ToOwned::to_owned))
         .into_iter()
         .collect();
+    // The user's shell: taken in the background, bounded; commands run
+    // without it until it is ready.
+    if let Some(source) = compose::snapshot_source(&args.executor, true)? {
+        let slot = dsh_bash_local::SnapshotSlot::pending();
+        local.shell_snapshot = Some(Arc::clone(&slot));
+        let capture = local.clone();
+        tokio::spawn(async move { compose::take_snapshot(&capture, source, slot).await });
+    }
     let swept = local.clone();
     let composed = compose::compose(&args.executor, local, secrets.clone())?;
     // What dead hosts left (their cgroups, processes killed first; their

@@ -38,7 +38,14 @@ pub struct RunArgs {
 
 /// Runs the command; the exit code mirrors the command's.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let executor = compose::executor(&args.executor, compose::local_config(&args.executor))?;
+    let mut local = compose::local_config(&args.executor);
+    // Asked for on one command: taken first, then the command runs.
+    if let Some(source) = compose::snapshot_source(&args.executor, false)? {
+        let slot = dsh_bash_local::SnapshotSlot::pending();
+        compose::take_snapshot(&local, source, std::sync::Arc::clone(&slot)).await;
+        local.shell_snapshot = Some(slot);
+    }
+    let executor = compose::executor(&args.executor, local)?;
     let cancel = CancellationToken::new();
     let mut request = BashExecRequest::new(args.command.join(" "));
     request.timeout = args

@@ -67,6 +67,9 @@ pub struct LocalConfig {
     /// Tasks taking input (a terminal or an open stdin) one owner may have
     /// running at once; past it starting one is refused. Default 16.
     pub max_interactive_tasks: usize,
+    /// The user's shell snapshot every command sources once it is taken
+    /// ([`crate::take_shell_snapshot`]; bash shells only). Default none.
+    pub shell_snapshot: Option<std::sync::Arc<crate::SnapshotSlot>>,
 }
 
 /// Which mechanism contains commands.
@@ -103,6 +106,7 @@ impl Default for LocalConfig {
             adopt_orphans: false,
             limits: ResourceLimits::for_this_machine(),
             max_interactive_tasks: 16,
+            shell_snapshot: None,
         }
     }
 }

@@ -43,18 +43,21 @@ impl ScrubPolicy {
     }
 }
 
-/// Builds the child environment: scrubbed `inherited`, then the overrides,
-/// then `explicit` (which wins, even for secret-looking names). Sorted by
-/// name, one entry per name.
+/// Builds the child environment: scrubbed `inherited`, then the shell
+/// snapshot's variables (scrubbed when taken), then the overrides, then
+/// `explicit` (which wins, even for secret-looking names). Sorted by name,
+/// one entry per name.
 pub(crate) fn child_env(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
     policy: &ScrubPolicy,
+    snapshot: &[(OsString, OsString)],
     explicit: Option<&BTreeMap<String, String>>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: BTreeMap<OsString, OsString> = inherited
         .into_iter()
         .filter(|(name, value)| !policy.drops_entry(&name.to_string_lossy(), &value.to_string_lossy()))
         .collect();
+    env.extend(snapshot.iter().cloned());
     for (name, value) in OVERRIDES {
         env.insert(name.into(), value.into());
     }
@@ -94,6 +97,7 @@ mod tests {
                 ("TERM", "xterm"),
             ]),
             &ScrubPolicy::default(),
+            &[],
             None,
         );
         let names: Vec<_> = env
@@ -118,7 +122,7 @@ mod tests {
             ("PLAIN_URL", "https://example.org/path"),
             ("OLDPWD", "/home/u"),
         ]);
-        let env = child_env(inherited.clone(), &ScrubPolicy::default(), None);
+        let env = child_env(inherited.clone(), &ScrubPolicy::default(), &[], None);
         let kept: Vec<_> = env
             .iter()
             .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -129,11 +133,11 @@ mod tests {
             allow: vec!["DATABASE_URL".into()],
             ..ScrubPolicy::default()
         };
-        let env = child_env(inherited, &keep, None);
+        let env = child_env(inherited, &keep, &[], None);
         assert_eq!(value(&env, "DATABASE_URL"), Some("postgres://u:hunter2@db/x"));
         // An explicit entry from the caller is never a guess.
         let explicit = BTreeMap::from([("TOKEN_URL".to_owned(), "https://u:p@h/".to_owned())]);
-        let env = child_env(Vec::new(), &ScrubPolicy::default(), Some(&explicit));
+        let env = child_env(Vec::new(), &ScrubPolicy::default(), &[], Some(&explicit));
         assert_eq!(value(&env, "TOKEN_URL"), Some("https://u:p@h/"));
     }
 
@@ -150,6 +154,7 @@ mod tests {
         let env = child_env(
             pairs(&[("SSH_AUTH_SOCK_KEY", "a"), ("OTHER_KEY", "b")]),
             &policy,
+            &[],
             Some(&explicit),
         );
         assert_eq!(value(&env, "TERM"), Some("xterm-256color"));

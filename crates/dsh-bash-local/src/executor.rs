@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{ConfigError, LocalConfig};
 use crate::env::child_env;
+use crate::shell_run::ShellRun;
 use crate::output::Stream;
 use crate::signal::signal_name;
 use crate::input::InputSlot;
@@ -42,6 +43,9 @@ struct Inner {
     closed: AtomicBool,
     shutdown: CancellationToken,
     tracker: TaskTracker,
+    /// The script of a command that reports its final directory without a
+    /// snapshot, made once.
+    prologue: std::sync::OnceLock<Option<Arc<std::os::fd::OwnedFd>>>,
 }
 
 impl std::fmt::Debug for LocalBashExecutor {
@@ -169,6 +173,7 @@ impl LocalBashExecutor {
                 closed: AtomicBool::new(false),
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
+                prologue: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -320,10 +325,15 @@ impl Inner {
             .ok_or_else(|| BashError::UnknownTask { id: id.clone() })
     }
 
-    fn launch(&self, spec: &BashExecSpec, invocation: Invocation) -> Launch {
+    fn launch(&self, spec: &BashExecSpec, invocation: Invocation, shell: &ShellRun) -> Launch {
         let mut argv = invocation.argv.into_iter();
         let program = argv.next().unwrap_or_default();
-        let mut env = child_env(std::env::vars_os(), &self.config.scrub, spec.env.as_ref());
+        let mut env = child_env(
+            std::env::vars_os(),
+            &self.config.scrub,
+            shell.variables(),
+            spec.env.as_ref(),
+        );
         // Inherited by every descendant that keeps its environment: how the
         // watchdog finds, at host death, what no group or cgroup holds.
         // (Overwritten: a host running inside another one's command has
@@ -369,10 +379,12 @@ impl Inner {
         streams: (&Arc<Stream>, &Arc<Stream>),
         timeout: Option<Duration>,
         (stop, input): (&Stop, Option<&Arc<InputSlot>>),
-    ) -> std::io::Result<Ended> {
+    ) -> std::io::Result<(Ended, Option<dsh_bash::ShellFacts>)> {
         let held = std::mem::take(&mut invocation.held);
-        let launch = self.launch(spec, invocation);
-        supervise(
+        let foreground = timeout.is_some();
+        let shell = ShellRun::prepare(&self.config, &self.prologue, spec, &mut invocation, foreground)?;
+        let launch = self.launch(spec, invocation, &shell);
+        let ended = supervise(
             launch,
             Capture {
                 stdin: spec.stdin.clone(),
@@ -397,7 +409,8 @@ impl Inner {
             },
             held,
         )
-        .await
+        .await?;
+        Ok((ended, shell.facts()))
     }
 
     async fn foreground(
@@ -410,7 +423,7 @@ impl Inner {
         let (stdout, stderr) = (Stream::new(cap), Stream::new(cap));
         let timeout = spec.timeout;
         let program = program_of(&invocation);
-        let ended = self
+        let (ended, shell) = self
             .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), (stop, None))
             .await
             .map_err(|cause| BashError::Spawn {
@@ -436,6 +449,7 @@ impl Inner {
             sandbox: None,
             containment: Some(ended.containment),
             limits: ended.limits,
+            shell,
         })
     }
 
@@ -453,6 +467,7 @@ impl Inner {
             Ok(()) => self
                 .supervise(&spec, invocation, streams, None, (&entry.stop, entry.input.as_ref()))
                 .await
+                .map(|(ended, _)| ended)
                 .map_err(|err| format!("cannot run {program}: {err}")),
             Err(err) => Err(err.to_string()),
         };
@@ -552,6 +567,7 @@ impl BashExecutor for LocalBashExecutor {
             cancel: request.cancel,
             terminal: request.terminal,
             interactive: request.interactive,
+            report_cwd: request.report_cwd,
         })
     }
 

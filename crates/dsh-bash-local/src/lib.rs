@@ -206,6 +206,8 @@ linux! {
     mod limits;
     mod output;
     mod secrets;
+    mod shell_run;
+    mod snapshot;
     mod spawn;
     mod spill;
     mod supervise;
@@ -215,23 +217,31 @@ linux! {
     mod watchdog;
     mod watchdog_main;
     pub use executor::{sweep_dead_hosts, LocalBashExecutor};
+    pub use snapshot::take_shell_snapshot;
     pub use watchdog::use_watchdog_program;
     pub use watchdog_main::run_watchdog_if_asked;
 }
 
 elsewhere! {
     mod unsupported;
-    pub use unsupported::{run_watchdog_if_asked, sweep_dead_hosts, use_watchdog_program, LocalBashExecutor};
+    pub use unsupported::{
+        run_watchdog_if_asked, sweep_dead_hosts, take_shell_snapshot, use_watchdog_program,
+        LocalBashExecutor,
+    };
 }
 
 mod config;
 pub mod scratch;
 mod settle;
+mod shell;
 mod signal;
 
 pub use config::{ConfigError, ContainmentChoice, LocalConfig, ResourceLimits, ScrubPolicy};
 pub use dsh_sandbox::Invocation;
 pub use settle::{SettleStamp, Settled};
+pub use shell::{
+    ShellSnapshot, SnapshotError, SnapshotSlot, SnapshotSource, SnapshotState, SnapshotSummary,
+};
 pub use signal::{signal_name, signal_number};
 
 /// Raises this process's soft open-file limit to its hard limit and returns

@@ -135,3 +135,16 @@ pub fn run_watchdog_if_asked() {}
 
 /// Names the watchdog program: nothing to watch here.
 pub fn use_watchdog_program(_program: impl Into<std::path::PathBuf>) {}
+
+/// Shell snapshots need Linux.
+///
+/// # Errors
+///
+/// Always [`crate::SnapshotError::Unsupported`].
+pub async fn take_shell_snapshot(
+    _executor: &LocalBashExecutor,
+    _source: &crate::SnapshotSource,
+    _timeout: std::time::Duration,
+) -> Result<crate::ShellSnapshot, crate::SnapshotError> {
+    Err(crate::SnapshotError::Unsupported)
+}

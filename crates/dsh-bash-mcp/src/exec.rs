@@ -215,6 +215,7 @@ async fn run(
     request.network = extras.network;
     request.terminal = extras.terminal;
     request.interactive = extras.interactive;
+    request.report_cwd = extras.report_cwd;
     if call.background {
         request.owner = Some(session.owner());
     }

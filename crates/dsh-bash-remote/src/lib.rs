@@ -319,6 +319,7 @@ impl Inner {
             allow_hosts: spec.allow_hosts.clone(),
             terminal: spec.terminal,
             interactive: spec.interactive,
+            report_cwd: spec.report_cwd,
         }
     }
 
@@ -581,6 +582,7 @@ fn abandoned(spec: &BashExecSpec) -> BashRunResult {
         sandbox: None,
         containment: None,
         limits: None,
+        shell: None,
     }
 }
 
@@ -640,6 +642,7 @@ impl BashExecutor for RemoteBashExecutor {
             cancel: request.cancel,
             terminal: request.terminal,
             interactive: request.interactive,
+            report_cwd: request.report_cwd,
         })
     }
 

@@ -58,7 +58,7 @@ pub use limits::{BashLimits, LimitMechanism};
 pub use request::{BashExecRequest, BashExecSpec, TerminalSize, MAX_TERMINAL_CELLS};
 pub use result::{
     BashRunResult, BashSandboxInfo, CollectedOutput, Containment, DenialEvidence, NetworkFacts,
-    MAX_REFUSALS,
+    ShellFacts, MAX_REFUSALS,
 };
 pub use task::{
     join_streams, task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus,

@@ -47,6 +47,12 @@ pub struct BashExecRequest {
     /// A background task whose stdin stays an open pipe to write to
     /// ([`crate::BashExecutor::write_input`]) instead of `/dev/null`.
     pub interactive: bool,
+    /// Report the directory a foreground command's shell ended in
+    /// ([`crate::ShellFacts::final_cwd`]), for a caller that keeps the
+    /// working directory between calls. Learned from the shell itself (an
+    /// `EXIT` trap writing to a descriptor), never from its output;
+    /// executors whose shell is not bash report none.
+    pub report_cwd: bool,
 }
 
 /// The most columns (and rows) a terminal may have: a screen is kept in
@@ -145,6 +151,8 @@ pub struct BashExecSpec {
     pub terminal: Option<TerminalSize>,
     /// An open stdin, carried through verbatim.
     pub interactive: bool,
+    /// Whether to report the final directory, carried through verbatim.
+    pub report_cwd: bool,
 }
 
 impl BashExecSpec {

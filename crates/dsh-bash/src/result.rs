@@ -182,4 +182,24 @@ pub struct BashRunResult {
     /// from executors that apply none.
     #[serde(default)]
     pub limits: Option<crate::BashLimits>,
+    /// What the shell itself said: whether the user's shell snapshot was
+    /// sourced, the directory it ended in. `None` from executors that do
+    /// not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<ShellFacts>,
+}
+
+/// What a command's shell brought and left.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellFacts {
+    /// The user's shell snapshot (their start-up files' variables,
+    /// functions, aliases and options) was sourced before the command.
+    pub snapshot: bool,
+    /// The directory the shell ended in (`pwd -P` at exit), when asked
+    /// for ([`crate::BashExecSpec::report_cwd`]) and the shell got to say
+    /// so (not when it was killed or `exec`ed another program). The
+    /// command could have written it itself: a caller checks it before
+    /// using it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_cwd: Option<std::path::PathBuf>,
 }

@@ -65,6 +65,9 @@ pub struct ExecExtras {
     /// Keep a background task's stdin open for `bash_write`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
+    /// Report the directory the command's shell ended in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub report_cwd: bool,
 }
 
 /// What a server tells a remote executor about itself.

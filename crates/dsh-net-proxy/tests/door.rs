@@ -253,7 +253,9 @@ async fn a_passed_door_serves_the_sockets_passed_through_its_far_end() {
         tokio::net::UnixStream::from_std(stream)
     };
     let mut allowed = passed(&far).unwrap();
-    let request = format!("GET http://127.0.0.1:{port}/passed HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    let request = format!(
+        "GET http://127.0.0.1:{port}/passed HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    );
     let seen = exchange(&mut allowed, request.as_bytes()).await;
     assert!(seen.contains("origin saw: GET /passed"), "{seen}");
     let mut denied = passed(&far).unwrap();
@@ -326,7 +328,10 @@ async fn a_relayed_request_loses_its_userinfo_and_hop_by_hop_headers() {
     );
     let seen = exchange(&mut stream, request.as_bytes()).await;
     assert!(seen.contains("origin saw: GET /hop"), "{seen}");
-    assert!(seen.contains(&format!("host: 127.0.0.1:{port}\r\n")), "{seen}");
+    assert!(
+        seen.contains(&format!("host: 127.0.0.1:{port}\r\n")),
+        "{seen}"
+    );
     assert!(seen.contains("x-kept: 2"), "{seen}");
     for gone in ["pw@", "x-secret", "proxy-authorization"] {
         assert!(!seen.contains(gone), "{gone}: {seen}");

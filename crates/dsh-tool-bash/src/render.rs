@@ -459,6 +459,7 @@ mod tests {
             sandbox: None,
             containment: None,
             limits: None,
+            shell: None,
         }
     }
 

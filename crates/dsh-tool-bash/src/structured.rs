@@ -324,6 +324,7 @@ mod tests {
             containment: None,
             sandbox: None,
             limits: None,
+            shell: None,
         }
     }
 

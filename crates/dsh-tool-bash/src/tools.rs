@@ -787,5 +787,6 @@ fn run_of(read: &dsh_bash::BashTaskRead, after: std::time::Duration) -> dsh_bash
         sandbox: task.sandbox.clone(),
         containment: None,
         limits: task.limits.clone(),
+        shell: None,
     }
 }

@@ -82,13 +82,22 @@ impl RawServer {
     /// Started with `mcp ARGS` and the environment variables `envs` set,
     /// nothing sent yet.
     pub fn spawn_in(args: &[&str], envs: &[(&str, &std::path::Path)]) -> RawServer {
+        RawServer::spawn_logged(args, envs, Stdio::null())
+    }
+
+    /// The same, its stderr (the log) to `stderr`.
+    pub fn spawn_logged(
+        args: &[&str],
+        envs: &[(&str, &std::path::Path)],
+        stderr: impl Into<Stdio>,
+    ) -> RawServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
             .arg("mcp")
             .args(args)
             .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdin = child.stdin.take();

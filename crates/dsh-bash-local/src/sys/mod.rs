@@ -199,10 +199,9 @@ pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> 
     }))
 }
 
-/// `text` in a sealed in-memory file (close-on-exec, positioned at its
-/// start): a descriptor a command can read but nobody can change.
-pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
-    use std::io::{Seek, Write};
+/// An empty in-memory file (close-on-exec) a child may write to: no path
+/// names it, nobody else can open it.
+pub(crate) fn memory_file() -> io::Result<OwnedFd> {
     // SAFETY: memfd_create with a static NUL-terminated name and flags.
     let fd = unsafe {
         libc::memfd_create(
@@ -214,7 +213,14 @@ pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the kernel just handed us this fd.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `text` in a sealed in-memory file (close-on-exec, positioned at its
+/// start): a descriptor a command can read but nobody can change.
+pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
+    use std::io::{Seek, Write};
+    let mut file = std::fs::File::from(memory_file()?);
     file.write_all(text)?;
     file.rewind()?;
     let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
@@ -358,7 +364,7 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
 mod launch;
 mod restrict;
 
-pub(crate) use launch::{launch, Launch, Launcher, Pipes};
+pub(crate) use launch::{launch, pipe, Launch, Launcher, Pipes};
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,272 @@
+//! The user's own shell through the real binary, with a made-up home: the
+//! snapshot of its start-up files (a fake `nvm` on `PATH`, a function, an
+//! alias, glob options; a token it exports never arrives), unconfined and
+//! under each sandbox backend; a `.bashrc` that hangs does not hold the
+//! server up; a zsh user gets their `PATH`; `run --shell-snapshot FILE`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::confined::{base, usable_or_skip};
+use common::RawServer;
+use serde_json::{json, Value};
+
+/// A home whose start-up files set up a toolchain, a function, an alias
+/// and a secret, the way `nvm`'s installer does.
+fn made_up_home(name: &str, bashrc_extra: &str) -> PathBuf {
+    let home = base().join(name);
+    let _ = std::fs::remove_dir_all(&home);
+    let bin = home.join(".nvm/versions/node/v20.0.0/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("node"), "#!/bin/sh\necho \"fake node v20 $*\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join("node"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        home.join(".profile"),
+        "export FROM_PROFILE=yes\n[ -n \"$BASH_VERSION\" ] && [ -f \"$HOME/.bashrc\" ] && . \"$HOME/.bashrc\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".bashrc"),
+        format!(
+            "{bashrc_extra}case $- in *i*) ;; *) return;; esac\n\
+             export NVM_DIR=\"$HOME/.nvm\"\n\
+             export PATH=\"$NVM_DIR/versions/node/v20.0.0/bin:$PATH\"\n\
+             export FAKE_TOKEN=s3cret\n\
+             export DATABASE_URL=postgres://u:hunter2@db/x\n\
+             greet() {{ echo \"hello, $1\"; }}\n\
+             alias ll='echo listing'\n\
+             shopt -s globstar\n"
+        ),
+    )
+    .unwrap();
+    home
+}
+
+/// `bash` through a raw MCP server, its text.
+fn call(server: &mut RawServer, id: u64, command: &str) -> String {
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": command, "description": "d"}}});
+    server.send(&request.to_string());
+    let reply: Value = server.next();
+    assert_eq!(reply["id"], id, "{reply}");
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"))
+        .to_owned()
+}
+
+/// Calls until the snapshot is in (the function is defined), at most 60 s.
+fn until_snapshot(server: &mut RawServer, probe: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for id in 10.. {
+        let text = call(server, id, &format!("type -t {probe} || true"));
+        if text.starts_with("function") {
+            return id + 1;
+        }
+        assert!(Instant::now() < deadline, "no snapshot after 60 s: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unreachable!()
+}
+
+fn initialize(server: &mut RawServer) {
+    server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+    assert_eq!(server.next()["id"], 1);
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+}
+
+fn serve(home: &Path, shell: &str, args: &[&str]) -> RawServer {
+    let shell = PathBuf::from(shell);
+    let mut server = RawServer::spawn_in(args, &[("HOME", home), ("SHELL", &shell)]);
+    initialize(&mut server);
+    server
+}
+
+const CHECK: &str = "node --version; greet you; ll; echo \"token=${FAKE_TOKEN-unset} db=${DATABASE_URL-unset} profile=${FROM_PROFILE-unset}\"; shopt -q globstar && echo globstar-on";
+
+fn assert_users_shell(text: &str, context: &str) {
+    assert!(
+        text.contains("fake node v20 --version"),
+        "{context}: {text}"
+    );
+    assert!(text.contains("hello, you\nlisting\n"), "{context}: {text}");
+    assert!(
+        text.contains("token=unset db=unset profile=yes"),
+        "the secrets stay out, the profile's variable comes in: {context}: {text}"
+    );
+    assert!(text.contains("globstar-on"), "{context}: {text}");
+}
+
+#[test]
+fn the_snapshot_brings_the_users_toolchain_functions_and_aliases_but_not_their_secrets() {
+    let home = made_up_home("snapshot-home", "");
+    let mut server = serve(&home, "/bin/bash", &[]);
+    let id = until_snapshot(&mut server, "greet");
+    assert_users_shell(&call(&mut server, id, CHECK), "unconfined");
+    // A nested shell neither re-sources it nor sees BASH_ENV.
+    let nested = call(
+        &mut server,
+        id + 1,
+        "bash -c 'echo \"env=${BASH_ENV-unset}\"; type -t greet || echo no-greet'",
+    );
+    assert_eq!(nested, "env=unset\nno-greet\n");
+    // The script's descriptor is closed before the command runs.
+    let fds = call(&mut server, id + 2, "ls /proc/$$/fd | tr '\\n' ' '");
+    assert_eq!(fds, "0 1 2 ", "only stdio");
+}
+
+#[test]
+fn confined_commands_get_the_snapshot_too() {
+    let home = made_up_home("snapshot-home-confined", "");
+    for backend in ["bwrap", "landlock"] {
+        let sandbox = ["--sandbox", "workspace-write", "--sandbox-backend", backend];
+        if !usable_or_skip(&sandbox, &format!("the snapshot under {backend}")) {
+            continue;
+        }
+        let ws = base().join(format!("snapshot-ws-{backend}"));
+        std::fs::create_dir_all(&ws).unwrap();
+        let ws_arg = ws.display().to_string();
+        let mut args = sandbox.to_vec();
+        args.extend(["--workdir", &ws_arg]);
+        let mut server = serve(&home, "/bin/bash", &args);
+        let id = until_snapshot(&mut server, "greet");
+        assert_users_shell(&call(&mut server, id, CHECK), backend);
+    }
+}
+
+#[test]
+fn a_hanging_bashrc_does_not_hold_the_server_up() {
+    let home = made_up_home("snapshot-home-slow", "sleep 30\n");
+    let log = base().join("snapshot-slow.log");
+    std::fs::create_dir_all(base()).unwrap();
+    let shell = PathBuf::from("/bin/bash");
+    let mut server = RawServer::spawn_logged(
+        &[],
+        &[("HOME", &home), ("SHELL", &shell)],
+        std::fs::File::create(&log).unwrap(),
+    );
+    initialize(&mut server);
+    // Served at once, without the snapshot.
+    let text = call(
+        &mut server,
+        2,
+        "echo served; type -t greet || echo no-greet",
+    );
+    assert_eq!(text, "served\nno-greet\n");
+    // Both attempts run over their 10 s and the reason is logged.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let reason = loop {
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(line) = logged.lines().find(|l| l.contains("no shell snapshot")) {
+            break line.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no reason logged: {logged}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        reason.contains("did not finish reading its start-up files within 10 s"),
+        "{reason}"
+    );
+    let text = call(
+        &mut server,
+        3,
+        "echo still-served; type -t greet || echo no-greet",
+    );
+    assert_eq!(text, "still-served\nno-greet\n");
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}
+
+#[test]
+fn a_zsh_user_gets_their_path() {
+    if !Path::new("/usr/bin/zsh").exists() {
+        let required = std::env::var("DSH_TEST_REQUIRE_ZSH").is_ok_and(|v| v == "1");
+        assert!(!required, "zsh is required (apt-get install zsh)");
+        eprintln!("SKIP: zsh is not installed (apt-get install zsh)");
+        return;
+    }
+    let home = made_up_home("snapshot-home-zsh", "");
+    std::fs::write(
+        home.join(".zshrc"),
+        "export PATH=\"$HOME/.nvm/versions/node/v20.0.0/bin:$PATH\"\n\
+         export FAKE_TOKEN=s3cret\n\
+         zgreet() { echo \"zsh says ${1:-hi}\"; }\n\
+         broken() { print -l *(.) }\n\
+         twice() { repeat 2 echo x }\n\
+         alias zl='echo zsh-listing'\n",
+    )
+    .unwrap();
+    let log = base().join("snapshot-zsh.log");
+    let shell = PathBuf::from("/usr/bin/zsh");
+    let mut server = RawServer::spawn_logged(
+        &[],
+        &[("HOME", &home), ("SHELL", &shell)],
+        std::fs::File::create(&log).unwrap(),
+    );
+    initialize(&mut server);
+    let id = until_snapshot(&mut server, "zgreet");
+    let text = call(
+        &mut server,
+        id,
+        "node --version; zgreet; zl; echo token=${FAKE_TOKEN-unset}; type -t broken twice || echo dropped",
+    );
+    assert_eq!(
+        text,
+        "fake node v20 --version\nzsh says hi\nzsh-listing\ntoken=unset\ndropped\n"
+    );
+    // Each function bash cannot parse is dropped by name, the rest kept.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    for name in ["broken", "twice"] {
+        assert!(
+            logged.contains(&format!("function {name} (bash cannot parse it)")),
+            "{logged}"
+        );
+    }
+}
+
+#[test]
+fn run_takes_a_snapshot_only_when_asked_and_refuses_a_missing_file() {
+    let home = made_up_home("snapshot-home-run", "");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
+            .arg("run")
+            .args(args)
+            .env("HOME", &home)
+            .env("SHELL", "/bin/bash")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let off = run(&["--json", "--", "type -t greet || echo no-greet"]);
+    let result: Value = serde_json::from_slice(&off.stdout).unwrap();
+    assert_eq!(result["stdout"]["text"], "no-greet\n");
+    assert!(result.get("shell").is_none(), "{result}");
+    let auto = run(&["--json", "--shell-snapshot", "auto", "--", CHECK]);
+    let result: Value = serde_json::from_slice(&auto.stdout).unwrap();
+    assert_users_shell(result["stdout"]["text"].as_str().unwrap(), "run auto");
+    assert_eq!(result["shell"]["snapshot"], true, "{result}");
+    let file = home.join("team.bash");
+    std::fs::write(&file, "team() { echo team-fn; }\nexport TEAM_VAR=1\n").unwrap();
+    let from_file = run(&[
+        "--shell-snapshot",
+        &file.display().to_string(),
+        "--",
+        "team; echo $TEAM_VAR",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&from_file.stdout), "team-fn\n1\n");
+    let missing = run(&["--shell-snapshot", "/nonexistent/x.bash", "--", "echo ran"]);
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains(
+            "--shell-snapshot /nonexistent/x.bash: no such file; expected auto, off or a bash file"
+        ),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&missing.stdout).contains("ran"));
+}

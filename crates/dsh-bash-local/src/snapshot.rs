@@ -1,0 +1,538 @@
+//! Taking a shell snapshot ([`crate::shell`]): the user's login shell runs
+//! once through the executor itself (a contained process tree with a
+//! timeout, killed whole when it runs over) and writes its state to
+//! in-memory files it inherits by descriptor, one per part: its
+//! environment (`env -0`), its functions (each on its own, completion
+//! functions `_*` left out), its aliases and, for bash, its options. The
+//! server then keeps what bash can use, scrubbed:
+//!
+//! - variables: valid names only, not the shell's own bookkeeping (`PWD`,
+//!   `SHLVL`, prompts, history), not what every command gets set anyway
+//!   (`TERM`, `TMPDIR`, the proxy), not credentials (the executor's scrub
+//!   rules, by name and by value, `--keep-env` honoured), and only those
+//!   that differ from the server's own; `PATH` without repeated entries;
+//! - functions and aliases that bash parses (`bash -n`, one at a time: a
+//!   zsh function bash cannot read is dropped by name, not the lot) and
+//!   that carry no credential;
+//! - the glob options of `shopt` (`extglob`, `globstar`, `nullglob`, …),
+//!   with `expand_aliases` on so the aliases apply.
+//!
+//! The finished script is sealed in memory and checked by sourcing it
+//! once, the way every command will.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Seek};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_bash::{BashExecRequest, BashExecutor, BashRunResult};
+
+use crate::shell::{ShellSnapshot, SnapshotError, SnapshotSource, SnapshotSummary};
+use crate::{Invocation, LocalBashExecutor};
+
+/// The most bytes read of each part the shell wrote.
+const MAX_PART_BYTES: u64 = 8 << 20;
+
+/// Variables a snapshot never carries: the shell's own bookkeeping, and
+/// what every command is given anyway.
+const NOT_CARRIED: [&str; 36] = [
+    "PWD", "OLDPWD", "SHLVL", "_", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS",
+    "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "HISTFILE", "HISTSIZE", "HISTFILESIZE",
+    "HISTCONTROL", "TERM", "COLUMNS", "LINES", "TMPDIR", "TMP", "TEMP", "TMOUT",
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+    "all_proxy", "no_proxy", "NO_COLOR", "PAGER", "GIT_PAGER", "BASH_XTRACEFD",
+];
+
+/// The `shopt` options carried: the ones that change how a command's
+/// words are globbed.
+const CARRIED_OPTIONS: [&str; 8] = [
+    "extglob", "globstar", "nullglob", "dotglob", "nocaseglob", "failglob", "globasciiranges",
+    "nocasematch",
+];
+
+/// The parts a shell writes, each to its own descriptor.
+const PARTS: [&str; 4] = ["ENV", "FUNCTIONS", "ALIASES", "OPTIONS"];
+
+/// What bash runs to write its state (after its start-up files).
+const BASH_DUMP: &str = r#"builtin command -p env -0 >&"$DSH_SNAP_ENV" || builtin exit 3
+for __dsh_f in $(builtin compgen -A function); do
+  case $__dsh_f in _*) builtin continue ;; esac
+  builtin declare -f -- "$__dsh_f"; builtin printf '\0'
+done >&"$DSH_SNAP_FUNCTIONS"
+builtin alias -p >&"$DSH_SNAP_ALIASES"
+builtin shopt -p >&"$DSH_SNAP_OPTIONS"
+builtin exit 0
+"#;
+
+/// What zsh runs to write its state (after its start-up files).
+const ZSH_DUMP: &str = r#"builtin command -p env -0 >&"$DSH_SNAP_ENV" || builtin exit 3
+for __dsh_f in ${(k)functions}; do
+  case $__dsh_f in _*|-*) builtin continue ;; esac
+  builtin functions -- "$__dsh_f"; builtin printf '\0'
+done >&"$DSH_SNAP_FUNCTIONS"
+builtin alias -rL >&"$DSH_SNAP_ALIASES"
+builtin exit 0
+"#;
+
+/// Which shell's syntax a snapshot is taken in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Bash,
+    Zsh,
+}
+
+/// Takes a snapshot of `source` through `executor`, each attempt bounded
+/// by `timeout`: an interactive login shell first, then, if it runs over,
+/// a login shell that skips the interactive rc file; a file is sourced by
+/// bash once.
+///
+/// # Errors
+///
+/// When the shell is not bash or zsh, runs over both times, fails, or the
+/// result does not source in bash.
+pub async fn take_shell_snapshot(
+    executor: &LocalBashExecutor,
+    source: &SnapshotSource,
+    timeout: Duration,
+) -> Result<ShellSnapshot, SnapshotError> {
+    let (name, kind, attempts) = attempts(executor, source)?;
+    let mut without_rc = false;
+    let mut parts = None;
+    for (index, argv) in attempts.iter().enumerate() {
+        match dump(executor, argv, file_environment(source), timeout, &name).await? {
+            Some(written) => {
+                without_rc = index > 0;
+                parts = Some(written);
+                break;
+            }
+            None => tracing::warn!(shell = %name, "the shell snapshot ran over {} s; trying again without the rc file", timeout.as_secs()),
+        }
+    }
+    let Some([env, functions, aliases, options]) = parts else {
+        return Err(SnapshotError::TimedOut {
+            shell: name,
+            secs: timeout.as_secs(),
+        });
+    };
+    let scrub = &executor.config().scrub;
+    let mut summary = SnapshotSummary {
+        source: name,
+        without_rc,
+        ..SnapshotSummary::default()
+    };
+    let vars = variables(&env, scrub, &mut summary);
+    let mut chunks = chunks(&functions, &aliases, kind);
+    keep_parsable(executor, &mut chunks, &mut summary).await?;
+    let script = script(&chunks, &options, &mut summary);
+    let script = crate::sys::sealed_text(script.as_bytes()).map_err(io_error("seal the script"))?;
+    let snapshot = ShellSnapshot {
+        vars,
+        script: Arc::new(script),
+        summary,
+    };
+    check_sources(executor, &snapshot).await?;
+    Ok(snapshot)
+}
+
+fn io_error(what: &'static str) -> impl Fn(std::io::Error) -> SnapshotError {
+    move |err| SnapshotError::Io {
+        detail: format!("{what}: {err}"),
+    }
+}
+
+type Attempts = (String, Kind, Vec<Vec<OsString>>);
+
+/// The shell's name, its syntax, and the argv of each attempt.
+fn attempts(executor: &LocalBashExecutor, source: &SnapshotSource) -> Result<Attempts, SnapshotError> {
+    match source {
+        SnapshotSource::File(path) => {
+            let bash = executor.config().shell.clone().into_os_string();
+            let text = format!("builtin source \"$DSH_SNAP_FILE\" || builtin exit 4\n{BASH_DUMP}");
+            let argv = vec![bash, "--noprofile".into(), "--norc".into(), "-c".into(), text.into()];
+            Ok((path.display().to_string(), Kind::Bash, vec![argv]))
+        }
+        SnapshotSource::Login { shell } => {
+            let name = shell.display().to_string();
+            let kind = match shell.file_name().and_then(OsStr::to_str) {
+                Some("bash") => Kind::Bash,
+                Some("zsh") => Kind::Zsh,
+                _ => return Err(SnapshotError::UnsupportedShell { shell: name }),
+            };
+            let dump = match kind {
+                Kind::Bash => format!("{}{BASH_DUMP}", bashrc_line()),
+                Kind::Zsh => ZSH_DUMP.to_owned(),
+            };
+            let program = shell.clone().into_os_string();
+            let argv = |flags: &[&str], text: &str| {
+                let mut argv = vec![program.clone()];
+                argv.extend(flags.iter().map(OsString::from));
+                argv.push(text.into());
+                argv
+            };
+            let plain = match kind {
+                Kind::Bash => BASH_DUMP,
+                Kind::Zsh => ZSH_DUMP,
+            };
+            Ok((name, kind, vec![argv(&["-l", "-i", "-c"], &dump), argv(&["-l", "-c"], plain)]))
+        }
+    }
+}
+
+/// bash as a login shell reads its profile, not `~/.bashrc`, unless the
+/// profile sources it (Debian's does): the line that reads it then.
+fn bashrc_line() -> &'static str {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let reads_bashrc = home.as_ref().is_some_and(|home| {
+        [".bash_profile", ".bash_login", ".profile"]
+            .iter()
+            .map(|name| home.join(name))
+            .find(|path| path.exists())
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .is_some_and(|text| text.contains("bashrc"))
+    });
+    if reads_bashrc {
+        ""
+    } else {
+        "[ -r ~/.bashrc ] && builtin source ~/.bashrc\n"
+    }
+}
+
+/// Runs one attempt; `None` when it ran over its time.
+async fn dump(
+    executor: &LocalBashExecutor,
+    argv: &[OsString],
+    file: Option<(OsString, Option<OsString>)>,
+    timeout: Duration,
+    name: &str,
+) -> Result<Option<[Vec<u8>; 4]>, SnapshotError> {
+    let files = PARTS
+        .iter()
+        .map(|_| crate::sys::memory_file().map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_error("make the in-memory files"))?;
+    let mut environment: Vec<(OsString, Option<OsString>)> = PARTS
+        .iter()
+        .zip(&files)
+        .map(|(part, file)| {
+            (
+                format!("DSH_SNAP_{part}").into(),
+                Some(file.as_raw_fd().to_string().into()),
+            )
+        })
+        .collect();
+    environment.extend(file);
+    let result = run(executor, argv.to_vec(), files.clone(), environment, timeout).await?;
+    if result.timed_out {
+        return Ok(None);
+    }
+    if result.exit_code != Some(0) {
+        let status = result
+            .signal
+            .clone()
+            .unwrap_or_else(|| format!("exit code {}", result.exit_code.unwrap_or(-1)));
+        let stderr = result.stderr.text.trim();
+        let tail = &stderr[stderr.len().saturating_sub(600)..];
+        return Err(SnapshotError::Failed {
+            shell: name.to_owned(),
+            status,
+            stderr: tail.chars().filter(|c| !c.is_control() || *c == '\n').collect(),
+        });
+    }
+    let mut parts: [Vec<u8>; 4] = Default::default();
+    for (part, file) in parts.iter_mut().zip(&files) {
+        *part = read_part(file).map_err(io_error("read what the shell wrote"))?;
+    }
+    Ok(Some(parts))
+}
+
+/// Runs `argv` through the executor's own launcher, keeping `files` open
+/// in it, with `environment` set.
+async fn run(
+    executor: &LocalBashExecutor,
+    argv: Vec<OsString>,
+    files: Vec<Arc<OwnedFd>>,
+    environment: Vec<(OsString, Option<OsString>)>,
+    timeout: Duration,
+) -> Result<BashRunResult, SnapshotError> {
+    let mut request = BashExecRequest::new("");
+    request.timeout = Some(timeout);
+    request.workdir = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|home| home.is_dir());
+    let spec = executor.resolve(request).map_err(|err| SnapshotError::Io {
+        detail: err.to_string(),
+    })?;
+    let invocation = Invocation {
+        argv,
+        restriction: dsh_sandbox::Restriction {
+            keep_fds: files,
+            ..dsh_sandbox::Restriction::default()
+        },
+        environment,
+        held: Vec::new(),
+        takes_terminal: false,
+    };
+    executor
+        .run_invocation(spec, invocation)
+        .await
+        .map_err(|err| SnapshotError::Io {
+            detail: err.to_string(),
+        })
+}
+
+fn read_part(file: &OwnedFd) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::from(file.try_clone()?);
+    file.rewind()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PART_BYTES).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The variables worth carrying, scrubbed (see the module docs).
+fn variables(
+    env: &[u8],
+    scrub: &crate::ScrubPolicy,
+    summary: &mut SnapshotSummary,
+) -> Vec<(OsString, OsString)> {
+    let server: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    let mut vars = Vec::new();
+    for entry in env.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        let Some(at) = entry.iter().position(|b| *b == b'=') else {
+            continue;
+        };
+        let (name, value) = (&entry[..at], &entry[at + 1..]);
+        let Ok(name) = std::str::from_utf8(name) else {
+            continue;
+        };
+        if !is_identifier(name) || NOT_CARRIED.contains(&name) || name.starts_with("DSH_") {
+            continue;
+        }
+        let value = if name == "PATH" {
+            distinct_entries(value)
+        } else {
+            value.to_vec()
+        };
+        if scrub.drops_entry(name, &String::from_utf8_lossy(&value)) {
+            summary.scrubbed.push(name.to_owned());
+            continue;
+        }
+        let value = OsString::from_vec(value);
+        if server.get(OsStr::new(name)) != Some(&value) {
+            vars.push((OsString::from(name), value));
+        }
+    }
+    summary.variables = vars.len();
+    vars
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// `PATH` with each directory once, first place kept.
+fn distinct_entries(path: &[u8]) -> Vec<u8> {
+    let mut seen = HashSet::new();
+    let kept: Vec<&[u8]> = path
+        .split(|b| *b == b':')
+        .filter(|dir| !dir.is_empty() && seen.insert(*dir))
+        .collect();
+    kept.join(&b':')
+}
+
+/// One function or alias definition, with its name.
+#[derive(Debug)]
+struct Chunk {
+    what: &'static str,
+    name: String,
+    text: String,
+}
+
+/// The definitions to check: functions, then plain aliases.
+fn chunks(functions: &[u8], aliases: &[u8], kind: Kind) -> Vec<Chunk> {
+    let mut chunks = Vec::new();
+    for text in functions.split(|b| *b == 0) {
+        let text = String::from_utf8_lossy(text).trim().to_owned();
+        let Some(name) = text.split_whitespace().next().map(str::to_owned) else {
+            continue;
+        };
+        // zsh's stand-in for a function it has not loaded yet.
+        if kind == Kind::Zsh && text.contains("builtin autoload -X") {
+            continue;
+        }
+        chunks.push(Chunk {
+            what: "function",
+            name,
+            text,
+        });
+    }
+    for line in String::from_utf8_lossy(aliases).lines() {
+        let Some(rest) = line.strip_prefix("alias ") else {
+            continue;
+        };
+        if rest.starts_with('-') {
+            continue;
+        }
+        let name = rest.split('=').next().unwrap_or_default().to_owned();
+        chunks.push(Chunk {
+            what: "alias",
+            name,
+            text: line.to_owned(),
+        });
+    }
+    chunks
+}
+
+/// Drops each definition bash cannot parse or that carries a credential,
+/// by name.
+async fn keep_parsable(
+    executor: &LocalBashExecutor,
+    chunks: &mut Vec<Chunk>,
+    summary: &mut SnapshotSummary,
+) -> Result<(), SnapshotError> {
+    chunks.retain(|chunk| {
+        let secret = crate::secrets::carries_credential(&chunk.text);
+        if secret {
+            summary.dropped.push(format!("{} {} (it carries a credential)", chunk.what, chunk.name));
+        }
+        !secret
+    });
+    if chunks.is_empty() {
+        return Ok(());
+    }
+    let mut all = Vec::new();
+    for chunk in chunks.iter() {
+        all.extend_from_slice(chunk.text.as_bytes());
+        all.push(0);
+    }
+    let file = Arc::new(crate::sys::sealed_text(&all).map_err(io_error("seal the definitions"))?);
+    let checker = r#"while IFS= builtin read -r -d '' __dsh_c; do
+  if builtin printf '%s\n' "$__dsh_c" | "$BASH" --noprofile --norc -n 2>/dev/null; then builtin printf 1; else builtin printf 0; fi
+done < "/dev/fd/$DSH_SNAP_CHUNKS""#;
+    let bash = executor.config().shell.clone().into_os_string();
+    let argv = vec![bash, "--noprofile".into(), "--norc".into(), "-c".into(), checker.into()];
+    let environment = vec![(
+        OsString::from("DSH_SNAP_CHUNKS"),
+        Some(OsString::from(file.as_raw_fd().to_string())),
+    )];
+    let result = run(executor, argv, vec![file], environment, Duration::from_secs(60)).await?;
+    let verdicts = result.stdout.text.into_bytes();
+    if verdicts.len() != chunks.len() {
+        return Err(SnapshotError::Invalid {
+            detail: format!(
+                "checking {} definitions gave {} answers",
+                chunks.len(),
+                verdicts.len()
+            ),
+        });
+    }
+    let mut verdicts = verdicts.into_iter();
+    chunks.retain(|chunk| {
+        let parses = verdicts.next() == Some(b'1');
+        if !parses {
+            tracing::info!(what = chunk.what, name = %chunk.name, "left out of the shell snapshot: bash cannot parse it");
+            summary.dropped.push(format!("{} {} (bash cannot parse it)", chunk.what, chunk.name));
+        }
+        parses
+    });
+    Ok(())
+}
+
+/// The script every command sources: the prologue, the options, then the
+/// definitions.
+fn script(chunks: &[Chunk], options: &[u8], summary: &mut SnapshotSummary) -> String {
+    let mut script = String::from(crate::shell::PROLOGUE);
+    script.push_str("builtin shopt -s expand_aliases\n");
+    for line in String::from_utf8_lossy(options).lines() {
+        let carried = line
+            .strip_prefix("shopt -s ")
+            .or_else(|| line.strip_prefix("shopt -u "))
+            .is_some_and(|name| CARRIED_OPTIONS.contains(&name));
+        if carried {
+            script.push_str("builtin ");
+            script.push_str(line);
+            script.push('\n');
+        }
+    }
+    for chunk in chunks {
+        script.push_str(&chunk.text);
+        script.push('\n');
+        match chunk.what {
+            "function" => summary.functions += 1,
+            _ => summary.aliases += 1,
+        }
+    }
+    summary.script_bytes = script.len();
+    script
+}
+
+/// Sources the snapshot once, the way every command will.
+async fn check_sources(executor: &LocalBashExecutor, snapshot: &ShellSnapshot) -> Result<(), SnapshotError> {
+    let bash = executor.config().shell.clone().into_os_string();
+    let argv = vec![bash, "-c".into(), "builtin printf ok".into()];
+    let mut environment: Vec<(OsString, Option<OsString>)> = snapshot
+        .vars
+        .iter()
+        .map(|(name, value)| (name.clone(), Some(value.clone())))
+        .collect();
+    environment.push((
+        "BASH_ENV".into(),
+        Some(format!("/dev/fd/{}", snapshot.script.as_raw_fd()).into()),
+    ));
+    let kept = vec![Arc::clone(&snapshot.script)];
+    let result = run(executor, argv, kept, environment, Duration::from_secs(30)).await?;
+    if result.exit_code == Some(0) && result.stdout.text == "ok" {
+        if !result.stderr.text.trim().is_empty() {
+            tracing::warn!(stderr = %result.stderr.text.trim(), "the shell snapshot printed this when sourced");
+        }
+        return Ok(());
+    }
+    Err(SnapshotError::Invalid {
+        detail: format!(
+            "exit {:?}, stdout {:?}, stderr {:?}",
+            result.exit_code,
+            result.stdout.text,
+            result.stderr.text.trim()
+        ),
+    })
+}
+
+/// Where the snapshot file of `--shell-snapshot FILE` is named to the
+/// shell that sources it.
+fn file_environment(source: &SnapshotSource) -> Option<(OsString, Option<OsString>)> {
+    match source {
+        SnapshotSource::File(path) => Some(("DSH_SNAP_FILE".into(), Some(path.clone().into_os_string()))),
+        SnapshotSource::Login { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_keeps_each_directory_once() {
+        assert_eq!(distinct_entries(b"/a:/b:/a::/c:/b"), b"/a:/b:/c");
+    }
+
+    #[test]
+    fn names_are_identifiers() {
+        assert!(is_identifier("NVM_DIR") && is_identifier("_x1"));
+        assert!(!is_identifier("1x") && !is_identifier("BASH_FUNC_f%%") && !is_identifier(""));
+    }
+
+    #[test]
+    fn chunks_are_named_and_zsh_stand_ins_skipped() {
+        let functions = b"greet () \n{ \n    echo hi\n}\0lazy () {\n\t# undefined\n\tbuiltin autoload -XU\n}\0";
+        let aliases = b"alias ll='ls -l'\nalias -g G='| grep'\n";
+        let chunks = chunks(functions, aliases, Kind::Zsh);
+        let names: Vec<_> = chunks.iter().map(|c| (c.what, c.name.as_str())).collect();
+        assert_eq!(names, [("function", "greet"), ("alias", "ll")]);
+    }
+}
