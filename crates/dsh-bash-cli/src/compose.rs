@@ -79,8 +79,9 @@ pub struct ExecutorArgs {
     /// $SHELL's start-up files set up, bash or zsh: variables, PATH,
     /// functions, aliases, glob options; credentials scrubbed), off, or a
     /// bash FILE to source instead. Default: auto for mcp (taken in the
-    /// background at start, bounded), off for run.
-    #[arg(long, value_name = "auto|off|FILE")]
+    /// background at start, bounded), off for run; the environment
+    /// variable DSH_BASH_SHELL_SNAPSHOT when the flag is absent.
+    #[arg(long, value_name = "auto|off|FILE", env = "DSH_BASH_SHELL_SNAPSHOT")]
     pub shell_snapshot: Option<String>,
     /// How commands are contained: auto (a cgroup per command where this
     /// host allows, else the process-tree walk) or process-tree.

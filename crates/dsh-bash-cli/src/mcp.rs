@@ -36,6 +36,11 @@ pub struct McpArgs {
     /// waiting for its timeout (a call's yieldMs wins). Off by default.
     #[arg(long, value_name = "MS")]
     yield_ms: Option<f64>,
+    /// Start every call in the directory given at start (or in its
+    /// `workdir`), instead of where the session's last command's `cd`
+    /// left it.
+    #[arg(long)]
+    no_persist_cwd: bool,
     /// Serve MCP over Streamable HTTP on this address (e.g.
     /// `127.0.0.1:8700`) instead of stdio. Every request needs the bearer
     /// token (see --token-file).
@@ -116,7 +121,8 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
             args.max_commands,
         )
         .with_escalation(escalation)
-        .with_yield(yield_after),
+        .with_yield(yield_after)
+        .with_persist_cwd(!args.no_persist_cwd),
     );
     match listening {
         Some(listening) => dsh_bash_mcp::http::serve(listening, hub).await?,

@@ -1258,3 +1258,31 @@ fn a_stall_longer_than_the_idle_timeout_expires_nothing() {
         "the session's background task was stopped"
     );
 }
+
+#[test]
+fn each_session_keeps_the_directory_its_commands_cd_to() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws_path = ws.path().canonicalize().unwrap();
+    for sub in ["a", "b"] {
+        std::fs::create_dir(ws_path.join(sub)).unwrap();
+    }
+    let workdir = ws_path.display().to_string();
+    let server = Listening::start(&["--workdir", &workdir]);
+    let first = open_session(&server, &server.token);
+    let second = open_session(&server, &server.token);
+    let bash = |session: &str, command: &str| {
+        let arguments = serde_json::json!({"command": command, "description": "d"});
+        let answer = call_bash(&server, &server.token, session, &[], arguments);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        answer.body
+    };
+    let moved = bash(&first, "cd a");
+    assert!(moved.contains(&format!("[cwd: {workdir}/a]")), "{moved}");
+    let moved = bash(&second, "cd b");
+    assert!(moved.contains(&format!("[cwd: {workdir}/b]")), "{moved}");
+    let here = bash(&first, "pwd");
+    assert!(here.contains(&format!("{workdir}/a\\n")), "{here}");
+    assert!(!here.contains("[cwd:"), "unchanged: no line: {here}");
+    let here = bash(&second, "pwd");
+    assert!(here.contains(&format!("{workdir}/b\\n")), "{here}");
+}

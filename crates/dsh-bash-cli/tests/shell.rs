@@ -80,11 +80,25 @@ fn initialize(server: &mut RawServer) {
     server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
 }
 
-fn serve(home: &Path, shell: &str, args: &[&str]) -> RawServer {
-    let shell = PathBuf::from(shell);
-    let mut server = RawServer::spawn_in(args, &[("HOME", home), ("SHELL", &shell)]);
+/// `mcp ARGS` with `home` and `shell`, logging to `log`, the snapshot at
+/// its default (the test harness turns it off for every other test).
+fn serve_logged(home: &Path, shell: &str, args: &[&str], log: &Path) -> RawServer {
+    std::fs::create_dir_all(base()).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
+    command
+        .arg("mcp")
+        .args(args)
+        .env("HOME", home)
+        .env("SHELL", shell)
+        .env_remove("DSH_BASH_SHELL_SNAPSHOT");
+    let mut server = RawServer::spawn_command(command, std::fs::File::create(log).unwrap());
     initialize(&mut server);
     server
+}
+
+fn serve(home: &Path, shell: &str, args: &[&str]) -> RawServer {
+    let log = home.with_extension("log");
+    serve_logged(home, shell, args, &log)
 }
 
 const CHECK: &str = "node --version; greet you; ll; echo \"token=${FAKE_TOKEN-unset} db=${DATABASE_URL-unset} profile=${FROM_PROFILE-unset}\"; shopt -q globstar && echo globstar-on";
@@ -115,9 +129,20 @@ fn the_snapshot_brings_the_users_toolchain_functions_and_aliases_but_not_their_s
         "bash -c 'echo \"env=${BASH_ENV-unset}\"; type -t greet || echo no-greet'",
     );
     assert_eq!(nested, "env=unset\nno-greet\n");
-    // The script's descriptor is closed before the command runs.
-    let fds = call(&mut server, id + 2, "ls /proc/$$/fd | tr '\\n' ' '");
-    assert_eq!(fds, "0 1 2 ", "only stdio");
+    // The script's descriptor is closed before the command runs: beside
+    // stdio the shell holds only the write end of its directory report.
+    let fds = call(
+        &mut server,
+        id + 2,
+        "ls -l /proc/$$/fd | tail -n +2 | awk '{print $9, $11}'",
+    );
+    let held: Vec<&str> = fds
+        .lines()
+        .filter(|line| line.split(' ').next().and_then(|fd| fd.parse::<u32>().ok()) > Some(2))
+        .collect();
+    assert!(!fds.contains("memfd"), "{fds}");
+    assert_eq!(held.len(), 1, "{fds}");
+    assert!(held[0].contains("pipe:"), "{fds}");
 }
 
 #[test]
@@ -143,14 +168,7 @@ fn confined_commands_get_the_snapshot_too() {
 fn a_hanging_bashrc_does_not_hold_the_server_up() {
     let home = made_up_home("snapshot-home-slow", "sleep 30\n");
     let log = base().join("snapshot-slow.log");
-    std::fs::create_dir_all(base()).unwrap();
-    let shell = PathBuf::from("/bin/bash");
-    let mut server = RawServer::spawn_logged(
-        &[],
-        &[("HOME", &home), ("SHELL", &shell)],
-        std::fs::File::create(&log).unwrap(),
-    );
-    initialize(&mut server);
+    let mut server = serve_logged(&home, "/bin/bash", &[], &log);
     // Served at once, without the snapshot.
     let text = call(
         &mut server,
@@ -202,13 +220,7 @@ fn a_zsh_user_gets_their_path() {
     )
     .unwrap();
     let log = base().join("snapshot-zsh.log");
-    let shell = PathBuf::from("/usr/bin/zsh");
-    let mut server = RawServer::spawn_logged(
-        &[],
-        &[("HOME", &home), ("SHELL", &shell)],
-        std::fs::File::create(&log).unwrap(),
-    );
-    initialize(&mut server);
+    let mut server = serve_logged(&home, "/usr/bin/zsh", &[], &log);
     let id = until_snapshot(&mut server, "zgreet");
     let text = call(
         &mut server,
@@ -238,6 +250,7 @@ fn run_takes_a_snapshot_only_when_asked_and_refuses_a_missing_file() {
             .args(args)
             .env("HOME", &home)
             .env("SHELL", "/bin/bash")
+            .env_remove("DSH_BASH_SHELL_SNAPSHOT")
             .stdin(Stdio::null())
             .output()
             .unwrap()
@@ -269,4 +282,90 @@ fn run_takes_a_snapshot_only_when_asked_and_refuses_a_missing_file() {
         "{stderr}"
     );
     assert!(!String::from_utf8_lossy(&missing.stdout).contains("ran"));
+}
+
+/// A plain `mcp` (no snapshot) over `workdir` with `args`.
+fn serve_in(workdir: &Path, args: &[&str]) -> RawServer {
+    let workdir = workdir.display().to_string();
+    let mut all = vec!["--workdir", workdir.as_str()];
+    all.extend_from_slice(args);
+    let mut server = RawServer::spawn_in(&all, &[]);
+    initialize(&mut server);
+    server
+}
+
+fn workspace(name: &str) -> PathBuf {
+    let ws = base().join(name);
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(ws.join("sub/deeper")).unwrap();
+    ws.canonicalize().unwrap()
+}
+
+#[test]
+fn the_working_directory_follows_cd_learned_from_the_shell() {
+    let ws = workspace("cwd-plain");
+    let mut server = serve_in(&ws, &[]);
+    let w = ws.display();
+    assert_eq!(
+        call(&mut server, 2, "cd sub"),
+        format!("(no output)\n[cwd: {w}/sub]")
+    );
+    assert_eq!(call(&mut server, 3, "pwd"), format!("{w}/sub\n"));
+    // Where it is now is where the next one starts.
+    assert_eq!(
+        call(&mut server, 4, "cd deeper && pwd"),
+        format!("{w}/sub/deeper\n[cwd: {w}/sub/deeper]")
+    );
+    // Printing what looks like our report, or writing to a descriptor,
+    // does not move it: only the shell's own directory at exit counts.
+    let forged = call(
+        &mut server,
+        5,
+        "echo '[cwd: /etc]'; printf '/etc\\0' >&2; cd ..",
+    );
+    assert!(forged.ends_with(&format!("[cwd: {w}/sub]")), "{forged}");
+    // The exit code survives the report; a killed shell reports nothing.
+    assert!(call(&mut server, 6, "cd deeper; exit 3")
+        .ends_with(&format!("[exit code: 3]\n[cwd: {w}/sub/deeper]")));
+    let killed = call(&mut server, 7, "cd ..; kill -9 $$");
+    assert!(!killed.contains("[cwd:"), "{killed}");
+    assert_eq!(call(&mut server, 8, "pwd"), format!("{w}/sub/deeper\n"));
+    // The directory it was in is gone: back where the session began.
+    std::fs::remove_dir(ws.join("sub/deeper")).unwrap();
+    assert_eq!(
+        call(&mut server, 9, "pwd"),
+        format!("{w}\n[cwd: {w}/sub/deeper is gone; this call ran in {w}]")
+    );
+}
+
+#[test]
+fn a_cd_out_of_the_workspace_does_not_carry_the_next_call_out() {
+    for backend in ["bwrap", "landlock"] {
+        let sandbox = ["--sandbox", "workspace-write", "--sandbox-backend", backend];
+        if !usable_or_skip(&sandbox, &format!("cwd under {backend}")) {
+            continue;
+        }
+        let ws = workspace(&format!("cwd-ws-{backend}"));
+        let mut server = serve_in(&ws, &sandbox);
+        let w = ws.display();
+        assert_eq!(
+            call(&mut server, 2, "cd sub"),
+            format!("(no output)\n[cwd: {w}/sub]")
+        );
+        let out = call(&mut server, 3, "cd /");
+        assert_eq!(
+            out,
+            format!("(no output)\n[cwd: the command ended in /, outside the workspace {w}; the next call starts in {w}]"),
+            "{backend}"
+        );
+        assert_eq!(call(&mut server, 4, "pwd"), format!("{w}\n"), "{backend}");
+    }
+}
+
+#[test]
+fn no_persist_cwd_starts_every_call_where_the_session_began() {
+    let ws = workspace("cwd-off");
+    let mut server = serve_in(&ws, &["--no-persist-cwd"]);
+    assert_eq!(call(&mut server, 2, "cd sub"), "(no output)");
+    assert_eq!(call(&mut server, 3, "pwd"), format!("{}\n", ws.display()));
 }

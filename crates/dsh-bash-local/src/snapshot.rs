@@ -407,21 +407,38 @@ async fn keep_parsable(
         return Ok(());
     }
     let mut all = Vec::new();
+    let mut joined = Vec::new();
     for chunk in chunks.iter() {
         all.extend_from_slice(chunk.text.as_bytes());
         all.push(0);
+        joined.extend_from_slice(chunk.text.as_bytes());
+        joined.push(b'\n');
     }
-    let file = Arc::new(crate::sys::sealed_text(&all).map_err(io_error("seal the definitions"))?);
-    let checker = r#"while IFS= builtin read -r -d '' __dsh_c; do
+    let seal = |bytes: &[u8]| {
+        crate::sys::sealed_text(bytes)
+            .map(Arc::new)
+            .map_err(io_error("seal the definitions"))
+    };
+    let (each, whole) = (seal(&all)?, seal(&joined)?);
+    // All at once first (one process in the common case), one by one only
+    // when that fails.
+    let checker = r#"if "$BASH" --noprofile --norc -n "/dev/fd/$DSH_SNAP_WHOLE" 2>/dev/null; then builtin printf all; builtin exit 0; fi
+while IFS= builtin read -r -d '' __dsh_c; do
   if builtin printf '%s\n' "$__dsh_c" | "$BASH" --noprofile --norc -n 2>/dev/null; then builtin printf 1; else builtin printf 0; fi
 done < "/dev/fd/$DSH_SNAP_CHUNKS""#;
     let bash = executor.config().shell.clone().into_os_string();
     let argv = vec![bash, "--noprofile".into(), "--norc".into(), "-c".into(), checker.into()];
-    let environment = vec![(
-        OsString::from("DSH_SNAP_CHUNKS"),
-        Some(OsString::from(file.as_raw_fd().to_string())),
-    )];
-    let result = run(executor, argv, vec![file], environment, Duration::from_secs(60)).await?;
+    let fd = |name: &str, file: &Arc<OwnedFd>| {
+        (
+            OsString::from(name),
+            Some(OsString::from(file.as_raw_fd().to_string())),
+        )
+    };
+    let environment = vec![fd("DSH_SNAP_CHUNKS", &each), fd("DSH_SNAP_WHOLE", &whole)];
+    let result = run(executor, argv, vec![each, whole], environment, Duration::from_secs(60)).await?;
+    if result.stdout.text == "all" {
+        return Ok(());
+    }
     let verdicts = result.stdout.text.into_bytes();
     if verdicts.len() != chunks.len() {
         return Err(SnapshotError::Invalid {

@@ -132,6 +132,19 @@ impl Hub {
         self
     }
 
+    /// The same hub, with each session's working directory following `cd`
+    /// or not ([`dsh_tool_bash::BashTools::with_persist_cwd`]).
+    pub fn with_persist_cwd(mut self, persist: bool) -> Self {
+        let executor = Arc::clone(self.tools.executor());
+        let yield_after = self.tools.yield_after();
+        self.tools = Arc::new(
+            BashTools::new(executor)
+                .with_yield(yield_after)
+                .with_persist_cwd(persist),
+        );
+        self
+    }
+
     /// The same hub, with escalation approvals allowed or not.
     pub fn with_escalation(mut self, allowed: bool) -> Self {
         self.escalation = allowed;

@@ -54,6 +54,7 @@
 mod approval;
 mod args;
 pub mod clean;
+mod cwd;
 mod render;
 mod session;
 mod structured;

@@ -45,7 +45,7 @@ fn network_marker(facts: Option<&dsh_bash::BashSandboxInfo>) -> Option<String> {
 
 /// Appends `line` on a line of its own (no blank line when `text` already
 /// ends with a newline).
-fn push_line(text: &mut String, line: &str) {
+pub(crate) fn push_line(text: &mut String, line: &str) {
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }

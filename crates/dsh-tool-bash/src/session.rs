@@ -25,6 +25,10 @@ pub type NoticeSink = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct Session {
     id: String,
     cwd: Option<PathBuf>,
+    /// Where the last foreground command that started in the session's
+    /// directory ended, when the tool layer follows `cd`
+    /// ([`crate::BashTools::with_persist_cwd`]).
+    followed: Mutex<Option<PathBuf>>,
     events: Mutex<Vec<SessionEvent>>,
     notices: Option<NoticeSink>,
     ended: AtomicBool,
@@ -45,6 +49,7 @@ impl Session {
         Session {
             id: id.into(),
             cwd,
+            followed: Mutex::new(None),
             events: Mutex::new(Vec::new()),
             notices: None,
             ended: AtomicBool::new(false),
@@ -62,9 +67,24 @@ impl Session {
         &self.id
     }
 
-    /// The session's cwd, if it has one.
+    /// The session's configured cwd, if it has one.
     pub fn cwd(&self) -> Option<&Path> {
         self.cwd.as_deref()
+    }
+
+    /// Where the session's next call starts: the directory its last
+    /// command ended in, when followed, else its configured cwd.
+    pub fn current_dir(&self) -> Option<PathBuf> {
+        self.followed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .or_else(|| self.cwd.clone())
+    }
+
+    /// Sets (or, with `None`, clears) the directory followed.
+    pub(crate) fn follow(&self, dir: Option<PathBuf>) {
+        *self.followed.lock().unwrap_or_else(PoisonError::into_inner) = dir;
     }
 
     /// The isolation key of this session's background tasks.

@@ -208,6 +208,8 @@ pub struct BashTools {
     listener: Option<ListenerHandle>,
     /// Every foreground call's yield when it names none.
     yield_after: Option<std::time::Duration>,
+    /// Each session's next call starts where its last one ended.
+    persist_cwd: bool,
 }
 
 impl std::fmt::Debug for BashTools {
@@ -274,6 +276,7 @@ impl BashTools {
             sessions,
             listener: Some(listener),
             yield_after: None,
+            persist_cwd: false,
         }
     }
 
@@ -282,6 +285,24 @@ impl BashTools {
     pub fn with_yield(mut self, after: Option<std::time::Duration>) -> Self {
         self.yield_after = after;
         self
+    }
+
+    /// The same tools, with each session's working directory following
+    /// `cd`: after a foreground command that started in the session's
+    /// directory (no `workdir` argument), the session's next call starts
+    /// where it ended, if that is still inside the allowed tree (the
+    /// workspace under a sandbox; any directory unconfined), else back in
+    /// the configured directory; the result says so in one line when it
+    /// changed. Learned from the shell ([`dsh_bash::ShellFacts::final_cwd`]),
+    /// never from the output.
+    pub fn with_persist_cwd(mut self, persist: bool) -> Self {
+        self.persist_cwd = persist;
+        self
+    }
+
+    /// Every foreground call's yield when it names none.
+    pub fn yield_after(&self) -> Option<std::time::Duration> {
+        self.yield_after
     }
 
     /// The executor underneath.
@@ -518,7 +539,10 @@ impl BashTools {
         let confining = self.confining();
         let call = args::bash_call(args, args::Caller::Model { confining })?;
         let mut request = BashExecRequest::new(call.command.clone());
+        let gone = self.followed_dir_gone(ctx);
         request.workdir = session_workdir(ctx.session.as_deref(), call.workdir.as_deref());
+        // Only a call that starts in the session's own directory moves it.
+        let follows = self.persist_cwd && ctx.session.is_some() && call.workdir.is_none();
         request.timeout = call.timeout;
         request.cancel = Some(ctx.cancel.clone());
         request.sandbox_mode = self.standing_mode(ctx);
@@ -558,16 +582,50 @@ impl BashTools {
                 text,
             });
         }
+        let mut spec = spec;
+        spec.report_cwd = follows;
+        let started = spec.workdir.clone();
         let result = self.executor.run(spec).await?;
         if result.aborted {
             return Err(ToolError::Aborted);
         }
+        let moved = match ctx.session.as_deref().filter(|_| follows) {
+            Some(session) => crate::cwd::settle(session, &started, &result).await,
+            None => None,
+        };
         let heads = Heads::read(&result).await;
-        let text = render_run_result_with(&result, &heads);
-        Ok(ToolOutput {
-            structured: structured::run(text.clone(), &result),
-            text,
-        })
+        let mut text = render_run_result_with(&result, &heads);
+        let line = moved.as_ref().map(crate::cwd::Moved::line).or(gone);
+        if let Some(line) = &line {
+            crate::render::push_line(&mut text, line);
+        }
+        let mut structured = structured::run(text.clone(), &result);
+        if let (Some(moved), Some(object)) = (&moved, structured.as_object_mut()) {
+            object.insert(
+                "cwd".into(),
+                Value::String(moved.now().display().to_string()),
+            );
+        }
+        Ok(ToolOutput { structured, text })
+    }
+
+    /// When the directory a session followed is gone, it starts over in
+    /// its configured one: the line that says so.
+    fn followed_dir_gone(&self, ctx: &CallContext) -> Option<String> {
+        let session = ctx.session.as_deref().filter(|_| self.persist_cwd)?;
+        let current = session.current_dir()?;
+        if current.is_dir() || Some(current.as_path()) == session.cwd() {
+            return None;
+        }
+        session.follow(None);
+        let back = session.cwd().map_or_else(
+            || "the default directory".to_owned(),
+            |d| d.display().to_string(),
+        );
+        Some(format!(
+            "[cwd: {} is gone; this call ran in {back}]",
+            current.display()
+        ))
     }
 
     /// The task, if this caller may touch it.
@@ -684,7 +742,7 @@ impl BashTools {
 /// executor's default. The one rule for the model's calls and executor
 /// calls.
 pub fn session_workdir(session: Option<&Session>, workdir: Option<&str>) -> Option<PathBuf> {
-    let cwd = session.and_then(|s| s.cwd().map(PathBuf::from));
+    let cwd = session.and_then(Session::current_dir);
     match (workdir.map(PathBuf::from), cwd) {
         (Some(dir), Some(cwd)) if dir.is_relative() => Some(cwd.join(dir)),
         (Some(dir), _) => Some(dir),

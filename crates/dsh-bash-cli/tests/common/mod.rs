@@ -91,10 +91,15 @@ impl RawServer {
         envs: &[(&str, &std::path::Path)],
         stderr: impl Into<Stdio>,
     ) -> RawServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh-bash"))
-            .arg("mcp")
-            .args(args)
-            .envs(envs.iter().copied())
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-bash"));
+        command.arg("mcp").args(args).envs(envs.iter().copied());
+        RawServer::spawn_command(command, stderr)
+    }
+
+    /// `command` (an `mcp` the caller set up) spoken to, its stderr to
+    /// `stderr`, nothing sent yet.
+    pub fn spawn_command(mut command: Command, stderr: impl Into<Stdio>) -> RawServer {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
