@@ -33,6 +33,7 @@ mod measure;
 mod network;
 mod remote;
 mod scenarios;
+mod shell;
 mod terminal;
 
 pub use measure::{table, Row};

@@ -42,7 +42,7 @@ struct BenchArgs {
     /// Only these scenario groups (0 whole process … 9 terminals, 10 network allow-list;
     /// repeatable or comma-separated; default: all).
     #[arg(long, value_name = "GROUP", value_delimiter = ',',
-          value_parser = clap::value_parser!(u8).range(0..=10))]
+          value_parser = clap::value_parser!(u8).range(0..=11))]
     only: Vec<u8>,
 }
 

@@ -799,6 +799,10 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
         eprintln!("10/10 network allow-list");
         rows.extend(crate::network::allow_list_rows(options).await);
     }
+    if options.runs(11) {
+        eprintln!("11/11 the user's own shell");
+        rows.extend(crate::shell::shell_rows(options, &local(options)).await);
+    }
     if options.runs(9) {
         eprintln!("9/10 terminals");
         if let Ok(executor) = LocalBashExecutor::new(local(options)) {

@@ -130,7 +130,8 @@ fn the_snapshot_brings_the_users_toolchain_functions_and_aliases_but_not_their_s
     );
     assert_eq!(nested, "env=unset\nno-greet\n");
     // The script's descriptor is closed before the command runs: beside
-    // stdio the shell holds only the write end of its directory report.
+    // stdio the shell holds only the write end of its directory report and
+    // the functions' definitions (a sealed memfd its stubs load from).
     let fds = call(
         &mut server,
         id + 2,
@@ -140,9 +141,26 @@ fn the_snapshot_brings_the_users_toolchain_functions_and_aliases_but_not_their_s
         .lines()
         .filter(|line| line.split(' ').next().and_then(|fd| fd.parse::<u32>().ok()) > Some(2))
         .collect();
-    assert!(!fds.contains("memfd"), "{fds}");
-    assert_eq!(held.len(), 1, "{fds}");
-    assert!(held[0].contains("pipe:"), "{fds}");
+    assert_eq!(held.len(), 2, "{fds}");
+    assert_eq!(
+        held.iter().filter(|l| l.contains(" pipe:")).count(),
+        1,
+        "{fds}"
+    );
+    let memfd = held
+        .iter()
+        .find(|l| l.contains("/memfd:"))
+        .expect("the definitions");
+    let fd = memfd.split(' ').next().unwrap();
+    let head = call(
+        &mut server,
+        id + 3,
+        &format!("head -c 300 /proc/$$/fd/{fd}"),
+    );
+    assert!(
+        head.starts_with("greet ()"),
+        "the definitions, not the script: {head}"
+    );
 }
 
 #[test]

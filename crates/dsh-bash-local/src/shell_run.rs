@@ -64,6 +64,12 @@ impl ShellRun {
             .environment
             .push(set("BASH_ENV", format!("/dev/fd/{}", script.as_raw_fd())));
         invocation.restriction.keep_fds.push(script);
+        if let Some(definitions) = run.snapshot.as_ref().and_then(|s| s.definitions.clone()) {
+            invocation
+                .environment
+                .push(set("DSH_SNAP_DEFS", definitions.as_raw_fd().to_string()));
+            invocation.restriction.keep_fds.push(definitions);
+        }
         if spec.report_cwd && foreground {
             let (read, write) = crate::sys::pipe()?;
             rustix::io::ioctl_fionbio(&read, true)?;

@@ -126,11 +126,20 @@ pub async fn take_shell_snapshot(
     let vars = variables(&env, scrub, &mut summary);
     let mut chunks = chunks(&functions, &aliases, kind);
     keep_parsable(executor, &mut chunks, &mut summary).await?;
-    let script = script(&chunks, &options, &mut summary);
-    let script = crate::sys::sealed_text(script.as_bytes()).map_err(io_error("seal the script"))?;
+    let (script, definitions) = script(&chunks, &options, &mut summary);
+    let seal = |text: &str| {
+        crate::sys::sealed_text(text.as_bytes())
+            .map(Arc::new)
+            .map_err(io_error("seal the script"))
+    };
     let snapshot = ShellSnapshot {
         vars,
-        script: Arc::new(script),
+        script: seal(&script)?,
+        definitions: if definitions.is_empty() {
+            None
+        } else {
+            Some(seal(&definitions)?)
+        },
         summary,
     };
     check_sources(executor, &snapshot).await?;
@@ -463,7 +472,31 @@ done < "/dev/fd/$DSH_SNAP_CHUNKS""#;
 
 /// The script every command sources: the prologue, the options, then the
 /// definitions.
-fn script(chunks: &[Chunk], options: &[u8], summary: &mut SnapshotSummary) -> String {
+/// Loads a function's definition the first time its stub is called
+/// (lines `$1`.., `$2` of them, of the definitions file), then runs it
+/// with the rest of the arguments: builtins only (no
+/// process is started), with aliases off while it is read (the body was
+/// expanded when the user's shell defined it).
+const LOADER: &str = r#"__dsh_defs=${DSH_SNAP_DEFS-}
+builtin unset DSH_SNAP_DEFS
+__dsh_load() {
+  builtin local -a __dsh_l
+  builtin local __dsh_src __dsh_aliases=-u
+  builtin mapfile -t -s "$1" -n "$2" __dsh_l < "/dev/fd/$__dsh_defs" || builtin return 127
+  builtin printf -v __dsh_src '%s\n' "${__dsh_l[@]}"
+  builtin shopt -q expand_aliases && __dsh_aliases=-s
+  builtin shopt -u expand_aliases
+  builtin eval "$__dsh_src"
+  builtin shopt "$__dsh_aliases" expand_aliases
+  builtin shift 2
+  "${FUNCNAME[1]}" "$@"
+}
+"#;
+
+/// The two texts of a snapshot: the script every command sources (the
+/// prologue, the options, the aliases, a one-line stub per function) and
+/// the functions' definitions, which a stub loads when first called.
+fn script(chunks: &[Chunk], options: &[u8], summary: &mut SnapshotSummary) -> (String, String) {
     let mut script = String::from(crate::shell::PROLOGUE);
     script.push_str("builtin shopt -s expand_aliases\n");
     for line in String::from_utf8_lossy(options).lines() {
@@ -477,16 +510,29 @@ fn script(chunks: &[Chunk], options: &[u8], summary: &mut SnapshotSummary) -> St
             script.push('\n');
         }
     }
-    for chunk in chunks {
+    let mut definitions = String::new();
+    let mut stubs = String::new();
+    let mut line = 0;
+    for chunk in chunks.iter().filter(|chunk| chunk.what == "function") {
+        let lines = chunk.text.lines().count();
+        definitions.push_str(&chunk.text);
+        definitions.push('\n');
+        stubs.push_str(&format!("{}() {{ __dsh_load {line} {lines} \"$@\"; }}\n", chunk.name));
+        line += lines;
+        summary.functions += 1;
+    }
+    if !stubs.is_empty() {
+        script.push_str(LOADER);
+        script.push_str(&stubs);
+    }
+    for chunk in chunks.iter().filter(|chunk| chunk.what != "function") {
         script.push_str(&chunk.text);
         script.push('\n');
-        match chunk.what {
-            "function" => summary.functions += 1,
-            _ => summary.aliases += 1,
-        }
+        summary.aliases += 1;
     }
     summary.script_bytes = script.len();
-    script
+    summary.definition_bytes = definitions.len();
+    (script, definitions)
 }
 
 /// Sources the snapshot once, the way every command will.
@@ -502,7 +548,14 @@ async fn check_sources(executor: &LocalBashExecutor, snapshot: &ShellSnapshot) -
         "BASH_ENV".into(),
         Some(format!("/dev/fd/{}", snapshot.script.as_raw_fd()).into()),
     ));
-    let kept = vec![Arc::clone(&snapshot.script)];
+    let mut kept = vec![Arc::clone(&snapshot.script)];
+    if let Some(definitions) = &snapshot.definitions {
+        environment.push((
+            "DSH_SNAP_DEFS".into(),
+            Some(definitions.as_raw_fd().to_string().into()),
+        ));
+        kept.push(Arc::clone(definitions));
+    }
     let result = run(executor, argv, kept, environment, Duration::from_secs(30)).await?;
     if result.exit_code == Some(0) && result.stdout.text == "ok" {
         if !result.stderr.text.trim().is_empty() {

@@ -195,7 +195,7 @@ pub struct ShellFacts {
     /// The user's shell snapshot (their start-up files' variables,
     /// functions, aliases and options) was sourced before the command.
     pub snapshot: bool,
-    /// The directory the shell ended in (`pwd -P` at exit), when asked
+    /// The directory the shell ended in (`$PWD` at exit, which a caller resolves), when asked
     /// for ([`crate::BashExecSpec::report_cwd`]) and the shell got to say
     /// so (not when it was killed or `exec`ed another program). The
     /// command could have written it itself: a caller checks it before
