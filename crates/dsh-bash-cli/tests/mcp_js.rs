@@ -89,7 +89,7 @@ fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
             .env("PATH", path_with_node_22())
             .arg("--cli")
             .arg(env!("CARGO_BIN_EXE_dsh-bash"))
-            .arg("mcp")
+            .args(["mcp", "--shell-snapshot", "off"])
             .args(args)
             .output()
             .unwrap();

@@ -136,7 +136,9 @@ fn ssh(sshd: &Sshd, binary: &Path) -> tokio::process::Command {
             &format!("{}@127.0.0.1", user()),
         ])
         .arg(binary)
-        .arg("mcp");
+        // sshd starts the server with the login's environment, not the
+        // test's: the snapshot is turned off here as for every test.
+        .args(["mcp", "--shell-snapshot", "off"]);
     command
 }
 

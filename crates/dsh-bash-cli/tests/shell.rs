@@ -40,6 +40,12 @@ fn made_up_home(name: &str, bashrc_extra: &str) -> PathBuf {
              export DATABASE_URL=postgres://u:hunter2@db/x\n\
              greet() {{ echo \"hello, $1\"; }}\n\
              alias ll='echo listing'\n\
+             alias rm='rm -i'\n\
+             export LD_LIBRARY_PATH=/opt/cuda/lib64:$LD_LIBRARY_PATH\n\
+             deploy() {{ export GH_TOKEN=abc123; }}\n\
+             __conda_activate() {{ echo conda-activated; }}\n\
+             _greet_complete() {{ :; }}\n\
+             complete -F _greet_complete greet\n\
              shopt -s globstar\n"
         ),
     )
@@ -101,7 +107,7 @@ fn serve(home: &Path, shell: &str, args: &[&str]) -> RawServer {
     serve_logged(home, shell, args, &log)
 }
 
-const CHECK: &str = "node --version; greet you; ll; echo \"token=${FAKE_TOKEN-unset} db=${DATABASE_URL-unset} profile=${FROM_PROFILE-unset}\"; shopt -q globstar && echo globstar-on";
+const CHECK: &str = "node --version; greet you; ll; echo \"token=${FAKE_TOKEN-unset} db=${DATABASE_URL-unset} profile=${FROM_PROFILE-unset}\"; shopt -q globstar && echo globstar-on; __conda_activate; echo \"rm=$(alias rm 2>/dev/null || echo plain) deploy=$(type -t deploy || echo none) completion=$(type -t _greet_complete || echo none) ld=${LD_LIBRARY_PATH-unset}\"";
 
 fn assert_users_shell(text: &str, context: &str) {
     assert!(
@@ -114,6 +120,13 @@ fn assert_users_shell(text: &str, context: &str) {
         "the secrets stay out, the profile's variable comes in: {context}: {text}"
     );
     assert!(text.contains("globstar-on"), "{context}: {text}");
+    // A helper function is kept; what would act before the sandbox, make
+    // `rm` ask, set a credential, or serve Tab completion is not.
+    assert!(
+        text.contains("conda-activated\nrm=plain deploy=none completion=none ld="),
+        "{context}: {text}"
+    );
+    assert!(!text.contains("/opt/cuda"), "{context}: {text}");
 }
 
 #[test]
@@ -135,7 +148,7 @@ fn the_snapshot_brings_the_users_toolchain_functions_and_aliases_but_not_their_s
     let fds = call(
         &mut server,
         id + 2,
-        "ls -l /proc/$$/fd | tail -n +2 | awk '{print $9, $11}'",
+        "ls -l /proc/$$/fd > fds.txt; tail -n +2 fds.txt | awk '{print $9, $11}'; rm -f fds.txt",
     );
     let held: Vec<&str> = fds
         .lines()
@@ -158,7 +171,7 @@ fn the_snapshot_brings_the_users_toolchain_functions_and_aliases_but_not_their_s
         &format!("head -c 300 /proc/$$/fd/{fd}"),
     );
     assert!(
-        head.starts_with("greet ()"),
+        head.contains("greet ()") && !head.contains("BASH_ENV"),
         "the definitions, not the script: {head}"
     );
 }

@@ -72,6 +72,7 @@ impl ShellRun {
         }
         if spec.report_cwd && foreground {
             let (read, write) = crate::sys::pipe()?;
+            let write = crate::sys::high(write);
             rustix::io::ioctl_fionbio(&read, true)?;
             invocation
                 .environment

@@ -54,23 +54,23 @@ const CARRIED_OPTIONS: [&str; 8] = [
 ];
 
 /// The parts a shell writes, each to its own descriptor.
-const PARTS: [&str; 4] = ["ENV", "FUNCTIONS", "ALIASES", "OPTIONS"];
+const PARTS: [&str; 5] = ["ENV", "FUNCTIONS", "ALIASES", "OPTIONS", "COMPLETIONS"];
 
 /// What bash runs to write its state (after its start-up files).
 const BASH_DUMP: &str = r#"builtin command -p env -0 >&"$DSH_SNAP_ENV" || builtin exit 3
 for __dsh_f in $(builtin compgen -A function); do
-  case $__dsh_f in _*) builtin continue ;; esac
   builtin declare -f -- "$__dsh_f"; builtin printf '\0'
 done >&"$DSH_SNAP_FUNCTIONS"
 builtin alias -p >&"$DSH_SNAP_ALIASES"
 builtin shopt -p >&"$DSH_SNAP_OPTIONS"
+builtin complete -p >&"$DSH_SNAP_COMPLETIONS" 2>/dev/null
 builtin exit 0
 "#;
 
 /// What zsh runs to write its state (after its start-up files).
 const ZSH_DUMP: &str = r#"builtin command -p env -0 >&"$DSH_SNAP_ENV" || builtin exit 3
 for __dsh_f in ${(k)functions}; do
-  case $__dsh_f in _*|-*) builtin continue ;; esac
+  case $__dsh_f in _[a-z]*|-*) builtin continue ;; esac
   builtin functions -- "$__dsh_f"; builtin printf '\0'
 done >&"$DSH_SNAP_FUNCTIONS"
 builtin alias -rL >&"$DSH_SNAP_ALIASES"
@@ -111,7 +111,7 @@ pub async fn take_shell_snapshot(
             None => tracing::warn!(shell = %name, "the shell snapshot ran over {} s; trying again without the rc file", timeout.as_secs()),
         }
     }
-    let Some([env, functions, aliases, options]) = parts else {
+    let Some([env, functions, aliases, options, completions]) = parts else {
         return Err(SnapshotError::TimedOut {
             shell: name,
             secs: timeout.as_secs(),
@@ -125,6 +125,7 @@ pub async fn take_shell_snapshot(
     };
     let vars = variables(&env, scrub, &mut summary);
     let mut chunks = chunks(&functions, &aliases, kind);
+    drop_completions(&mut chunks, &completions);
     keep_parsable(executor, &mut chunks, &mut summary).await?;
     let (script, definitions) = script(&chunks, &options, &mut summary);
     let seal = |text: &str| {
@@ -216,7 +217,7 @@ async fn dump(
     file: Option<(OsString, Option<OsString>)>,
     timeout: Duration,
     name: &str,
-) -> Result<Option<[Vec<u8>; 4]>, SnapshotError> {
+) -> Result<Option<[Vec<u8>; 5]>, SnapshotError> {
     let files = PARTS
         .iter()
         .map(|_| crate::sys::memory_file().map(Arc::new))
@@ -250,7 +251,7 @@ async fn dump(
             stderr: tail.chars().filter(|c| !c.is_control() || *c == '\n').collect(),
         });
     }
-    let mut parts: [Vec<u8>; 4] = Default::default();
+    let mut parts: [Vec<u8>; 5] = Default::default();
     for (part, file) in parts.iter_mut().zip(&files) {
         *part = read_part(file).map_err(io_error("read what the shell wrote"))?;
     }
@@ -316,7 +317,14 @@ fn variables(
         let Ok(name) = std::str::from_utf8(name) else {
             continue;
         };
-        if !is_identifier(name) || NOT_CARRIED.contains(&name) || name.starts_with("DSH_") {
+        // What a sandbox runner's loader would act on before confinement
+        // (an `LD_LIBRARY_PATH` with an empty entry loads from the
+        // workspace) never comes from a snapshot.
+        if !is_identifier(name)
+            || NOT_CARRIED.contains(&name)
+            || name.starts_with("DSH_")
+            || dsh_sandbox::acts_before_the_sandbox(name)
+        {
             continue;
         }
         let value = if name == "PATH" {
@@ -398,6 +406,48 @@ fn chunks(functions: &[u8], aliases: &[u8], kind: Kind) -> Vec<Chunk> {
     chunks
 }
 
+/// Why a definition is not carried, before bash is asked: a name bash
+/// cannot define, a credential in its text (by value, or an assignment to
+/// a name the scrub drops), an alias that makes `rm`, `cp`, `mv` or `ln`
+/// ask (a command's stdin is `/dev/null`: it would do nothing, exit 0).
+fn unfit(chunk: &Chunk, scrub: &crate::ScrubPolicy) -> Option<&'static str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.:+@%,".contains(c);
+    if chunk.name.is_empty() || !chunk.name.chars().all(plain) {
+        return Some("a name bash cannot define");
+    }
+    if crate::secrets::carries_credential(&chunk.text) {
+        return Some("it carries a credential");
+    }
+    let assigns_secret = chunk
+        .text
+        .split(|c: char| c.is_whitespace() || ";'\"`(){}|&".contains(c))
+        .filter_map(|word| word.split_once('='))
+        .any(|(name, _)| is_identifier(name) && scrub.drops(name));
+    if assigns_secret {
+        return Some("it sets a credential");
+    }
+    let asks = chunk.what == "alias"
+        && ["rm", "cp", "mv", "ln"].contains(&chunk.name.as_str())
+        && (chunk.text.contains(" -i") || chunk.text.contains("--interactive"));
+    asks.then_some("it makes the command ask, and commands have no one to answer")
+}
+
+/// Leaves out the functions bash's programmable completion calls
+/// (`complete -F name`): they serve a terminal's Tab, not a command, and
+/// there are hundreds. Helpers such as conda's `__conda_activate` stay.
+fn drop_completions(chunks: &mut Vec<Chunk>, completions: &[u8]) {
+    let text = String::from_utf8_lossy(completions);
+    let completing: HashSet<&str> = text
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            words.find(|w| *w == "-F")?;
+            words.next()
+        })
+        .collect();
+    chunks.retain(|chunk| chunk.what != "function" || !completing.contains(chunk.name.as_str()));
+}
+
 /// Drops each definition bash cannot parse or that carries a credential,
 /// by name.
 async fn keep_parsable(
@@ -405,12 +455,13 @@ async fn keep_parsable(
     chunks: &mut Vec<Chunk>,
     summary: &mut SnapshotSummary,
 ) -> Result<(), SnapshotError> {
-    chunks.retain(|chunk| {
-        let secret = crate::secrets::carries_credential(&chunk.text);
-        if secret {
-            summary.dropped.push(format!("{} {} (it carries a credential)", chunk.what, chunk.name));
+    let scrub = &executor.config().scrub;
+    chunks.retain(|chunk| match unfit(chunk, scrub) {
+        Some(why) => {
+            summary.dropped.push(format!("{} {} ({why})", chunk.what, chunk.name));
+            false
         }
-        !secret
+        None => true,
     });
     if chunks.is_empty() {
         return Ok(());
@@ -486,8 +537,10 @@ __dsh_load() {
   builtin printf -v __dsh_src '%s\n' "${__dsh_l[@]}"
   builtin shopt -q expand_aliases && __dsh_aliases=-s
   builtin shopt -u expand_aliases
+  builtin unset -f -- "${FUNCNAME[1]}"
   builtin eval "$__dsh_src"
   builtin shopt "$__dsh_aliases" expand_aliases
+  builtin declare -F -- "${FUNCNAME[1]}" >/dev/null || builtin return 127
   builtin shift 2
   "${FUNCNAME[1]}" "$@"
 }

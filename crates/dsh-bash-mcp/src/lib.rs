@@ -128,7 +128,12 @@ impl Hub {
     /// wins).
     pub fn with_yield(mut self, after: Option<Duration>) -> Self {
         let executor = Arc::clone(self.tools.executor());
-        self.tools = Arc::new(BashTools::new(executor).with_yield(after));
+        let persist = self.tools.persist_cwd();
+        self.tools = Arc::new(
+            BashTools::new(executor)
+                .with_yield(after)
+                .with_persist_cwd(persist),
+        );
         self
     }
 

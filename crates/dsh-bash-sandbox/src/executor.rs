@@ -220,26 +220,7 @@ fn first_line(stderr: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Variables a wrapping runner's dynamic loader or C library acts on as it
-/// starts (glibc's list for secure execution, plus `GLIBC_TUNABLES`).
-fn acts_before_the_sandbox(name: &str) -> bool {
-    name.starts_with("LD_")
-        || name.starts_with("MALLOC_")
-        || [
-            "GCONV_PATH",
-            "GETCONF_DIR",
-            "GLIBC_TUNABLES",
-            "HOSTALIASES",
-            "LOCALDOMAIN",
-            "LOCPATH",
-            "NIS_PATH",
-            "NLSPATH",
-            "RESOLV_HOST_CONF",
-            "RES_OPTIONS",
-            "TZDIR",
-        ]
-        .contains(&name)
-}
+use dsh_sandbox::acts_before_the_sandbox;
 
 /// True if and only if the command failed on its own terms: a non-zero
 /// exit that is not a signal death. A wrapping runner (bwrap, the one with

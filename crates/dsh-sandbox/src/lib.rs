@@ -76,3 +76,26 @@ pub use provider::{
     Restriction, RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
 pub use workspace::{Workspace, WorkspaceError};
+
+/// Variables a wrapping runner's dynamic loader or C library acts on as it
+/// starts, before any confinement exists (glibc's list for secure
+/// execution, plus `GLIBC_TUNABLES`): nothing but the caller may set them
+/// for a confined command.
+pub fn acts_before_the_sandbox(name: &str) -> bool {
+    name.starts_with("LD_")
+        || name.starts_with("MALLOC_")
+        || [
+            "GCONV_PATH",
+            "GETCONF_DIR",
+            "GLIBC_TUNABLES",
+            "HOSTALIASES",
+            "LOCALDOMAIN",
+            "LOCPATH",
+            "NIS_PATH",
+            "NLSPATH",
+            "RESOLV_HOST_CONF",
+            "RES_OPTIONS",
+            "TZDIR",
+        ]
+        .contains(&name)
+}

@@ -300,6 +300,11 @@ impl BashTools {
         self
     }
 
+    /// Whether each session's directory follows `cd`.
+    pub fn persist_cwd(&self) -> bool {
+        self.persist_cwd
+    }
+
     /// Every foreground call's yield when it names none.
     pub fn yield_after(&self) -> Option<std::time::Duration> {
         self.yield_after

@@ -59,7 +59,8 @@ impl Listening {
         let dir = tempfile::tempdir().unwrap();
         let token_file = dir.path().join("token");
         Listening::launch(dir, &token_file, extra, |command| {
-            command.env_clear();
+            // (The snapshot stays off: no dotfiles of the runner's.)
+            command.env_clear().env("DSH_BASH_SHELL_SNAPSHOT", "off");
         })
     }
 

@@ -33,7 +33,7 @@ SCRATCH = sys.argv[2]
 
 
 def server(*extra: str, cwd: str | None = None) -> StdioServerParameters:
-    return StdioServerParameters(command=BINARY, args=["mcp", *extra], cwd=cwd or SCRATCH)
+    return StdioServerParameters(command=BINARY, args=["mcp", "--shell-snapshot", "off", *extra], cwd=cwd or SCRATCH)
 
 
 async def session_with(params, scenario, **callbacks):
@@ -349,7 +349,7 @@ async def spill_removed():
     """A session's full-output files go with the session."""
     with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         params = StdioServerParameters(
-            command=BINARY, args=["mcp"], cwd=SCRATCH, env={**os.environ, "TMPDIR": tmp}
+            command=BINARY, args=["mcp", "--shell-snapshot", "off"], cwd=SCRATCH, env={**os.environ, "TMPDIR": tmp}
         )
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:

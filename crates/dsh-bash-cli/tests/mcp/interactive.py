@@ -20,7 +20,7 @@ SCRATCH = sys.argv[2]
 
 
 def server(*extra: str) -> StdioServerParameters:
-    return StdioServerParameters(command=BINARY, args=["mcp", *extra], cwd=SCRATCH)
+    return StdioServerParameters(command=BINARY, args=["mcp", "--shell-snapshot", "off", *extra], cwd=SCRATCH)
 
 
 async def session_with(params, scenario):

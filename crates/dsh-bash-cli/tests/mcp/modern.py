@@ -38,7 +38,7 @@ TASKS = "io.modelcontextprotocol/tasks"
 
 
 def server(*extra: str, cwd: str | None = None) -> StdioServerParameters:
-    return StdioServerParameters(command=BINARY, args=["mcp", *extra], cwd=cwd or SCRATCH)
+    return StdioServerParameters(command=BINARY, args=["mcp", "--shell-snapshot", "off", *extra], cwd=cwd or SCRATCH)
 
 
 SCHEMAS = {}

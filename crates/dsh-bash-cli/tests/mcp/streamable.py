@@ -22,7 +22,7 @@ SCRATCH = sys.argv[2]
 def start_server():
     token_file = os.path.join(SCRATCH, "token")
     server = subprocess.Popen(
-        [BINARY, "mcp", "--listen", "127.0.0.1:0", "--token-file", token_file],
+        [BINARY, "mcp", "--shell-snapshot", "off", "--listen", "127.0.0.1:0", "--token-file", token_file],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -199,6 +199,20 @@ pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> 
     }))
 }
 
+/// `fd` moved to a number at or above 1000 (close-on-exec), where a
+/// command's own fixed-number redirections (`exec 9<file`) do not reach
+/// it; `fd` itself when the descriptor limit is lower.
+pub(crate) fn high(fd: OwnedFd) -> OwnedFd {
+    // SAFETY: fcntl F_DUPFD_CLOEXEC with integer arguments on a descriptor
+    // we own; a new descriptor is returned or -1.
+    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 1000) };
+    if moved < 0 {
+        return fd;
+    }
+    // SAFETY: the kernel just handed us this descriptor.
+    unsafe { OwnedFd::from_raw_fd(moved) }
+}
+
 /// An empty in-memory file (close-on-exec) a child may write to: no path
 /// names it, nobody else can open it.
 pub(crate) fn memory_file() -> io::Result<OwnedFd> {
@@ -220,7 +234,7 @@ pub(crate) fn memory_file() -> io::Result<OwnedFd> {
 /// start): a descriptor a command can read but nobody can change.
 pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
     use std::io::{Seek, Write};
-    let mut file = std::fs::File::from(memory_file()?);
+    let mut file = std::fs::File::from(high(memory_file()?));
     file.write_all(text)?;
     file.rewind()?;
     let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;

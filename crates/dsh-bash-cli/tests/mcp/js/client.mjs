@@ -39,7 +39,7 @@ const bash = (command, extra = {}) => ({
   arguments: { command, description: "a test command for the suite", ...extra },
 });
 
-const transport = new StdioClientTransport({ command: binary, args: ["mcp"], cwd: scratch });
+const transport = new StdioClientTransport({ command: binary, args: ["mcp", "--shell-snapshot", "off"], cwd: scratch });
 const client = new Client({ name: "dsh-bash-js-suite", version: "0.0.0" });
 await client.connect(transport);
 
