@@ -51,6 +51,35 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row that could not be measured, and why.
+    pub fn skipped(scenario: &str, unit: &'static str, why: impl std::fmt::Display) -> Row {
+        Row {
+            scenario: scenario.into(),
+            ours: Stats::of(vec![f64::NAN]),
+            baseline: None,
+            unit,
+            peak_rss_mib: None,
+            note: format!("skipped: {why}"),
+        }
+    }
+
+    /// `ours` beside `baseline`, in `unit`, with `note`.
+    pub fn against(
+        scenario: &str,
+        (ours, baseline): (Vec<f64>, Vec<f64>),
+        unit: &'static str,
+        note: String,
+    ) -> Row {
+        Row {
+            scenario: scenario.into(),
+            ours: Stats::of(ours),
+            baseline: Some(Stats::of(baseline)),
+            unit,
+            peak_rss_mib: None,
+            note,
+        }
+    }
+
     /// ours / baseline, by medians.
     pub fn ratio(&self) -> Option<f64> {
         self.baseline.map(|b| self.ours.median / b.median)

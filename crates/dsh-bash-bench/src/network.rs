@@ -8,7 +8,7 @@ use dsh_sandbox::HostRules;
 use dsh_sandbox_local::Backend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::measure::{time_ms, Row, Stats};
+use crate::measure::{time_ms, Row};
 use crate::scenarios::{per_command, sandboxed_with, spec, Options, Policy};
 
 /// Bytes of the download.
@@ -62,17 +62,6 @@ fn rules(port: u16) -> HostRules {
     }
 }
 
-fn skipped(label: &str, why: String) -> Row {
-    Row {
-        scenario: label.into(),
-        ours: Stats::of(vec![f64::NAN]),
-        baseline: None,
-        unit: "ms",
-        peak_rss_mib: None,
-        note: format!("skipped: {why}"),
-    }
-}
-
 /// `true` under `allow` beside `true` under `off`, same backend.
 async fn idle_cost(options: &Options, label: &str, backend: Backend, port: u16) -> Row {
     let mode = SandboxMode::ReadOnly;
@@ -92,10 +81,10 @@ async fn idle_cost(options: &Options, label: &str, backend: Backend, port: u16) 
             HostRules::default(),
         ),
     ) else {
-        return skipped(label, "the backend is not usable".into());
+        return Row::skipped(label, "ms", "the backend is not usable");
     };
     if let Err(err) = allow.run(spec(&allow, "true")).await {
-        return skipped(label, err.to_string());
+        return Row::skipped(label, "ms", err);
     }
     per_command(&off, "true", 5).await;
     let (mut ours, mut base) = (vec![], vec![]);
@@ -105,14 +94,12 @@ async fn idle_cost(options: &Options, label: &str, backend: Backend, port: u16) 
     }
     allow.shutdown().await;
     off.shutdown().await;
-    Row {
-        scenario: label.into(),
-        ours: Stats::of(ours),
-        baseline: Some(Stats::of(base)),
-        unit: "ms/cmd",
-        peak_rss_mib: None,
-        note: "baseline: the same backend with the network off; target < +0.5 ms".into(),
-    }
+    Row::against(
+        label,
+        (ours, base),
+        "ms/cmd",
+        "baseline: the same backend with the network off; target < +0.5 ms".into(),
+    )
 }
 
 /// The 100 MiB download through the proxy beside the direct one.
@@ -135,7 +122,7 @@ async fn download(options: &Options, port: u16) -> Row {
             HostRules::default(),
         ),
     ) else {
-        return skipped(label, "bwrap is not usable".into());
+        return Row::skipped(label, "ms", "bwrap is not usable");
     };
     let command = format!(
         "test \"$(curl -sS -o /dev/null -w '%{{size_download}}' http://127.0.0.1:{port}/blob)\" = {DOWNLOAD}"
@@ -150,19 +137,17 @@ async fn download(options: &Options, port: u16) -> Row {
                 ours.push(through);
                 base.push(straight);
             }
-            (Err(why), _) | (_, Err(why)) => return skipped(label, why),
+            (Err(why), _) | (_, Err(why)) => return Row::skipped(label, "ms", why),
         }
     }
     proxied.shutdown().await;
     direct.shutdown().await;
-    Row {
-        scenario: label.into(),
-        ours: Stats::of(ours),
-        baseline: Some(Stats::of(base)),
-        unit: "ms",
-        peak_rss_mib: None,
-        note: "baseline: the same curl with the network on (direct); target >= 0.8x throughput, i.e. <= 1.25x time".into(),
-    }
+    Row::against(
+        label,
+        (ours, base),
+        "ms",
+        "baseline: the same curl with the network on (direct); target >= 0.8x throughput, i.e. <= 1.25x time".into(),
+    )
 }
 
 /// One download's time, or why it failed.
@@ -184,9 +169,10 @@ async fn timed(
 /// The rows of group 10.
 pub async fn allow_list_rows(options: &Options) -> Vec<Row> {
     let Some(port) = origin().await else {
-        return vec![skipped(
+        return vec![Row::skipped(
             "10 network allow-list",
-            "no loopback listener".into(),
+            "ms",
+            "no loopback listener",
         )];
     };
     vec![

@@ -607,14 +607,7 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
             continue;
         };
         if let Err(err) = confined.run(spec(&confined, "true")).await {
-            rows.push(Row {
-                scenario: label.into(),
-                ours: Stats::of(vec![f64::NAN]),
-                baseline: None,
-                unit: "ms/cmd",
-                peak_rss_mib: None,
-                note: format!("skipped: {err}"),
-            });
+            rows.push(Row::skipped(label, "ms/cmd", err));
             continue;
         }
         per_command(&plain, "true", 5).await;

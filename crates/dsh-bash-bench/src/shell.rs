@@ -9,7 +9,7 @@ use std::sync::Arc;
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig, SnapshotSlot, SnapshotSource};
 
-use crate::measure::{Row, Stats};
+use crate::measure::Row;
 use crate::scenarios::{per_command, Options};
 
 /// A start-up file of about 40 KB.
@@ -29,27 +29,16 @@ fn typical_rc() -> String {
     rc
 }
 
-fn skipped(label: &str, why: String) -> Row {
-    Row {
-        scenario: label.into(),
-        ours: Stats::of(vec![f64::NAN]),
-        baseline: None,
-        unit: "ms/cmd",
-        peak_rss_mib: None,
-        note: format!("skipped: {why}"),
-    }
-}
-
 /// `true` with the snapshot beside `true` without.
 async fn snapshot_cost(options: &Options, local: &LocalConfig) -> Row {
     let label = "11a `true` sourcing a 40 KB shell snapshot";
     let file = options.scratch.join("typical.bashrc");
     if let Err(err) = std::fs::write(&file, typical_rc()) {
-        return skipped(label, err.to_string());
+        return Row::skipped(label, "ms/cmd", err);
     }
     let slot = SnapshotSlot::pending();
     let Ok(capture) = LocalBashExecutor::new(local.clone()) else {
-        return skipped(label, "no executor".into());
+        return Row::skipped(label, "ms/cmd", "no executor");
     };
     let taken = dsh_bash_local::take_shell_snapshot(
         &capture,
@@ -60,7 +49,7 @@ async fn snapshot_cost(options: &Options, local: &LocalConfig) -> Row {
     capture.shutdown().await;
     let bytes = match &taken {
         Ok(snapshot) => snapshot.summary().script_bytes,
-        Err(err) => return skipped(label, err.to_string()),
+        Err(err) => return Row::skipped(label, "ms/cmd", err),
     };
     slot.settle(taken);
     let with = LocalBashExecutor::new(LocalConfig {
@@ -68,38 +57,33 @@ async fn snapshot_cost(options: &Options, local: &LocalConfig) -> Row {
         ..local.clone()
     });
     let (Ok(with), Ok(without)) = (with, LocalBashExecutor::new(local.clone())) else {
-        return skipped(label, "no executor".into());
+        return Row::skipped(label, "ms/cmd", "no executor");
     };
-    let (ours, base) = alternate(options, &with, &without, |_| {}).await;
+    let figures = alternate(options, &with, &without, |_| {}).await;
     with.shutdown().await;
     without.shutdown().await;
-    Row {
-        scenario: label.into(),
-        ours: Stats::of(ours),
-        baseline: Some(Stats::of(base)),
-        unit: "ms/cmd",
-        peak_rss_mib: None,
-        note: format!("baseline: no snapshot; the script is {bytes} bytes; target < +1 ms"),
-    }
+    Row::against(
+        label,
+        figures,
+        "ms/cmd",
+        format!("baseline: no snapshot; the script is {bytes} bytes; target < +1 ms"),
+    )
 }
 
 /// `true` reporting its final directory beside `true` that does not.
 async fn cwd_cost(options: &Options, local: &LocalConfig) -> Row {
     let label = "11b `true` reporting its final directory";
     let Ok(executor) = LocalBashExecutor::new(local.clone()) else {
-        return skipped(label, "no executor".into());
+        return Row::skipped(label, "ms/cmd", "no executor");
     };
-    let (ours, base) =
-        alternate(options, &executor, &executor, |spec| spec.report_cwd = true).await;
+    let figures = alternate(options, &executor, &executor, |spec| spec.report_cwd = true).await;
     executor.shutdown().await;
-    Row {
-        scenario: label.into(),
-        ours: Stats::of(ours),
-        baseline: Some(Stats::of(base)),
-        unit: "ms/cmd",
-        peak_rss_mib: None,
-        note: "baseline: the same command, no report; target < +0.1 ms".into(),
-    }
+    Row::against(
+        label,
+        figures,
+        "ms/cmd",
+        "baseline: the same command, no report; target < +0.1 ms".into(),
+    )
 }
 
 /// Per-command times of `ours` (each spec changed by `adjust`) and

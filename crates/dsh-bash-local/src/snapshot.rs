@@ -171,20 +171,17 @@ fn attempts(executor: &LocalBashExecutor, source: &SnapshotSource) -> Result<Att
                 Some("zsh") => Kind::Zsh,
                 _ => return Err(SnapshotError::UnsupportedShell { shell: name }),
             };
-            let dump = match kind {
-                Kind::Bash => format!("{}{BASH_DUMP}", bashrc_line()),
-                Kind::Zsh => ZSH_DUMP.to_owned(),
+            let (plain, rc) = match kind {
+                Kind::Bash => (BASH_DUMP, bashrc_line()),
+                Kind::Zsh => (ZSH_DUMP, ""),
             };
+            let dump = format!("{rc}{plain}");
             let program = shell.clone().into_os_string();
             let argv = |flags: &[&str], text: &str| {
                 let mut argv = vec![program.clone()];
                 argv.extend(flags.iter().map(OsString::from));
                 argv.push(text.into());
                 argv
-            };
-            let plain = match kind {
-                Kind::Bash => BASH_DUMP,
-                Kind::Zsh => ZSH_DUMP,
             };
             Ok((name, kind, vec![argv(&["-l", "-i", "-c"], &dump), argv(&["-l", "-c"], plain)]))
         }

@@ -127,26 +127,24 @@ impl Hub {
     /// `after` over as a background task (`--yield-ms`; a call's `yieldMs`
     /// wins).
     pub fn with_yield(mut self, after: Option<Duration>) -> Self {
+        self.tools = self.rebuilt(after, self.tools.persist_cwd());
+        self
+    }
+
+    /// The tools over the same executor, with `after` and `persist`.
+    fn rebuilt(&self, after: Option<Duration>, persist: bool) -> Arc<BashTools> {
         let executor = Arc::clone(self.tools.executor());
-        let persist = self.tools.persist_cwd();
-        self.tools = Arc::new(
+        Arc::new(
             BashTools::new(executor)
                 .with_yield(after)
                 .with_persist_cwd(persist),
-        );
-        self
+        )
     }
 
     /// The same hub, with each session's working directory following `cd`
     /// or not ([`dsh_tool_bash::BashTools::with_persist_cwd`]).
     pub fn with_persist_cwd(mut self, persist: bool) -> Self {
-        let executor = Arc::clone(self.tools.executor());
-        let yield_after = self.tools.yield_after();
-        self.tools = Arc::new(
-            BashTools::new(executor)
-                .with_yield(yield_after)
-                .with_persist_cwd(persist),
-        );
+        self.tools = self.rebuilt(self.tools.yield_after(), persist);
         self
     }
 

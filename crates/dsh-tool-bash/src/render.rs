@@ -601,6 +601,23 @@ mod tests {
         );
     }
 
+    /// bwrap's facts under read-only over `/ws`.
+    fn read_only_facts(denied: bool, network: dsh_bash::NetworkFacts) -> BashSandboxInfo {
+        BashSandboxInfo {
+            mode: SandboxMode::ReadOnly,
+            backend: Some("bwrap".into()),
+            denied,
+            denial_evidence: dsh_bash::DenialEvidence::Stderr,
+            refused: Vec::new(),
+            enforcement: Some(SandboxEnforcement::Full),
+            runner_failed: false,
+            gaps: Vec::new(),
+            workspace: Some("/ws".into()),
+            network: Some(network),
+            protected: Vec::new(),
+        }
+    }
+
     #[test]
     fn denial_marker_and_hint_only_when_offered() {
         let mut r = result(
@@ -608,19 +625,10 @@ mod tests {
             "touch: cannot touch 'x': Read-only file system\n",
             Some(1),
         );
-        r.sandbox = Some(BashSandboxInfo {
-            mode: SandboxMode::ReadOnly,
-            backend: Some("bwrap".into()),
-            denied: true,
-            denial_evidence: dsh_bash::DenialEvidence::Stderr,
-            refused: Vec::new(),
-            enforcement: Some(SandboxEnforcement::Full),
-            runner_failed: false,
-            gaps: Vec::new(),
-            workspace: Some("/ws".into()),
-            network: Some(dsh_bash::NetworkFacts::of(dsh_bash::NetworkPolicy::Off)),
-            protected: Vec::new(),
-        });
+        r.sandbox = Some(read_only_facts(
+            true,
+            dsh_bash::NetworkFacts::of(dsh_bash::NetworkPolicy::Off),
+        ));
         let plain = render_run_result(&r);
         assert!(plain.ends_with(
             "Read-only file system\n[sandbox: stderr looks like a permission error under read-only mode; a guess from the output, not a report from the kernel]\n[exit code: 1]"
@@ -648,19 +656,7 @@ mod tests {
         let mut network = dsh_bash::NetworkFacts::of(dsh_bash::NetworkPolicy::Allow);
         network.denied = vec!["blocked.example:443".into(), "10.0.0.5:80".into()];
         network.denied_more = 3;
-        r.sandbox = Some(BashSandboxInfo {
-            mode: SandboxMode::ReadOnly,
-            backend: Some("bwrap".into()),
-            denied: false,
-            denial_evidence: dsh_bash::DenialEvidence::Stderr,
-            refused: Vec::new(),
-            enforcement: Some(SandboxEnforcement::Full),
-            runner_failed: false,
-            gaps: Vec::new(),
-            workspace: Some("/ws".into()),
-            network: Some(network),
-            protected: Vec::new(),
-        });
+        r.sandbox = Some(read_only_facts(false, network));
         let text = render_run_result(&r);
         assert!(
             text.contains("[network: refused blocked.example:443, 10.0.0.5:80 and 3 more (deny-listed, internal or malformed: no grant for one call reaches them)]"),

@@ -575,6 +575,9 @@ impl BashTools {
         request.sandbox_mode = mode;
         request.network = granted.network;
         request.allow_hosts = granted.hosts;
+        // Only a foreground run reports where it ended (a yielded or
+        // background one is a task).
+        request.report_cwd = follows && !call.background && yield_after.is_none();
         let spec = self.executor.resolve(request)?;
         if let Some(after) = yield_after {
             return self.yielded(spec, after).await;
@@ -587,8 +590,6 @@ impl BashTools {
                 text,
             });
         }
-        let mut spec = spec;
-        spec.report_cwd = follows;
         let started = spec.workdir.clone();
         let result = self.executor.run(spec).await?;
         if result.aborted {
