@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
-use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::{CacheConfig, SandboxBashExecutor, SandboxConfig};
 use dsh_sandbox::{HostPattern, HostPreset, HostRules, NetworkPolicy, ProtectedPaths, SandboxMode};
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
@@ -64,6 +64,19 @@ pub struct ExecutorArgs {
     /// e.g. --unprotect .git to let commands commit.
     #[arg(long, value_name = "PATH", requires = "sandbox")]
     pub unprotect: Vec<String>,
+    /// Where confined commands keep their tools' caches under
+    /// workspace-write (npm, yarn, pnpm, pip, uv, cargo's registry, Go,
+    /// Gradle, Maven, XDG_CACHE_HOME): a directory of the sandbox's own,
+    /// never the host's caches, which stay read-only (default:
+    /// ~/.cache/dsh-bash/sandbox), or `off` (each command's caches last as
+    /// long as it does).
+    #[arg(long, value_name = "DIR|off", requires = "sandbox", value_parser = cache_root)]
+    pub sandbox_cache: Option<CacheRoot>,
+    /// At start, the sandbox's caches are cut to this size by removing the
+    /// least recently used tool's or workspace's cache whole (default
+    /// 10G); a workspace's cache unused for 30 days goes too.
+    #[arg(long, value_name = "SIZE", requires = "sandbox", value_parser = limit_size)]
+    pub sandbox_cache_max: Option<Limit>,
     /// Also drop inherited environment variables whose name contains this
     /// (case-insensitive; repeatable). KEY, SECRET, TOKEN, PASSWORD, PASSWD
     /// and CREDENTIAL are always dropped, as are names ending in _PAT,
@@ -108,6 +121,23 @@ pub struct ExecutorArgs {
     /// `none` (the default).
     #[arg(long, value_name = "CPUS|none", value_parser = limit_cpus)]
     pub max_cpu: Option<Limit>,
+}
+
+/// Where the sandbox's caches go: a directory, or nowhere that lasts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheRoot(Option<PathBuf>);
+
+fn cache_root(value: &str) -> Result<CacheRoot, String> {
+    if value == "off" {
+        return Ok(CacheRoot(None));
+    }
+    let path = PathBuf::from(value);
+    if !path.is_absolute() {
+        return Err(format!(
+            "expected an absolute directory or off; got {value:?}"
+        ));
+    }
+    Ok(CacheRoot(Some(path)))
 }
 
 /// A limit given on the command line: a value, or `none` for no limit.
@@ -368,6 +398,7 @@ pub fn compose(
         protected,
         hidden: secrets.clone(),
         hosts,
+        caches: caches_of(args),
     };
     let provider = Arc::new(provider);
     let executor = SandboxBashExecutor::new(config, Arc::clone(&provider) as _)?;
@@ -385,6 +416,20 @@ pub fn compose(
         executor: Arc::new(executor),
         provider: Some(provider),
     })
+}
+
+/// The sandbox's caches as the flags say.
+fn caches_of(args: &ExecutorArgs) -> CacheConfig {
+    let mut caches = CacheConfig::default();
+    if let Some(CacheRoot(root)) = &args.sandbox_cache {
+        caches.root.clone_from(root);
+    }
+    match args.sandbox_cache_max {
+        Some(Limit(Some(bytes))) => caches.max_bytes = bytes,
+        Some(Limit(None)) => caches.max_bytes = u64::MAX,
+        None => {}
+    }
+    caches
 }
 
 /// The network policy and allow-list of the flags: hosts or presets imply

@@ -183,6 +183,62 @@ pub fn remove_tree_at(parent: impl AsFd, name: &OsStr) -> io::Result<Removal> {
     }
 }
 
+/// Directories deeper than this below the top are not descended into by
+/// [`size_at`] (each level holds one descriptor).
+const MAX_SIZE_DEPTH: usize = 64;
+
+/// The bytes the tree `name` in the directory `parent` takes on disk
+/// (allocated blocks, every entry once per link met), walked beneath
+/// descriptors without following a link; what cannot be read, or lies more
+/// than [`MAX_SIZE_DEPTH`] levels down, counts as nothing. Blocking.
+pub fn size_at(parent: impl AsFd, name: &OsStr) -> u64 {
+    let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let stat = |dir: BorrowedFd<'_>, name: &OsStr| {
+        rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
+    };
+    let parent = parent.as_fd();
+    let Some(top) = stat(parent, name) else {
+        return 0;
+    };
+    let blocks = |s: &rustix::fs::Stat| u64::try_from(s.st_blocks).unwrap_or(0) * 512;
+    let mut total = blocks(&top);
+    let Ok(top) = rustix::fs::openat(parent, name, read, Mode::empty()) else {
+        return total;
+    };
+    // Directories to walk, by their parent's descriptor and their name:
+    // opened when their turn comes, so only the open path's descriptors
+    // are held, however wide the tree.
+    let top = std::sync::Arc::new(top);
+    let mut pending: Vec<(std::sync::Arc<OwnedFd>, OsString, usize)> = Vec::new();
+    let mut walk = |dir: &std::sync::Arc<OwnedFd>, depth: usize, pending: &mut Vec<_>| {
+        let Ok(mut entries) = rustix::fs::Dir::read_from(dir.as_fd()) else {
+            return;
+        };
+        while let Some(Ok(entry)) = entries.read() {
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let Some(meta) = stat(dir.as_fd(), name) else {
+                continue;
+            };
+            total += blocks(&meta);
+            let directory = FileType::from_raw_mode(meta.st_mode) == FileType::Directory;
+            if directory && depth < MAX_SIZE_DEPTH {
+                pending.push((std::sync::Arc::clone(dir), name.to_owned(), depth + 1));
+            }
+        }
+    };
+    walk(&top, 0, &mut pending);
+    while let Some((parent, name, depth)) = pending.pop() {
+        if let Ok(dir) = rustix::fs::openat(parent.as_fd(), &name, read, Mode::empty()) {
+            drop(parent);
+            walk(&std::sync::Arc::new(dir), depth, &mut pending);
+        }
+    }
+    total
+}
+
 /// Errors meaning "not a directory here (any more)": a symlink refused by
 /// `O_NOFOLLOW`, or another kind of file.
 fn not_a_directory(err: &rustix::io::Errno) -> bool {

@@ -15,6 +15,7 @@ use dsh_sandbox::{
 };
 use tokio_util::task::TaskTracker;
 
+use crate::caches::{CacheConfig, Caches};
 use crate::private_tmp::PrivateTmp;
 
 /// The local configuration plus the sandbox defaults.
@@ -39,6 +40,9 @@ pub struct SandboxConfig {
     /// the ones it never may); a call's approved `allow_hosts` widen it for
     /// that call only.
     pub hosts: HostRules,
+    /// Where the sandbox keeps its own caches for `workspace-write`
+    /// commands (npm, pip, cargo, ...), and how much of them.
+    pub caches: CacheConfig,
 }
 
 impl Default for SandboxConfig {
@@ -51,6 +55,7 @@ impl Default for SandboxConfig {
             protected: ProtectedPaths::default(),
             hidden: Vec::new(),
             hosts: HostRules::default(),
+            caches: CacheConfig::default(),
         }
     }
 }
@@ -83,6 +88,8 @@ pub struct SandboxBashExecutor {
     hidden: Vec<PathBuf>,
     hosts: Arc<HostRules>,
     workspace: Workspace,
+    /// The sandbox's own caches of this workspace.
+    caches: Arc<Caches>,
     /// Why `workspace-write` cannot run here, if it cannot: a scratch
     /// directory of the server inside the writable workspace.
     scratch_inside: Option<String>,
@@ -337,7 +344,17 @@ impl SandboxBashExecutor {
                 return Err(SandboxConfigError::ScratchInWorkspace(why));
             }
         }
+        let caches = Arc::new(Caches::new(config.caches, &workspace));
+        if config.mode == SandboxMode::WorkspaceWrite {
+            // Made and swept before the first command needs them (which
+            // waits for this if it comes sooner).
+            let early = Arc::clone(&caches);
+            std::thread::spawn(move || {
+                let _ = early.prepared();
+            });
+        }
         Ok(SandboxBashExecutor {
+            caches,
             workspace,
             scratch_inside,
             local: LocalBashExecutor::new(config.local)?,
@@ -392,6 +409,22 @@ impl SandboxBashExecutor {
         }
     }
 
+    /// The caches of a `workspace-write` command whose private TMPDIR is
+    /// `tmp` (made on the blocking pool; none when even the ephemeral ones
+    /// cannot be made, e.g. on a full disk: the tools then fail on the
+    /// host's read-only caches, as without this).
+    async fn caches_for(&self, tmp: &std::path::Path) -> Arc<dsh_sandbox::SandboxCaches> {
+        let caches = Arc::clone(&self.caches);
+        let tmp = tmp.to_owned();
+        let made = tokio::task::spawn_blocking(move || caches.for_command(&tmp))
+            .await
+            .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())));
+        made.unwrap_or_else(|err| {
+            tracing::warn!(%err, "cannot make a command's sandbox caches");
+            Arc::default()
+        })
+    }
+
     /// Asks the provider how to run `spec` under `mode`: the confinement,
     /// the invocation to hand to the local executor, and the command's
     /// private temporary directory (under `workspace-write`).
@@ -414,6 +447,10 @@ impl SandboxBashExecutor {
         } else {
             ProtectedPaths::none()
         };
+        let caches = match &private_tmp {
+            Some(tmp) => self.caches_for(tmp.path()).await,
+            None => Arc::default(),
+        };
         let policy = SandboxPolicy {
             mode,
             workspace: self.workspace.clone(),
@@ -422,6 +459,7 @@ impl SandboxBashExecutor {
             readable: self.local.spill_directory().into_iter().collect(),
             hidden: self.hidden.clone(),
             protected,
+            caches,
             network: self.network_of(spec.network, mode, !spec.allow_hosts.is_empty()),
             hosts: self.hosts_of(spec),
             terminal: spec.terminal.is_some(),

@@ -22,6 +22,10 @@
 //! - under `workspace-write` each command gets a private temporary
 //!   directory, removed once its tree is gone (before a foreground result
 //!   returns; shutdown waits for background ones);
+//! - under `workspace-write` the tools' caches (npm, pip, uv, cargo, Go,
+//!   Gradle, Maven, `XDG_CACHE_HOME`) are the sandbox's own
+//!   ([`CacheConfig`]): persistent per user (build outputs per workspace),
+//!   writable for confined commands only, never the host's;
 //! - background facts are stamped before listeners and waiters see the task
 //!   settled; each task is judged by its own confinement.
 //!
@@ -56,6 +60,10 @@
 //! unconfined, after or beside a hostile process that may rename anything
 //! under it. Each walk, and why it is safe:
 //!
+//! - **the caches' sweep** (at start) measures and removes directories of
+//!   the cache root beneath descriptors, never following a link; the
+//!   directories themselves sit in a root no command can write, so only
+//!   what is inside them can change under the walk;
 //! - **a private TMPDIR's removal** and **the sweep of a dead server's
 //!   ones**: descriptor-relative from a handle on the temp dir taken when
 //!   the directory was made, `O_NOFOLLOW` all the way down, a swapped-in
@@ -92,8 +100,10 @@
 // `clippy -D warnings` enforces it.
 #![warn(clippy::too_many_lines)]
 
+mod caches;
 mod executor;
 mod private_tmp;
 
+pub use caches::CacheConfig;
 pub use executor::{SandboxBashExecutor, SandboxConfig, SandboxConfigError};
 pub use private_tmp::sweep_dead_once as sweep_dead_private_tmps;

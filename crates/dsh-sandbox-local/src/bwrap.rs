@@ -263,11 +263,58 @@ fn stand_in_on_the_way(handle: &Arc<OwnedFd>, relative: &Path) -> Option<PathBuf
     None
 }
 
+/// Where the command sees `path`: the private TMPDIR is its `/tmp`.
+fn inside_view(policy: &SandboxPolicy, path: &Path) -> PathBuf {
+    match policy
+        .private_tmp
+        .as_ref()
+        .and_then(|tmp| path.strip_prefix(tmp).ok())
+    {
+        Some(rest) => Path::new("/tmp").join(rest),
+        None => path.to_owned(),
+    }
+}
+
+/// The binds of the sandbox's caches under `workspace-write` (source,
+/// destination): each directory over itself (writable; ones in the
+/// private TMPDIR are in its `/tmp` already), then over each host cache
+/// it stands for that exists, so a tool with a hard-coded path writes the
+/// sandbox's cache too. A host cache that does not exist cannot be
+/// mounted over (`/` is read-only): the variables point the tool away.
+fn cache_binds(policy: &SandboxPolicy) -> Vec<(PathBuf, PathBuf)> {
+    let mut binds = Vec::new();
+    if policy.mode != SandboxMode::WorkspaceWrite {
+        return binds;
+    }
+    let in_tmp = |path: &Path| {
+        policy
+            .private_tmp
+            .as_ref()
+            .is_some_and(|tmp| path.starts_with(tmp))
+    };
+    for dir in &policy.caches.dirs {
+        if !dir.path.is_dir() {
+            continue;
+        }
+        if !in_tmp(&dir.path) {
+            binds.push((dir.path.clone(), dir.path.clone()));
+        }
+        for (host, stand_in) in &dir.replaces {
+            if host.is_dir() && stand_in.is_dir() {
+                binds.push((stand_in.clone(), host.clone()));
+            }
+        }
+    }
+    binds
+}
+
 /// The profile arguments for `policy`, up to and including `--`, given the
-/// numbers of the status pipe and the workspace handle.
+/// cache binds and the numbers of the status pipe and the workspace
+/// handle.
 pub(crate) fn profile(
     policy: &SandboxPolicy,
     protection: &Protection,
+    caches: &[(PathBuf, PathBuf)],
     status_fd: i32,
     workspace_fd: i32,
 ) -> Vec<OsString> {
@@ -332,6 +379,13 @@ pub(crate) fn profile(
             profile.push(bind.source.as_raw_fd().to_string().into());
             profile.push(bind.path.as_os_str().to_owned());
         }
+    }
+    // The sandbox's caches: on top of the workspace and the host (a home
+    // inside the workspace keeps its own `.npm` read-only beneath).
+    for (source, destination) in caches {
+        profile.push("--bind".into());
+        profile.push(source.as_os_str().to_owned());
+        profile.push(destination.as_os_str().to_owned());
     }
     // Off and on an allow-list alike: a network namespace of its own (the
     // allow-list's door is a socket bound in through `readable`).
@@ -441,10 +495,12 @@ pub(crate) fn confine(
             })?,
     );
     let protection = Protection::settled(policy, &workspace)?;
+    let caches = cache_binds(policy);
     let mut wrapped = runner.to_vec();
     wrapped.extend(profile(
         policy,
         &protection,
+        &caches,
         write.as_raw_fd(),
         workspace.as_raw_fd(),
     ));
@@ -484,6 +540,13 @@ pub(crate) fn confine(
         .collect();
     let mut environment = crate::provider::environment();
     environment.push(("TMPDIR".into(), Some("/tmp".into())));
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        environment.extend(
+            policy
+                .caches
+                .environment(|path| inside_view(policy, path)),
+        );
+    }
     Ok(Confinement {
         invocation: Invocation {
             argv: wrapped,
@@ -533,10 +596,11 @@ mod tests {
             hidden: Vec::new(),
             protected: dsh_sandbox::ProtectedPaths::none(),
             network: NetworkPolicy::Off,
+            caches: Default::default(),
             hosts: Default::default(),
             terminal: false,
         };
-        let profile_ro = profile(&read_only, &Protection::default(), 7, 8);
+        let profile_ro = profile(&read_only, &Protection::default(), &[], 7, 8);
         let text: Vec<String> = profile_ro
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -588,6 +652,7 @@ mod tests {
             readable: Vec::new(),
             hidden: Vec::new(),
             network: NetworkPolicy::On,
+            caches: Default::default(),
             hosts: Default::default(),
             terminal: true,
         };
@@ -595,7 +660,7 @@ mod tests {
         let protection = Protection::of(&write, &handle).unwrap();
         let root = write.workspace.path().to_owned();
         assert!(root.join(".vscode/tasks.json").is_dir(), "the stand-in");
-        let text: Vec<String> = profile(&write, &protection, 7, 8)
+        let text: Vec<String> = profile(&write, &protection, &[], 7, 8)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();

@@ -124,6 +124,15 @@ fn ruleset(policy: &SandboxPolicy, proxy_port: Option<u16>) -> Result<OwnedFd, S
                 .add_rule(PathBeneath::new(fd, writable()))
                 .map_err(ruleset("allow the private TMPDIR"))?;
         }
+        // The sandbox's caches (a directory gone meanwhile is left out:
+        // its tool fails on it, nothing else).
+        for dir in &policy.caches.dirs {
+            if let Ok(fd) = PathFd::new(&dir.path) {
+                created = created
+                    .add_rule(PathBeneath::new(fd, writable()))
+                    .map_err(ruleset("allow the sandbox's caches"))?;
+            }
+        }
     }
     Option::<OwnedFd>::from(created).ok_or(SandboxError::LandlockUnsupported)
 }
@@ -235,6 +244,9 @@ pub(crate) fn confine(
     if let (SandboxMode::WorkspaceWrite, Some(tmp)) = (policy.mode, &policy.private_tmp) {
         environment.push(("TMPDIR".into(), Some(tmp.clone().into_os_string())));
     }
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        environment.extend(policy.caches.environment(std::path::Path::to_path_buf));
+    }
     // The kernel's account of its denials, where the host gives one.
     let watch = (abi >= 7)
         .then(crate::audit::Listener::get)
@@ -286,6 +298,7 @@ mod tests {
             readable: Vec::new(),
             hidden: Vec::new(),
             network,
+            caches: Default::default(),
             hosts: Default::default(),
             terminal: false,
         }

@@ -62,6 +62,7 @@ pub(crate) async fn check(
         // The strictest setup, so a backend that cannot cut the network
         // where it claims to fails here rather than on a real command.
         network: dsh_sandbox::NetworkPolicy::Off,
+        caches: Default::default(),
         hosts: Default::default(),
         terminal: false,
     };

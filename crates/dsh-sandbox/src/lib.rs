@@ -54,6 +54,7 @@
 //! crates.
 #![forbid(unsafe_code)]
 
+mod caches;
 mod gap;
 mod git;
 mod hosts;
@@ -63,6 +64,9 @@ mod protect;
 mod provider;
 mod workspace;
 
+pub use caches::{
+    CacheDir, CacheScope, CacheValue, HostDirs, HostPlace, SandboxCaches, ToolCache, TOOL_CACHES,
+};
 pub use gap::SandboxGap;
 pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, ParseHostError};
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::{
-    HostRules, NetworkPolicy, ProtectedPaths, SandboxBackend, SandboxEnforcement, SandboxGap,
+    HostRules, SandboxCaches, NetworkPolicy, ProtectedPaths, SandboxBackend, SandboxEnforcement, SandboxGap,
     SandboxMode, Workspace,
 };
 
@@ -97,6 +97,11 @@ pub struct SandboxPolicy {
     /// them against the workspace itself ([`ProtectedPaths::resolve`]),
     /// when and where it can afford the file-system walk.
     pub protected: ProtectedPaths,
+    /// The sandbox's own caches under `workspace-write` (ignored in the
+    /// other modes): directories writable for the command, the variables
+    /// that point the tools at them, and the host caches they stand for
+    /// (see [`SandboxCaches`]). Empty: none.
+    pub caches: Arc<SandboxCaches>,
     /// Whether the command may use the network.
     pub network: NetworkPolicy,
     /// The hosts the network policy `allow` lets the command reach
@@ -122,6 +127,7 @@ impl SandboxPolicy {
             readable: Vec::new(),
             hidden: Vec::new(),
             protected: ProtectedPaths::none(),
+            caches: Arc::default(),
             network: NetworkPolicy::default_for(mode),
             hosts: Arc::default(),
             terminal: false,
