@@ -123,9 +123,15 @@ impl Caches {
         sweep(&real, &self.config);
         let workspace_root = real.join("ws").join(workspace_key(&self.workspace));
         let plan = SandboxCaches::plan(&real, &workspace_root, &self.host);
-        make_all(&plan).map_err(|err| format!("cannot make the caches in {}: {err}", real.display()))?;
+        make_all(&plan)
+            .map_err(|err| format!("cannot make the caches in {}: {err}", real.display()))?;
         // Used now: the sweep of a later start goes by these times.
-        for dir in plan.dirs.iter().map(|d| d.path.as_path()).chain([workspace_root.as_path()]) {
+        for dir in plan
+            .dirs
+            .iter()
+            .map(|d| d.path.as_path())
+            .chain([workspace_root.as_path()])
+        {
             if let Ok(file) = File::open(dir) {
                 let _ = file.set_modified(SystemTime::now());
             }
@@ -261,7 +267,9 @@ fn sweep(root: &Path, config: &CacheConfig) {
 
 fn remove(entry: &Entry, why: &str) {
     match dsh_bash_local::scratch::remove_tree_at(&*entry.parent, &entry.name) {
-        Ok(_) => tracing::info!(name = ?entry.name, bytes = entry.bytes, why, "a sandbox cache was swept"),
+        Ok(_) => {
+            tracing::info!(name = ?entry.name, bytes = entry.bytes, why, "a sandbox cache was swept")
+        }
         Err(err) => tracing::warn!(name = ?entry.name, %err, "cannot sweep a sandbox cache"),
     }
 }
@@ -285,7 +293,9 @@ mod tests {
         let caches = Caches::new(config(&home.path().join("c")), &workspace);
         let plan = Arc::clone(caches.prepared().as_ref().unwrap());
         assert!(!plan.ephemeral);
-        let root = std::fs::canonicalize(home.path().join("c")).unwrap().join(current_uid().to_string());
+        let root = std::fs::canonicalize(home.path().join("c"))
+            .unwrap()
+            .join(current_uid().to_string());
         let mode = std::fs::metadata(&root).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let npm = plan.dirs.iter().find(|d| d.tool == "npm").unwrap();
@@ -295,11 +305,19 @@ mod tests {
         assert!(plan.directories().all(Path::is_dir));
         // Another workspace: its own directory, the same user caches.
         let other = tempfile::tempdir().unwrap();
-        let again = Caches::new(config(&home.path().join("c")), &Workspace::open(other.path()).unwrap());
+        let again = Caches::new(
+            config(&home.path().join("c")),
+            &Workspace::open(other.path()).unwrap(),
+        );
         let second = again.prepared().as_ref().unwrap();
         assert_eq!(second.dirs[0].path, plan.dirs[0].path);
         assert_ne!(
-            second.dirs.iter().find(|d| d.tool == "XDG cache").unwrap().path,
+            second
+                .dirs
+                .iter()
+                .find(|d| d.tool == "XDG cache")
+                .unwrap()
+                .path,
             xdg.path
         );
     }
@@ -315,16 +333,34 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let plan = inside.for_command(tmp.path()).unwrap();
         assert!(plan.ephemeral);
-        assert!(plan.dirs.iter().all(|d| d.path.starts_with(tmp.path()) && d.path.is_dir()));
-        let off = Caches::new(CacheConfig { root: None, ..CacheConfig::default() }, &workspace);
-        assert!(off.prepared().as_ref().unwrap_err().contains("switched off"));
+        assert!(plan
+            .dirs
+            .iter()
+            .all(|d| d.path.starts_with(tmp.path()) && d.path.is_dir()));
+        let off = Caches::new(
+            CacheConfig {
+                root: None,
+                ..CacheConfig::default()
+            },
+            &workspace,
+        );
+        assert!(off
+            .prepared()
+            .as_ref()
+            .unwrap_err()
+            .contains("switched off"));
     }
 
     #[test]
     fn the_sweep_removes_the_old_and_the_least_recently_used_past_the_cap() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for (name, days, kib) in [("ws/old", 40, 4), ("ws/new", 1, 64), ("npm", 10, 64), ("pip", 2, 64)] {
+        for (name, days, kib) in [
+            ("ws/old", 40, 4),
+            ("ws/new", 1, 64),
+            ("npm", 10, 64),
+            ("pip", 2, 64),
+        ] {
             let path = root.join(name);
             std::fs::create_dir_all(path.join("sub")).unwrap();
             std::fs::write(path.join("sub/blob"), vec![7u8; kib * 1024]).unwrap();

@@ -541,11 +541,7 @@ pub(crate) fn confine(
     let mut environment = crate::provider::environment();
     environment.push(("TMPDIR".into(), Some("/tmp".into())));
     if policy.mode == SandboxMode::WorkspaceWrite {
-        environment.extend(
-            policy
-                .caches
-                .environment(|path| inside_view(policy, path)),
-        );
+        environment.extend(policy.caches.environment(|path| inside_view(policy, path)));
     }
     Ok(Confinement {
         invocation: Invocation {

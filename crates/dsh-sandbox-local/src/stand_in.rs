@@ -77,10 +77,20 @@ pub(crate) fn is_stand_in(root: BorrowedFd<'_>, relative: &Path) -> bool {
     open_entry(root, relative).is_ok_and(|entry| stand_in(&entry))
 }
 
-/// True if and only if `entry` is an empty directory or an empty file.
-fn empty(entry: &File) -> bool {
+/// True if and only if `entry` is as a stand-in is made: an empty
+/// directory, or a file holding exactly `contents`.
+fn as_made(entry: &File, contents: &[u8]) -> bool {
     match entry.metadata() {
-        Ok(meta) if meta.is_file() => meta.len() == 0,
+        Ok(meta) if meta.is_file() => {
+            let mut held = Vec::new();
+            meta.len() == contents.len() as u64
+                && std::io::Read::read_to_end(
+                    &mut std::io::Read::take(entry, contents.len() as u64 + 1),
+                    &mut held,
+                )
+                .is_ok()
+                && held == contents
+        }
         Ok(meta) if meta.is_dir() => {
             // An empty directory has exactly two links ("." and its name)
             // and no entries; read it through its own descriptor.
@@ -123,8 +133,9 @@ fn private_name() -> OsString {
 
 impl StandIn {
     /// Claims the stand-in at `relative` beneath the workspace `root`
-    /// (absolute: `path`), creating it (an empty, marked directory, or an
-    /// empty file with `file`) if nothing is there. Something else already
+    /// (absolute: `path`), creating it (an empty, marked directory, or a
+    /// file with `file`, empty but for [`dsh_sandbox::stand_in_contents`])
+    /// if nothing is there. Something else already
     /// there (made meanwhile by somebody else) is bound as it is,
     /// unclaimed.
     pub(crate) fn claim(
@@ -136,6 +147,7 @@ impl StandIn {
         let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no name"));
         };
+        let contents = dsh_sandbox::stand_in_contents(relative);
         let unclaimed = || StandIn {
             root: Arc::clone(root),
             relative: relative.to_owned(),
@@ -154,7 +166,7 @@ impl StandIn {
                     // into place: never visible unmarked.
                     let private = private_name();
                     if file {
-                        sys::create_at(parent_dir.as_fd(), &private)?;
+                        sys::create_at(parent_dir.as_fd(), &private, contents)?;
                     } else {
                         sys::mkdir_at(parent_dir.as_fd(), &private)?;
                     }
@@ -172,7 +184,7 @@ impl StandIn {
                         // is never removed (see the module docs).
                         tracing::warn!(path = %path.display(), %err, "a stand-in cannot be marked and stays in the workspace");
                         if file {
-                            sys::create_at(parent_dir.as_fd(), name)?;
+                            sys::create_at(parent_dir.as_fd(), name, contents)?;
                         } else {
                             sys::mkdir_at(parent_dir.as_fd(), name)?;
                         }
@@ -234,7 +246,8 @@ impl Drop for StandIn {
         if !same || sys::flock(entry.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_err() {
             return;
         }
-        if !(stand_in(&entry) && empty(&entry)) {
+        let contents = dsh_sandbox::stand_in_contents(&self.relative);
+        if !(stand_in(&entry) && as_made(&entry, contents)) {
             return;
         }
         let directory = entry.metadata().is_ok_and(|m| m.is_dir());

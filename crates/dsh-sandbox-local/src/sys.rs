@@ -164,6 +164,7 @@ pub(crate) fn mkdir_at(
 pub(crate) fn create_at(
     parent: std::os::fd::BorrowedFd<'_>,
     name: &std::ffi::OsStr,
+    contents: &[u8],
 ) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let name = c_name(name)?;
@@ -182,8 +183,8 @@ pub(crate) fn create_at(
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the descriptor was just created here.
-    drop(unsafe { OwnedFd::from_raw_fd(fd) });
-    Ok(())
+    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    std::io::Write::write_all(&mut &file, contents)
 }
 
 /// Renames `from` to `to` within the directory `parent`, failing if `to`

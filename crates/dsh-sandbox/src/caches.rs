@@ -98,7 +98,7 @@ pub const TOOL_CACHES: &[ToolCache] = &[
         dir: "pnpm",
         scope: CacheScope::User,
         host: &[(HostPlace::Home(".local/share/pnpm/store"), "store")],
-        vars: &[("npm_config_store_dir", CacheValue::Dir("store"))],
+        vars: &[("pnpm_config_store_dir", CacheValue::Dir("store"))],
     },
     ToolCache {
         tool: "pip",
@@ -259,7 +259,8 @@ impl SandboxCaches {
                     .host
                     .iter()
                     .filter_map(|(place, sub)| {
-                        host.path_of(*place).map(|host| (host, sub_path(&path, sub)))
+                        host.path_of(*place)
+                            .map(|host| (host, sub_path(&path, sub)))
                     })
                     .collect();
                 CacheDir {
@@ -300,7 +301,8 @@ impl SandboxCaches {
                     CacheValue::JavaProperty(property) => {
                         let mut opts = OsString::from(*property);
                         opts.push(inside(&dir.path));
-                        if let Some(inherited) = self.maven_opts.as_ref().filter(|v| !v.is_empty()) {
+                        if let Some(inherited) = self.maven_opts.as_ref().filter(|v| !v.is_empty())
+                        {
                             opts.push(" ");
                             opts.push(inherited);
                         }
@@ -385,14 +387,22 @@ mod tests {
             )
         );
         assert_eq!(
-            caches.host_cache_of(Path::new("/src/go/pkg/mod/x")).unwrap().0,
+            caches
+                .host_cache_of(Path::new("/src/go/pkg/mod/x"))
+                .unwrap()
+                .0,
             "go modules"
         );
         assert_eq!(
-            caches.host_cache_of(Path::new("/home/u/.npm/_logs/1.log")).unwrap().0,
+            caches
+                .host_cache_of(Path::new("/home/u/.npm/_logs/1.log"))
+                .unwrap()
+                .0,
             "npm"
         );
-        assert!(caches.host_cache_of(Path::new("/home/u/.cargo/registry")).is_none());
+        assert!(caches
+            .host_cache_of(Path::new("/home/u/.cargo/registry"))
+            .is_none());
         assert!(caches.holds(Path::new("/c/u/npm/_cacache")));
         assert!(!caches.holds(Path::new("/c/u")));
         // Made: every tool's directory and each stand-in beneath it.
@@ -407,9 +417,7 @@ mod tests {
         assert_eq!(host, HostDirs::default());
         let caches = SandboxCaches::plan(Path::new("/priv/c"), Path::new("/priv/c"), &host);
         assert!(caches.dirs.iter().all(|d| d.replaces.is_empty()));
-        let env = caches.environment(|p| {
-            Path::new("/tmp").join(p.strip_prefix("/priv").unwrap())
-        });
+        let env = caches.environment(|p| Path::new("/tmp").join(p.strip_prefix("/priv").unwrap()));
         assert!(env.contains(&("PIP_CACHE_DIR".into(), Some("/tmp/c/pip".into()))));
         assert!(env.contains(&(
             "MAVEN_OPTS".into(),

@@ -337,13 +337,20 @@ impl ProtectedPaths {
             if !scope.workspace {
                 continue;
             }
-            let (path, state) = state_of(root, relative, false);
-            resolved.entry(path).or_insert(state);
-            if relative == Path::new(".git") {
+            if relative != Path::new(".git") {
+                let (path, state) = state_of(root, relative, false);
+                resolved.entry(path).or_insert(state);
+            } else {
                 let reach = crate::git::reach(root);
                 complete &= reach.complete;
-                for gitdir in reach.gitdirs {
-                    resolved.entry(gitdir).or_insert(ProtectedState::Present);
+                // The root's own git directory keeps what git runs or
+                // reads configuration from (reached below) and stays
+                // writable for the rest; a `.git` file, or a `.git` that
+                // is no repository, is kept whole.
+                let dot_git = root.join(".git");
+                if !reach.gitdirs.contains(&dot_git) {
+                    let (path, state) = state_of(root, relative, false);
+                    resolved.entry(path).or_insert(state);
                 }
                 for reached in reach.reached {
                     let (path, state) = state_of(root, &reached.path, reached.file);
@@ -468,6 +475,19 @@ fn resolved_as_far_as_it_exists(path: &Path) -> Option<PathBuf> {
         if let Ok(real) = std::fs::canonicalize(at) {
             return Some(rest.iter().rev().fold(real, |path, name| path.join(name)));
         }
+    }
+}
+
+/// What a stand-in file for the protected path `path` holds while it stands
+/// in: nothing, but for a git directory's `commondir`, where it holds `.`:
+/// git then takes the directory itself as the common one (as it does
+/// without the file), where an empty file would make every git command
+/// fail.
+pub fn stand_in_contents(path: &Path) -> &'static [u8] {
+    if path.file_name().is_some_and(|name| name == "commondir") {
+        b".\n"
+    } else {
+        b""
     }
 }
 

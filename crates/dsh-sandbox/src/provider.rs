@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::{
-    HostRules, SandboxCaches, NetworkPolicy, ProtectedPaths, SandboxBackend, SandboxEnforcement, SandboxGap,
-    SandboxMode, Workspace,
+    HostRules, NetworkPolicy, ProtectedPaths, SandboxBackend, SandboxCaches, SandboxEnforcement,
+    SandboxGap, SandboxMode, Workspace,
 };
 
 /// A boxed, sendable future, so provider and executor traits stay

@@ -108,10 +108,9 @@ fn is_git_directory(dir: &Path) -> bool {
             .all(|sub| std::fs::symlink_metadata(dir.join(sub)).is_ok_and(|m| m.is_dir()))
 }
 
-/// Targets inside `root` of the symlinks in `gitdir`
-/// (outside every git directory: those are protected already), and whether
-/// the walk saw every entry.
-fn linked_out(root: &Path, gitdir: &Path, gitdirs: &[PathBuf]) -> (Vec<PathBuf>, bool) {
+/// Targets inside `root` of the symlinks in `gitdir`, and whether the walk
+/// saw every entry.
+fn linked_out(root: &Path, gitdir: &Path) -> (Vec<PathBuf>, bool) {
     let mut found = Vec::new();
     let mut pending = vec![gitdir.to_path_buf()];
     let mut walked = 0;
@@ -130,9 +129,7 @@ fn linked_out(root: &Path, gitdir: &Path, gitdirs: &[PathBuf]) -> (Vec<PathBuf>,
             let path = entry.path();
             if kind.is_symlink() {
                 if let Some(target) = inside(root, &path) {
-                    if !gitdirs.iter().any(|g| target.starts_with(g)) {
-                        found.push(target);
-                    }
+                    found.push(target);
                 }
             } else if kind.is_dir() {
                 // Loose objects and logs never run; they are the bulk.
@@ -154,6 +151,38 @@ pub(crate) struct Reached {
     /// git refuses an include that is a directory).
     pub(crate) file: bool,
 }
+
+/// How a member of a git directory is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Member {
+    /// Read-only; when missing, an empty file stands in.
+    File,
+    /// Read-only; when missing, an empty directory stands in.
+    Directory,
+    /// Read-only when present; nothing stands in when missing.
+    IfPresent,
+}
+
+/// What git runs code or takes configuration from inside a git directory:
+/// kept read-only, while the rest (objects, refs, the index, `HEAD`, logs,
+/// stash, rebase and merge state) stays writable, so `add`, `commit`,
+/// `branch`, `checkout`, `stash`, `merge`, `rebase` and `tag` work.
+///
+/// - `config`, `config.worktree`: programs, hooks paths, includes;
+/// - `hooks`: run by commit, checkout, merge, rebase, ...;
+/// - `info/attributes`: which filter and diff drivers run on which files;
+/// - `commondir`: where git reads the repository's config from (a
+///   stand-in holds `.`, the directory itself, which is what git assumes
+///   without one; see [`crate::stand_in_contents`]);
+/// - `worktrees`: each linked worktree's `commondir`, `gitdir` and config.
+const GITDIR_MEMBERS: &[(&str, Member)] = &[
+    ("config", Member::File),
+    ("config.worktree", Member::File),
+    ("hooks", Member::Directory),
+    ("info/attributes", Member::File),
+    ("commondir", Member::File),
+    ("worktrees", Member::IfPresent),
+];
 
 /// Nested repositories (submodules inside submodules) followed at most.
 const MAX_DEPTH: usize = 4;
@@ -181,16 +210,12 @@ struct Found<'a> {
 }
 
 impl Found<'_> {
-    /// Adds `path` (absolute, inside the root, outside every git directory
-    /// met) once.
+    /// Adds `path` (absolute, inside the root) once.
     fn add(&mut self, path: &Path, file: bool) {
         let Ok(relative) = path.strip_prefix(self.root) else {
             return;
         };
-        if relative.as_os_str().is_empty()
-            || self.gitdirs.iter().any(|g| path.starts_with(g))
-            || self.reached.iter().any(|r| r.path == relative)
-        {
+        if relative.as_os_str().is_empty() || self.reached.iter().any(|r| r.path == relative) {
             return;
         }
         if self.reached.len() >= MAX_REACHED {
@@ -208,7 +233,8 @@ impl Found<'_> {
     /// its config files name, its gitlinks' repositories (recursively), its
     /// linked worktrees' `.git` files.
     fn repository(&mut self, worktree: &Path, gitdir: &Path, depth: usize) {
-        let (targets, walked_all) = linked_out(self.root, gitdir, &self.gitdirs.clone());
+        self.members(gitdir, 0);
+        let (targets, walked_all) = linked_out(self.root, gitdir);
         self.complete &= walked_all;
         for target in targets {
             self.add(&target, false);
@@ -235,17 +261,58 @@ impl Found<'_> {
             };
             let sub = self.root.join(relative);
             let dot_git = sub.join(".git");
-            self.add(&dot_git, false);
+            // A repository's own `.git` directory keeps only its members
+            // (below); a `.git` file, or nothing yet, is kept whole.
+            if !is_git_directory(&dot_git) {
+                self.add(&dot_git, false);
+            }
             if depth >= MAX_DEPTH {
                 self.complete &= git_dirs_in(self.root, &sub).is_empty();
                 continue;
             }
             for nested in git_dirs_in(self.root, &sub) {
                 if !self.gitdirs.contains(&nested) {
-                    self.add(&nested, false);
                     self.gitdirs.push(nested.clone());
                     self.repository(&sub, &nested, depth + 1);
                 }
+            }
+        }
+    }
+
+    /// Within the git directory `gitdir` (inside the root), what git runs
+    /// or takes configuration from ([`GITDIR_MEMBERS`]), and the same in
+    /// each submodule's git directory under `modules/`; a git directory
+    /// that is none yet (no `HEAD`, `objects`, `refs`) is kept whole, so it
+    /// cannot be made one.
+    fn members(&mut self, gitdir: &Path, depth: usize) {
+        if !gitdir.starts_with(self.root) {
+            return;
+        }
+        if !is_git_directory(gitdir) {
+            self.add(gitdir, false);
+            return;
+        }
+        for (member, kind) in GITDIR_MEMBERS {
+            let path = gitdir.join(member);
+            match kind {
+                Member::File => self.add(&path, true),
+                Member::Directory => self.add(&path, false),
+                Member::IfPresent => {
+                    if std::fs::symlink_metadata(&path).is_ok() {
+                        self.add(&path, false);
+                    }
+                }
+            }
+        }
+        let Ok(modules) = std::fs::read_dir(gitdir.join("modules")) else {
+            return;
+        };
+        for entry in modules.flatten().take(index::MAX_GITLINKS) {
+            let module = entry.path();
+            if depth >= MAX_DEPTH || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                self.add(&module, false);
+            } else {
+                self.members(&module, depth + 1);
             }
         }
     }
@@ -690,8 +757,17 @@ mod tests {
         git(&root, &["add", "vendor/embedded"]);
         git(&root, &["worktree", "add", "-q", "wt"]);
         let reached = paths(&root);
+        // A repository's git directory keeps its members, not itself:
+        // its objects, refs and index stay writable.
+        assert!(!reached.contains(&PathBuf::from("vendor/embedded/.git")));
         for expected in [
-            "vendor/embedded/.git",
+            "vendor/embedded/.git/config",
+            "vendor/embedded/.git/hooks",
+            "vendor/embedded/.git/commondir",
+            ".git/config",
+            ".git/hooks",
+            ".git/info/attributes",
+            ".git/worktrees",
             "vendor/embedded/tools/inner-fsmon.sh",
             "vendor/embedded/deeper/.git",
             "wt/.git",
