@@ -15,40 +15,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use common::confined::{as_user, base, binary, chown, skip, User, NOBODY};
-
-/// Every file and directory under `dir` with its content (files), sorted.
-fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-    let mut entries = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        for entry in std::fs::read_dir(&current).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let relative = path.strip_prefix(dir).unwrap().to_path_buf();
-            if meta.is_dir() {
-                pending.push(path);
-                entries.push((relative, None));
-            } else {
-                entries.push((relative, std::fs::read(&path).ok()));
-            }
-        }
-    }
-    entries.sort();
-    entries
-}
-
-fn chown_tree(dir: &Path, uid: u32) {
-    chown(dir, uid);
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
-            chown_tree(&path, uid);
-        } else {
-            chown(&path, uid);
-        }
-    }
-}
+use common::confined::{as_user, base, binary, chown, chown_tree, skip, tree, User, NOBODY};
 
 /// A git repository with one commit, a `.bashrc`, `.vscode/tasks.json`, a
 /// hook linked to `scripts/pre-commit`, `core.hooksPath = .githooks` (not

@@ -124,3 +124,37 @@ pub fn result_json(output: &std::process::Output) -> serde_json::Value {
         )
     })
 }
+
+/// Every file and directory under `dir` with its content (files), sorted.
+pub fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut entries = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let relative = path.strip_prefix(dir).unwrap().to_path_buf();
+            if meta.is_dir() {
+                pending.push(path);
+                entries.push((relative, None));
+            } else {
+                entries.push((relative, std::fs::read(&path).ok()));
+            }
+        }
+    }
+    entries.sort();
+    entries
+}
+
+/// Changes the owner of `dir` and everything under it to `uid`.
+pub fn chown_tree(dir: &Path, uid: u32) {
+    chown(dir, uid);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+            chown_tree(&path, uid);
+        } else {
+            chown(&path, uid);
+        }
+    }
+}

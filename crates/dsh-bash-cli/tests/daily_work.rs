@@ -1,0 +1,556 @@
+//! Daily work under `workspace-write`, through the real binary, each
+//! backend forced, as root and as uid 65534, offline against registries
+//! this test serves on loopback: `npm install` from an npm registry serving
+//! a tarball packed here, `pip install` into a venv and `uv pip install`
+//! from a package index with a wheel built here, `cargo run` of a crate
+//! with a dependency from a sparse cargo registry (root only: the
+//! toolchain lives in root's home, which uid 65534 cannot enter). Each
+//! succeeds with the registry's host allowed; npm, uv and cargo succeed
+//! again in a fresh project with `--network off`, from the sandbox's own
+//! cache. The host's own caches (`~/.npm`, `~/.cache/pip`,
+//! `~/.cargo/registry`) are byte-for-byte what they were, and a command
+//! writing into them is refused (Landlock) or writes the sandbox's cache
+//! bound over them (bubblewrap). Nothing unconfined is pointed at the
+//! sandbox's caches.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::confined::{
+    as_user, base, binary, chown_tree, result_json, skip, tree, usable_as_or_skip, User, NOBODY,
+};
+use serde_json::Value;
+
+/// The registry: files under `root`, an npm packument for every tarball in
+/// `root/npm`, and a `Cache-Control` that lets a client keep what it got.
+const REGISTRY: &str = r#"import base64, hashlib, http.server, json, os, sys
+root = sys.argv[1]
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, directory=root, **kwargs)
+    def log_message(self, *args):
+        pass
+    def end_headers(self):
+        self.send_header('Cache-Control', 'public, max-age=86400')
+        super().end_headers()
+    def do_GET(self):
+        name = self.path.strip('/')
+        tarball = os.path.join(root, 'npm', name + '-1.0.0.tgz')
+        if '/' not in name and os.path.isfile(tarball):
+            data = open(tarball, 'rb').read()
+            port = self.server.server_address[1]
+            dist = {'tarball': f'http://127.0.0.1:{port}/npm/{name}-1.0.0.tgz',
+                    'shasum': hashlib.sha1(data).hexdigest(),
+                    'integrity': 'sha512-' + base64.b64encode(hashlib.sha512(data).digest()).decode()}
+            version = {'name': name, 'version': '1.0.0', 'main': 'index.js', 'dist': dist}
+            body = json.dumps({'name': name, 'dist-tags': {'latest': '1.0.0'},
+                               'versions': {'1.0.0': version}}).encode()
+            self.send_response(200)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        super().do_GET()
+httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+print(httpd.server_address[1], flush=True)
+httpd.serve_forever()
+"#;
+
+/// Builds what the registry serves, by hand (no npm, build backend or
+/// cargo needed): an npm tarball, a wheel, a `.crate` and its index entry.
+const SITE: &str = r#"import hashlib, io, json, os, sys, tarfile, zipfile
+root = sys.argv[1]
+def tar(path, files, prefix):
+    with tarfile.open(path, 'w:gz') as t:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(prefix + name)
+            info.size = len(data)
+            info.mode = 0o644
+            t.addfile(info, io.BytesIO(data))
+os.makedirs(root + '/npm')
+tar(root + '/npm/dsh-left-pad-1.0.0.tgz', {
+    'package.json': '{"name": "dsh-left-pad", "version": "1.0.0", "main": "index.js"}',
+    'index.js': 'module.exports = (s) => "padded from the sandbox cache: " + s;\n'}, 'package/')
+os.makedirs(root + '/simple/dshdemo')
+files = {'dshdemo/__init__.py': 'GREETING = "installed from the sandbox cache"\n',
+         'dshdemo-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\nName: dshdemo\nVersion: 1.0\n',
+         'dshdemo-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n'}
+record = ''.join(f'{n},,\n' for n in files) + 'dshdemo-1.0.dist-info/RECORD,,\n'
+with zipfile.ZipFile(root + '/simple/dshdemo/dshdemo-1.0-py3-none-any.whl', 'w') as z:
+    for name, content in files.items():
+        z.writestr(name, content)
+    z.writestr('dshdemo-1.0.dist-info/RECORD', record)
+os.makedirs(root + '/cargo/crates')
+os.makedirs(root + '/cargo/index/ds/hd')
+crate = root + '/cargo/crates/dshdep-0.1.0.crate'
+tar(crate, {
+    'Cargo.toml': '[package]\nname = "dshdep"\nversion = "0.1.0"\nedition = "2021"\n',
+    'src/lib.rs': 'pub fn greet() -> &\'static str { "built with a registry dependency" }\n'}, 'dshdep-0.1.0/')
+entry = {'name': 'dshdep', 'vers': '0.1.0', 'deps': [], 'features': {}, 'yanked': False,
+         'cksum': hashlib.sha256(open(crate, 'rb').read()).hexdigest()}
+open(root + '/cargo/index/ds/hd/dshdep', 'w').write(json.dumps(entry) + '\n')
+"#;
+
+/// The registry process; killed when dropped.
+struct Registry {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let root = base().join("daily-registry");
+        let _ = std::fs::remove_dir_all(&root);
+        let built = Command::new("python3")
+            .args(["-c", SITE])
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(built.success(), "the registry's files");
+        let mut child = Command::new("python3")
+            .args(["-u", "-c", REGISTRY])
+            .arg(&root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line.trim().parse().expect("the registry's port");
+        // Cargo's sparse index names where crates are downloaded from.
+        std::fs::write(
+            root.join("cargo/index/config.json"),
+            format!(
+                "{{\"dl\": \"http://127.0.0.1:{port}/cargo/crates/{{crate}}-{{version}}.crate\"}}"
+            ),
+        )
+        .unwrap();
+        Registry { child, port }
+    }
+
+    fn allow(&self) -> Vec<String> {
+        vec![format!("--allow-host=127.0.0.1:{}", self.port)]
+    }
+
+    fn offline() -> Vec<String> {
+        vec!["--network".into(), "off".into()]
+    }
+}
+
+/// A home of its own (outside the workspace) with the host's own caches
+/// already holding something, and a workspace, both owned by `user`.
+struct Place {
+    home: PathBuf,
+    ws: PathBuf,
+}
+
+/// The host caches the test watches, relative to the home.
+const HOST_CACHES: &[&str] = &[".npm", ".cache/pip", ".cargo/registry"];
+
+impl Place {
+    fn new(user: User, name: &str) -> Place {
+        let top = base().join(name);
+        let _ = std::fs::remove_dir_all(&top);
+        let home = top.join("home");
+        let ws = top.join("ws");
+        for (cache, file) in
+            HOST_CACHES
+                .iter()
+                .zip(["_cacache/index", "http-v2/entry", "cache/x.crate"])
+        {
+            let path = home.join(cache).join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, format!("the host's own {cache}\n")).unwrap();
+        }
+        std::fs::create_dir_all(&ws).unwrap();
+        if user == User::Nobody {
+            chown_tree(&top, NOBODY);
+        }
+        Place { home, ws }
+    }
+
+    fn host_caches(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        HOST_CACHES
+            .iter()
+            .flat_map(|cache| {
+                tree(&self.home.join(cache))
+                    .into_iter()
+                    .map(move |(path, content)| (Path::new(cache).join(path), content))
+            })
+            .collect()
+    }
+
+    /// `dsh-bash run --json` as `user` under `backend` in workspace-write,
+    /// with `flags`; killed after 300 s whatever happens.
+    fn run(&self, user: User, backend: &str, flags: &[String], command: &str) -> Value {
+        let mut run = as_user(user, "timeout");
+        run.args(["-s", "KILL", "300"])
+            .arg(binary())
+            .args(["run", "--json", "--timeout", "240000"])
+            .args(["--sandbox", "workspace-write", "--sandbox-backend", backend])
+            .arg("--workdir")
+            .arg(&self.ws)
+            .args(flags)
+            .args(["--", command])
+            .env("HOME", &self.home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CARGO_HOME")
+            .env_remove("npm_config_cache")
+            .env_remove("PIP_CACHE_DIR")
+            .env_remove("UV_CACHE_DIR")
+            .env("npm_config_update_notifier", "false")
+            .stdin(Stdio::null());
+        if let Some(rustup) = rustup_home() {
+            run.env("RUSTUP_HOME", rustup);
+        }
+        result_json(&run.output().unwrap())
+    }
+}
+
+/// Where rustup keeps the toolchains of the user running the tests (the
+/// test's own HOME is not the commands').
+fn rustup_home() -> Option<PathBuf> {
+    std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".rustup")))
+        .filter(|path| path.is_dir())
+}
+
+fn stdout(result: &Value) -> &str {
+    result["stdout"]["text"].as_str().unwrap_or_default()
+}
+
+fn succeeded(result: &Value, says: &str, context: &str) {
+    assert_eq!(result["exit_code"], 0, "{context}: {result:#}");
+    assert!(stdout(result).contains(says), "{context}: {result:#}");
+}
+
+/// A Python with `venv` every user can run (the machine's own, not a
+/// version manager's under root's home), or `None` (skipped loudly).
+fn system_python() -> Option<&'static str> {
+    let python = "/usr/bin/python3";
+    let works = Command::new(python)
+        .args(["-c", "import venv, ensurepip"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        skip("pip and uv under the sandbox: /usr/bin/python3 with venv is not installed");
+    }
+    works.then_some(python)
+}
+
+/// uv's binary, copied where every user can run it, or `None` (skipped
+/// loudly).
+fn uv() -> Option<PathBuf> {
+    let found = Command::new("python3")
+        .args(["-c", "import uv; print(uv.find_uv_bin())"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let Some(found) = found else {
+        skip("uv under the sandbox: uv is not installed for python3 (pip install uv)");
+        return None;
+    };
+    let copy = binary().with_file_name("uv");
+    std::fs::copy(found, &copy).unwrap();
+    Some(copy)
+}
+
+fn npm_project(dir: &str) -> String {
+    format!(
+        "mkdir -p {dir} && cd {dir} && echo '{{\"name\": \"{dir}\", \"version\": \"1.0.0\"}}' > package.json"
+    )
+}
+
+fn npm(place: &Place, user: User, backend: &str, registry: &Registry) {
+    let context = format!("npm under {backend} as {user:?}");
+    let url = format!("http://127.0.0.1:{}/", registry.port);
+    let require = "node -e 'console.log(require(\"dsh-left-pad\")(\"ok\"))'";
+    let first = place.run(
+        user,
+        backend,
+        &registry.allow(),
+        &format!(
+            "{} && npm install --no-audit --no-fund --registry {url} dsh-left-pad && {require}",
+            npm_project("p1")
+        ),
+    );
+    succeeded(&first, "padded from the sandbox cache: ok", &context);
+    let again = place.run(
+        user,
+        backend,
+        &Registry::offline(),
+        &format!(
+            "{} && npm install --offline --no-audit --no-fund --registry {url} dsh-left-pad && {require}",
+            npm_project("p2")
+        ),
+    );
+    succeeded(
+        &again,
+        "padded from the sandbox cache: ok",
+        &format!("{context}, offline"),
+    );
+}
+
+fn pip_and_uv(place: &Place, user: User, backend: &str, registry: &Registry) {
+    let Some(python) = system_python() else {
+        return;
+    };
+    let index = format!("http://127.0.0.1:{}/simple/", registry.port);
+    let import = "python -c 'import dshdemo; print(dshdemo.GREETING)'";
+    let pip = place.run(
+        user,
+        backend,
+        &registry.allow(),
+        &format!(
+            "{python} -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check --trusted-host 127.0.0.1 --index-url {index} dshdemo && .venv/bin/{import} && find \"$PIP_CACHE_DIR\" -type f | grep -c . "
+        ),
+    );
+    let context = format!("pip under {backend} as {user:?}");
+    succeeded(&pip, "installed from the sandbox cache", &context);
+    let cached: u32 = stdout(&pip)
+        .lines()
+        .last()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        cached > 0,
+        "pip kept what it fetched in the sandbox's cache: {context}: {pip:#}"
+    );
+    let Some(uv) = uv() else {
+        return;
+    };
+    let uv = uv.display();
+    for (dir, flags, offline) in [
+        (".uv1", registry.allow(), ""),
+        (".uv2", Registry::offline(), "--offline"),
+    ] {
+        let result = place.run(
+            user,
+            backend,
+            &flags,
+            &format!(
+                "{uv} venv -q --python {python} {dir} && VIRTUAL_ENV=$PWD/{dir} {uv} pip install -q {offline} --index-url {index} dshdemo && {dir}/bin/{import}"
+            ),
+        );
+        succeeded(
+            &result,
+            "installed from the sandbox cache",
+            &format!("uv {offline} under {backend} as {user:?}"),
+        );
+    }
+}
+
+fn cargo(place: &Place, backend: &str, registry: &Registry) {
+    for (app, flags, offline) in [
+        ("app1", registry.allow(), ""),
+        ("app2", Registry::offline(), "--offline"),
+    ] {
+        let dir = place.ws.join(app);
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::create_dir_all(dir.join(".cargo")).unwrap();
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            format!("[package]\nname = \"{app}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\ndshdep = \"0.1\"\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("src/main.rs"),
+            "fn main() { println!(\"{}\", dshdep::greet()); }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(".cargo/config.toml"),
+            format!(
+                "[source.crates-io]\nreplace-with = \"loopback\"\n\n[source.loopback]\nregistry = \"sparse+http://127.0.0.1:{}/cargo/index/\"\n",
+                registry.port
+            ),
+        )
+        .unwrap();
+        let result = place.run(
+            User::Root,
+            backend,
+            &flags,
+            &format!("cd {app} && cargo run -q {offline}"),
+        );
+        succeeded(
+            &result,
+            "built with a registry dependency",
+            &format!("cargo {offline} under {backend}"),
+        );
+    }
+}
+
+/// Writes into each host cache: refused under Landlock; under bubblewrap
+/// the path is the sandbox's cache bound over it. Either way the host's
+/// own stays as it was (checked by the caller).
+fn writes_into_the_host_caches(place: &Place, user: User, backend: &str) {
+    let command = HOST_CACHES
+        .iter()
+        .map(|cache| format!("if echo planted > ~/{cache}/planted 2>/dev/null; then echo {cache}=wrote; else echo {cache}=refused; fi"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let result = place.run(user, backend, &[], &command);
+    let out = stdout(&result);
+    let expected = if backend == "landlock" {
+        "refused"
+    } else {
+        "wrote"
+    };
+    for cache in HOST_CACHES {
+        assert!(
+            out.contains(&format!("{cache}={expected}")),
+            "{cache} under {backend} as {user:?}: {result:#}"
+        );
+        assert!(
+            !place.home.join(cache).join("planted").exists(),
+            "{cache} planted on the host"
+        );
+    }
+}
+
+#[test]
+fn package_managers_and_builds_work_from_the_sandbox_cache_and_the_host_caches_stay_as_they_were() {
+    let registry = Registry::start();
+    for backend in ["bwrap", "landlock"] {
+        for user in [User::Root, User::Nobody] {
+            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
+            if !usable_as_or_skip(
+                user,
+                &sandbox,
+                &format!("daily work under {backend} as {user:?}"),
+            ) {
+                continue;
+            }
+            let place = Place::new(user, &format!("daily-{backend}-{user:?}"));
+            let before = place.host_caches();
+            npm(&place, user, backend, &registry);
+            pip_and_uv(&place, user, backend, &registry);
+            if user == User::Root && rustup_home().is_some() {
+                cargo(&place, backend, &registry);
+            }
+            writes_into_the_host_caches(&place, user, backend);
+            assert_eq!(
+                place.host_caches(),
+                before,
+                "the host's own caches changed under {backend} as {user:?}"
+            );
+            // The sandbox's caches are the user's, private, and hold what
+            // the tools fetched.
+            let uid = if user == User::Root { 0 } else { NOBODY };
+            let root = place.home.join(format!(".cache/dsh-bash/sandbox/{uid}"));
+            let mode = std::os::unix::fs::PermissionsExt::mode(
+                &std::fs::metadata(&root).unwrap().permissions(),
+            );
+            assert_eq!(mode & 0o777, 0o700, "{}", root.display());
+            assert!(root.join("npm/_cacache").is_dir(), "{}", root.display());
+        }
+    }
+}
+
+#[test]
+fn nothing_unconfined_is_pointed_at_the_sandbox_caches() {
+    let place = Place::new(User::Root, "daily-unconfined");
+    let sandbox = ["--sandbox", "read-only"];
+    if !usable_as_or_skip(User::Root, &sandbox, "the caches' variables") {
+        return;
+    }
+    let output = Command::new(binary())
+        .args(["run", "--json", "--sandbox", "danger-full-access", "--workdir"])
+        .arg(&place.ws)
+        .args(["--", "echo npm=${npm_config_cache-unset} cargo=${CARGO_HOME-unset} xdg=${XDG_CACHE_HOME-unset}"])
+        .env("HOME", &place.home)
+        .env_remove("npm_config_cache")
+        .env_remove("CARGO_HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let result = result_json(&output);
+    assert!(
+        stdout(&result).contains("npm=unset cargo=unset xdg=unset"),
+        "{result:#}"
+    );
+    // Read-only: no caches either (nothing may be written).
+    let output = Command::new(binary())
+        .args(["run", "--json", "--sandbox", "read-only", "--workdir"])
+        .arg(&place.ws)
+        .args(["--", "echo npm=${npm_config_cache-unset}"])
+        .env("HOME", &place.home)
+        .env_remove("npm_config_cache")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(stdout(&result_json(&output)).contains("npm=unset"));
+}
+
+#[test]
+fn a_cache_root_that_cannot_be_used_gives_caches_that_last_one_command() {
+    let place = Place::new(User::Root, "daily-ephemeral");
+    let sandbox = ["--sandbox", "read-only"];
+    if !usable_as_or_skip(User::Root, &sandbox, "ephemeral caches") {
+        return;
+    }
+    for backend in ["bwrap", "landlock"] {
+        for root in [
+            "off".to_owned(),
+            place.ws.join("cache-inside").display().to_string(),
+        ] {
+            let result = place.run(
+                User::Root,
+                backend,
+                &["--sandbox-cache".into(), root.clone()],
+                "mkdir -p \"$npm_config_cache/x\" && echo made && echo \"$npm_config_cache\"",
+            );
+            let context = format!("{backend} with --sandbox-cache {root}: {result:#}");
+            assert_eq!(result["exit_code"], 0, "{context}");
+            let dir = stdout(&result)
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .to_owned();
+            assert!(
+                dir.starts_with("/tmp/") || dir.contains("dsh-bash-tmp-"),
+                "{context}"
+            );
+            // Nothing of the server's was made inside the workspace, and
+            // nothing outlives the command.
+            assert!(!place.ws.join("cache-inside").exists(), "{context}");
+            assert!(!Path::new(&dir).exists(), "{context}");
+        }
+    }
+    // A relative root is refused before anything runs.
+    let output = Command::new(binary())
+        .args([
+            "run",
+            "--sandbox",
+            "workspace-write",
+            "--sandbox-cache",
+            "rel/dir",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("expected an absolute directory or off")
+    );
+}
