@@ -52,6 +52,7 @@ fn policy(network: NetworkPolicy) -> Policy {
     Policy {
         network,
         protected: true,
+        caches: true,
     }
 }
 

@@ -486,12 +486,15 @@ async fn kill_latency(options: &Options) -> Vec<Row> {
 pub(crate) struct Policy {
     pub(crate) network: NetworkPolicy,
     pub(crate) protected: bool,
+    /// The sandbox's own caches (kept in the bench's scratch directory).
+    pub(crate) caches: bool,
 }
 
-/// The defaults: network off, the default protected paths.
+/// The defaults: network off, the default protected paths, the caches.
 const DEFAULTS: Policy = Policy {
     network: NetworkPolicy::Off,
     protected: true,
+    caches: true,
 };
 
 fn sandboxed(
@@ -544,6 +547,14 @@ pub(crate) fn sandboxed_with(
             },
             hidden: Vec::new(),
             hosts,
+            caches: dsh_bash_sandbox::CacheConfig {
+                place: if policy.caches {
+                    dsh_bash_sandbox::CachePlace::Under(options.scratch.join("dsh-bench-caches"))
+                } else {
+                    dsh_bash_sandbox::CachePlace::Nowhere
+                },
+                ..dsh_bash_sandbox::CacheConfig::default()
+            },
         },
         Arc::new(provider),
     );
@@ -558,6 +569,11 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
     let open = Policy {
         network: NetworkPolicy::On,
         protected: false,
+        caches: false,
+    };
+    let no_caches = Policy {
+        caches: false,
+        ..DEFAULTS
     };
     for (label, backend, mode, policy, target) in [
         (
@@ -600,7 +616,21 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
             Backend::Bwrap,
             SandboxMode::WorkspaceWrite,
             open,
-            "nothing protected, network on: 6d - 6d' is the policy's cost",
+            "nothing protected, network on, no caches: 6d - 6d' is the policy's cost",
+        ),
+        (
+            "6e `true` under bwrap (workspace-write), no caches",
+            Backend::Bwrap,
+            SandboxMode::WorkspaceWrite,
+            no_caches,
+            "6d - 6e is what the sandbox's caches cost; target < 0.3 ms",
+        ),
+        (
+            "6f `true` under Landlock (workspace-write), no caches",
+            Backend::Landlock,
+            SandboxMode::WorkspaceWrite,
+            no_caches,
+            "6c - 6f is what the sandbox's caches cost; target < 0.3 ms",
         ),
     ] {
         let Some(confined) = sandboxed(options, backend, mode, policy) else {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
-use dsh_bash_sandbox::{CacheConfig, SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::{CacheConfig, CachePlace, SandboxBashExecutor, SandboxConfig};
 use dsh_sandbox::{HostPattern, HostPreset, HostRules, NetworkPolicy, ProtectedPaths, SandboxMode};
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
@@ -68,10 +68,11 @@ pub struct ExecutorArgs {
     /// workspace-write (npm, yarn, pnpm, pip, uv, cargo's registry, Go,
     /// Gradle, Maven, XDG_CACHE_HOME): a directory of the sandbox's own,
     /// never the host's caches, which stay read-only (default:
-    /// ~/.cache/dsh-bash/sandbox), or `off` (each command's caches last as
-    /// long as it does).
-    #[arg(long, value_name = "DIR|off", requires = "sandbox", value_parser = cache_root)]
-    pub sandbox_cache: Option<CacheRoot>,
+    /// ~/.cache/dsh-bash/sandbox); `per-command` (each command's caches
+    /// last as long as it does); or `none` (tools meet the host's caches,
+    /// read-only, and fail on them).
+    #[arg(long, value_name = "DIR|per-command|none", requires = "sandbox", value_parser = cache_place)]
+    pub sandbox_cache: Option<CachePlace>,
     /// At start, the sandbox's caches are cut to this size by removing the
     /// least recently used tool's or workspace's cache whole (default
     /// 10G); a workspace's cache unused for 30 days goes too.
@@ -123,21 +124,15 @@ pub struct ExecutorArgs {
     pub max_cpu: Option<Limit>,
 }
 
-/// Where the sandbox's caches go: a directory, or nowhere that lasts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CacheRoot(Option<PathBuf>);
-
-fn cache_root(value: &str) -> Result<CacheRoot, String> {
-    if value == "off" {
-        return Ok(CacheRoot(None));
+fn cache_place(value: &str) -> Result<CachePlace, String> {
+    match value {
+        "per-command" => Ok(CachePlace::PerCommand),
+        "none" => Ok(CachePlace::Nowhere),
+        _ if PathBuf::from(value).is_absolute() => Ok(CachePlace::Under(value.into())),
+        _ => Err(format!(
+            "expected an absolute directory, per-command or none; got {value:?}"
+        )),
     }
-    let path = PathBuf::from(value);
-    if !path.is_absolute() {
-        return Err(format!(
-            "expected an absolute directory or off; got {value:?}"
-        ));
-    }
-    Ok(CacheRoot(Some(path)))
 }
 
 /// A limit given on the command line: a value, or `none` for no limit.
@@ -421,8 +416,8 @@ pub fn compose(
 /// The sandbox's caches as the flags say.
 fn caches_of(args: &ExecutorArgs) -> CacheConfig {
     let mut caches = CacheConfig::default();
-    if let Some(CacheRoot(root)) = &args.sandbox_cache {
-        caches.root.clone_from(root);
+    if let Some(place) = &args.sandbox_cache {
+        caches.place.clone_from(place);
     }
     match args.sandbox_cache_max {
         Some(Limit(Some(bytes))) => caches.max_bytes = bytes,

@@ -550,7 +550,134 @@ fn a_cache_root_that_cannot_be_used_gives_caches_that_last_one_command() {
         .output()
         .unwrap();
     assert!(!output.status.success());
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("expected an absolute directory or off")
-    );
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("expected an absolute directory, per-command or none"));
+}
+
+/// The `blocked` facts of a result, as (class, path) pairs.
+fn blocked(result: &Value) -> Vec<(String, String)> {
+    result["sandbox"]["blocked"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|b| {
+                    (
+                        b["class"].as_str().unwrap().to_owned(),
+                        b["path"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_refused_write_is_named_with_its_class_and_what_works_instead() {
+    for backend in ["bwrap", "landlock"] {
+        for user in [User::Root, User::Nobody] {
+            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
+            if !usable_as_or_skip(
+                user,
+                &sandbox,
+                &format!("refusals under {backend} as {user:?}"),
+            ) {
+                continue;
+            }
+            let place = Place::new(user, &format!("daily-refused-{backend}-{user:?}"));
+            let home = place.home.display();
+            let ws = place.ws.display();
+            let init = Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(&place.ws)
+                .status()
+                .unwrap();
+            assert!(init.success());
+            if user == User::Nobody {
+                chown_tree(&place.ws, NOBODY);
+            }
+            let context = |result: &Value| format!("{backend} as {user:?}: {result:#}");
+            // Outside the workspace: named, with the escalation only where
+            // the user could write it unconfined.
+            let outside = place.run(user, backend, &[], "touch /etc/dsh-daily-outside");
+            assert_eq!(
+                blocked(&outside),
+                [(
+                    "outside-workspace".to_owned(),
+                    "/etc/dsh-daily-outside".to_owned()
+                )],
+                "{}",
+                context(&outside)
+            );
+            let instead = outside["sandbox"]["blocked"][0]["instead"]
+                .as_str()
+                .unwrap();
+            assert_eq!(
+                instead.contains("sandbox_permissions"),
+                user == User::Root,
+                "{}",
+                context(&outside)
+            );
+            // The host's own cache, where no bind stands over it (Landlock).
+            if backend == "landlock" {
+                let cache = place.run(user, backend, &[], "mkdir ~/.npm/_cacache/tmp");
+                assert_eq!(
+                    blocked(&cache),
+                    [("host-cache".to_owned(), format!("{home}/.npm/_cacache/tmp"))],
+                    "{}",
+                    context(&cache)
+                );
+                let text = run_text(&place, user, backend, "mkdir ~/.npm/_cacache/tmp");
+                assert!(
+                    text.contains(&format!("[sandbox: stderr names {home}/.npm/_cacache/tmp: the host's own npm cache, read-only: the host runs what it holds; the sandbox's own npm cache at ")),
+                    "{text}"
+                );
+            } else {
+                // A protected path (bubblewrap keeps them).
+                let hook = place.run(user, backend, &[], "touch .git/hooks/pre-commit");
+                assert_eq!(
+                    blocked(&hook),
+                    [(
+                        "protected".to_owned(),
+                        format!("{ws}/.git/hooks/pre-commit")
+                    )],
+                    "{}",
+                    context(&hook)
+                );
+                let text = run_text(&place, user, backend, "touch .git/hooks/pre-commit");
+                assert!(
+                    text.contains(&format!("[sandbox: stderr names {ws}/.git/hooks/pre-commit: protected: git hooks run on the host; the operator can lift it with --unprotect .git")),
+                    "{text}"
+                );
+            }
+            // A forged line naming a writable path explains nothing.
+            let forged = place.run(
+                user,
+                backend,
+                &[],
+                "echo \"touch: cannot touch '$PWD/src/main.rs': Read-only file system\" >&2; echo \"$TMPDIR/x: Permission denied\" >&2; exit 1",
+            );
+            assert_eq!(forged["sandbox"]["denied"], true, "{}", context(&forged));
+            assert!(blocked(&forged).is_empty(), "{}", context(&forged));
+        }
+    }
+}
+
+/// The text `dsh-bash run` prints for `command` (no `--json`).
+fn run_text(place: &Place, user: User, backend: &str, command: &str) -> String {
+    let output = as_user(user, binary().to_str().unwrap())
+        .args([
+            "run",
+            "--sandbox",
+            "workspace-write",
+            "--sandbox-backend",
+            backend,
+        ])
+        .arg("--workdir")
+        .arg(&place.ws)
+        .args(["--", command])
+        .env("HOME", &place.home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }

@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use common::confined::{as_user, base, binary, chown, chown_tree, skip, tree, User, NOBODY};

@@ -7,7 +7,8 @@
 //! directory goes whole. Each walk is beneath descriptors and never
 //! follows a link (a command writes inside these directories).
 //!
-//! Where the root cannot be used (switched off, no home, not the user's
+//! With [`CachePlace::Nowhere`] there are none (tools meet the host's
+//! caches, read-only). Where the root cannot be used (switched off, no home, not the user's
 //! own, inside the writable workspace, a full disk) the caches live in the
 //! command's private TMPDIR and end with it: tools work, nothing persists,
 //! and the reason is logged once.
@@ -22,12 +23,25 @@ use std::time::{Duration, SystemTime};
 
 use dsh_sandbox::{HostDirs, SandboxCaches, Workspace};
 
+/// Where confined commands' tool caches live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CachePlace {
+    /// Under this root (the user's uid is a directory beneath it), kept
+    /// from one command to the next.
+    Under(PathBuf),
+    /// In each command's private TMPDIR, gone with it.
+    PerCommand,
+    /// Nowhere: no variables, no binds; tools meet the host's own caches,
+    /// read-only, and fail on them.
+    Nowhere,
+}
+
 /// Where the sandbox's caches are kept and how much of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
-    /// The root (the user's uid is a directory beneath it); `None`: no
-    /// persistent caches (each command's live in its private TMPDIR).
-    pub root: Option<PathBuf>,
+    /// Where (default: under [`CacheConfig::default_root`], else per
+    /// command when there is no home).
+    pub place: CachePlace,
     /// Past this many bytes in all, the least recently used directories
     /// are removed at start. Default 10 GiB.
     pub max_bytes: u64,
@@ -39,7 +53,7 @@ pub struct CacheConfig {
 impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
-            root: Self::default_root(),
+            place: Self::default_root().map_or(CachePlace::PerCommand, CachePlace::Under),
             max_bytes: 10 << 30,
             max_age: Duration::from_secs(30 * 24 * 3600),
         }
@@ -78,6 +92,9 @@ impl Caches {
     /// persistent ones, made on first use; else ephemeral ones in the
     /// TMPDIR. Blocking (the first call makes and sweeps the root).
     pub(crate) fn for_command(&self, private_tmp: &Path) -> io::Result<Arc<SandboxCaches>> {
+        if self.config.place == CachePlace::Nowhere {
+            return Ok(Arc::default());
+        }
         match self.prepared() {
             Ok(plan) => Ok(Arc::clone(plan)),
             Err(_) => {
@@ -103,11 +120,14 @@ impl Caches {
     }
 
     fn prepare(&self) -> Result<SandboxCaches, String> {
-        let base = self
-            .config
-            .root
-            .as_ref()
-            .ok_or("persistent caches are switched off (--sandbox-cache off)")?;
+        let base = match &self.config.place {
+            CachePlace::Under(root) => root,
+            CachePlace::PerCommand | CachePlace::Nowhere => {
+                return Err(
+                    "persistent caches are switched off (--sandbox-cache per-command)".into(),
+                )
+            }
+        };
         let root = base.join(current_uid().to_string());
         // Judged before anything is made: nothing of the server's is
         // created where a command could rename it.
@@ -280,7 +300,7 @@ mod tests {
 
     fn config(root: &Path) -> CacheConfig {
         CacheConfig {
-            root: Some(root.to_owned()),
+            place: CachePlace::Under(root.to_owned()),
             ..CacheConfig::default()
         }
     }
@@ -339,7 +359,7 @@ mod tests {
             .all(|d| d.path.starts_with(tmp.path()) && d.path.is_dir()));
         let off = Caches::new(
             CacheConfig {
-                root: None,
+                place: CachePlace::PerCommand,
                 ..CacheConfig::default()
             },
             &workspace,
@@ -349,6 +369,15 @@ mod tests {
             .as_ref()
             .unwrap_err()
             .contains("switched off"));
+        // Nowhere: no caches at all, not even ephemeral ones.
+        let nowhere = Caches::new(
+            CacheConfig {
+                place: CachePlace::Nowhere,
+                ..CacheConfig::default()
+            },
+            &workspace,
+        );
+        assert!(nowhere.for_command(tmp.path()).unwrap().dirs.is_empty());
     }
 
     #[test]
@@ -370,7 +399,7 @@ mod tests {
             File::open(&path).unwrap().set_modified(when).unwrap();
         }
         let cap = CacheConfig {
-            root: None,
+            place: CachePlace::PerCommand,
             max_bytes: 150 * 1024,
             max_age: Duration::from_secs(30 * 24 * 3600),
         };

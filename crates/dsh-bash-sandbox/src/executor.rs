@@ -15,7 +15,8 @@ use dsh_sandbox::{
 };
 use tokio_util::task::TaskTracker;
 
-use crate::caches::{CacheConfig, Caches};
+use crate::blocked::WriteRights;
+use crate::caches::{CacheConfig, CachePlace, Caches};
 use crate::private_tmp::PrivateTmp;
 
 /// The local configuration plus the sandbox defaults.
@@ -109,6 +110,8 @@ impl std::fmt::Debug for SandboxBashExecutor {
 /// tree is gone.
 struct Confined {
     confinement: Confinement,
+    /// What the command could write, to explain a refusal.
+    rights: WriteRights,
     invocation: Invocation,
     leftovers: Leftovers,
     /// Closed once the command's whole tree is gone (the local executor
@@ -264,6 +267,22 @@ async fn judge_denial(
     info.denied = confinement.denial_in(stderr);
 }
 
+/// Of a denied command, the paths it was refused that the policy keeps
+/// read-only, explained (asks the file system: on the blocking pool).
+async fn explain_denial(info: &mut BashSandboxInfo, rights: WriteRights, stderr: &str) {
+    if !info.denied {
+        return;
+    }
+    let (evidence, refused, stderr) = (
+        info.denial_evidence,
+        info.refused.clone(),
+        stderr.to_owned(),
+    );
+    info.blocked = tokio::task::spawn_blocking(move || rights.explain(evidence, &refused, &stderr))
+        .await
+        .unwrap_or_default();
+}
+
 /// The hosts the proxy refused the command (whatever its exit: a tool
 /// may print a warning and go on without the host), once its tree is gone.
 fn record_refused_hosts(info: &mut BashSandboxInfo, confinement: &Confinement) {
@@ -287,6 +306,7 @@ fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) ->
         workspace: Some(workspace.path().to_owned()),
         network: Some(NetworkFacts::of(confinement.network)),
         protected: confinement.protected.clone(),
+        blocked: Vec::new(),
     }
 }
 
@@ -344,8 +364,9 @@ impl SandboxBashExecutor {
                 return Err(SandboxConfigError::ScratchInWorkspace(why));
             }
         }
+        let persistent = matches!(config.caches.place, CachePlace::Under(_));
         let caches = Arc::new(Caches::new(config.caches, &workspace));
-        if config.mode == SandboxMode::WorkspaceWrite {
+        if config.mode == SandboxMode::WorkspaceWrite && persistent {
             // Made and swept before the first command needs them (which
             // waits for this if it comes sooner).
             let early = Arc::clone(&caches);
@@ -425,6 +446,33 @@ impl SandboxBashExecutor {
         })
     }
 
+    /// What a command confined by `confinement` under `policy` could
+    /// write, to explain a refusal.
+    fn rights(
+        &self,
+        spec: &BashExecSpec,
+        policy: &SandboxPolicy,
+        confinement: &Confinement,
+    ) -> WriteRights {
+        WriteRights {
+            mode: policy.mode,
+            workspace: self.workspace.path().to_owned(),
+            protected: confinement.protected.clone(),
+            caches: Arc::clone(&policy.caches),
+            // As the command sees it (bubblewrap shows it as /tmp).
+            private_tmp: confinement
+                .invocation
+                .environment
+                .iter()
+                .rev()
+                .find(|(name, _)| name == "TMPDIR")
+                .and_then(|(_, value)| value.clone().map(PathBuf::from))
+                .or_else(|| policy.private_tmp.clone()),
+            workdir: spec.workdir.clone(),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+        }
+    }
+
     /// Asks the provider how to run `spec` under `mode`: the confinement,
     /// the invocation to hand to the local executor, and the command's
     /// private temporary directory (under `workspace-write`).
@@ -484,7 +532,9 @@ impl SandboxBashExecutor {
         }
         let held = std::mem::take(&mut confinement.held);
         let (tree_alive, gone) = tokio::sync::oneshot::channel::<()>();
+        let rights = self.rights(spec, &policy, &confinement);
         Ok(Confined {
+            rights,
             // The confinement's invocation, keeping what the plain one
             // keeps (a long command's descriptor), and the sender whose
             // drop says the tree is gone.
@@ -519,11 +569,13 @@ impl SandboxBashExecutor {
                 workspace: None,
                 network: Some(NetworkFacts::of(NetworkPolicy::On)),
                 protected: Vec::new(),
+                blocked: Vec::new(),
             });
             return Ok(result);
         }
         let Confined {
             confinement,
+            rights,
             invocation,
             leftovers,
             gone,
@@ -558,6 +610,7 @@ impl SandboxBashExecutor {
         }
         let mut info = facts(mode, &confinement, &self.workspace);
         judge_denial(&mut info, &confinement, result.exit_code, stderr).await;
+        explain_denial(&mut info, rights, stderr).await;
         record_refused_hosts(&mut info, &confinement);
         result.sandbox = Some(info);
         Ok(result)
@@ -570,6 +623,7 @@ impl SandboxBashExecutor {
         }
         let Confined {
             confinement,
+            rights,
             invocation,
             leftovers,
             gone,
@@ -590,6 +644,7 @@ impl SandboxBashExecutor {
                     info.runner_failed = true;
                 } else {
                     judge_denial(&mut info, &confinement, state.exit_code, &settled.stderr).await;
+                    explain_denial(&mut info, rights, &settled.stderr).await;
                     record_refused_hosts(&mut info, &confinement);
                 }
                 state.sandbox = Some(info);

@@ -100,10 +100,11 @@
 // `clippy -D warnings` enforces it.
 #![warn(clippy::too_many_lines)]
 
+mod blocked;
 mod caches;
 mod executor;
 mod private_tmp;
 
-pub use caches::CacheConfig;
+pub use caches::{CacheConfig, CachePlace};
 pub use executor::{SandboxBashExecutor, SandboxConfig, SandboxConfigError};
 pub use private_tmp::sweep_dead_once as sweep_dead_private_tmps;

@@ -79,6 +79,46 @@ pub struct BashSandboxInfo {
     /// cannot keep them, which `gaps` then names `protected-paths`).
     #[serde(default)]
     pub protected: Vec<PathBuf>,
+    /// Of a denied command, the paths it was refused (by `denial_evidence`:
+    /// the kernel's records, or paths its stderr names beside the denial
+    /// text) that the policy really keeps read-only, each with why and what
+    /// works instead; a path the command could write is never listed, so a
+    /// forged line names nothing. At most [`MAX_BLOCKED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<BlockedPath>,
+}
+
+/// Paths listed in [`BashSandboxInfo::blocked`] at most.
+pub const MAX_BLOCKED: usize = 4;
+
+/// Why a path is read-only for a confined command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum BlockedClass {
+    /// A protected path inside the writable workspace: the host runs code
+    /// from it.
+    Protected,
+    /// The host's own cache of a tool; the sandbox has its own.
+    HostCache,
+    /// Outside the workspace (and the command's TMPDIR and caches).
+    OutsideWorkspace,
+    /// The call runs `read-only`.
+    ReadOnlyMode,
+}
+
+/// One path a confined command could not write, explained.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedPath {
+    /// The path as refused (absolute).
+    pub path: PathBuf,
+    /// Why it is read-only, as a class.
+    pub class: BlockedClass,
+    /// Why, in words (`protected: git hooks run on the host`).
+    pub why: String,
+    /// What works instead (the sandbox's cache, `--unprotect`, asking for
+    /// `sandbox_permissions`); empty when nothing does.
+    pub instead: String,
 }
 
 /// The network a confined command had.

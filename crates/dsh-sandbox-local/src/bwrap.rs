@@ -275,6 +275,18 @@ fn inside_view(policy: &SandboxPolicy, path: &Path) -> PathBuf {
     }
 }
 
+/// The command's environment: no doors to services outside, its `/tmp`
+/// as TMPDIR, and under `workspace-write` the variables that point the
+/// tools at the sandbox's caches (as the command sees them).
+fn environment(policy: &SandboxPolicy) -> Vec<(OsString, Option<OsString>)> {
+    let mut environment = crate::provider::environment();
+    environment.push(("TMPDIR".into(), Some("/tmp".into())));
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        environment.extend(policy.caches.environment(|path| inside_view(policy, path)));
+    }
+    environment
+}
+
 /// The binds of the sandbox's caches under `workspace-write` (source,
 /// destination): each directory over itself (writable; ones in the
 /// private TMPDIR are in its `/tmp` already), then over each host cache
@@ -538,11 +550,7 @@ pub(crate) fn confine(
         .into_iter()
         .map(|claim| Arc::new(claim) as Arc<dyn Held>)
         .collect();
-    let mut environment = crate::provider::environment();
-    environment.push(("TMPDIR".into(), Some("/tmp".into())));
-    if policy.mode == SandboxMode::WorkspaceWrite {
-        environment.extend(policy.caches.environment(|path| inside_view(policy, path)));
-    }
+    let environment = environment(policy);
     Ok(Confinement {
         invocation: Invocation {
             argv: wrapped,

@@ -7,13 +7,31 @@ use dsh_bash::{BashRunResult, CollectedOutput};
 /// escalation.
 fn denial_marker(facts: &dsh_bash::BashSandboxInfo) -> String {
     let mode = facts.mode;
-    match facts.denial_evidence {
-        dsh_bash::DenialEvidence::Kernel => format!(
+    let kernel = facts.denial_evidence == dsh_bash::DenialEvidence::Kernel;
+    let mut marker = if kernel {
+        format!(
             "[sandbox: the kernel refused under {mode} mode: {}]",
             facts.refused.join("; ")
-        ),
-        _ => format!("[sandbox: stderr looks like a permission error under {mode} mode; a guess from the output, not a report from the kernel]"),
+        )
+    } else {
+        format!("[sandbox: stderr looks like a permission error under {mode} mode; a guess from the output, not a report from the kernel]")
+    };
+    // Each path the policy really keeps read-only (the server's facts,
+    // never the output's word alone): why, and what works instead.
+    for blocked in &facts.blocked {
+        let named = if kernel { "refused" } else { "stderr names" };
+        let instead = if blocked.instead.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", blocked.instead)
+        };
+        marker.push_str(&format!(
+            "\n[sandbox: {named} {}: {}{instead}]",
+            blocked.path.display(),
+            blocked.why
+        ));
     }
+    marker
 }
 
 /// The last line of a command the allow-list's proxy refused hosts: which
@@ -615,6 +633,7 @@ mod tests {
             workspace: Some("/ws".into()),
             network: Some(network),
             protected: Vec::new(),
+            blocked: Vec::new(),
         }
     }
 
@@ -648,6 +667,19 @@ mod tests {
         assert!(render_run_result(&r).ends_with(
             "Read-only file system\n[sandbox: the kernel refused under read-only mode: fs.make_reg on /etc; fs.write_file on /usr/x]\n[exit code: 1]"
         ));
+        // The paths the server explained, one line each, after the marker.
+        let facts = r.sandbox.as_mut().unwrap();
+        facts.denial_evidence = dsh_bash::DenialEvidence::Stderr;
+        facts.blocked = vec![dsh_bash::BlockedPath {
+            path: "/ws/.git/hooks/pre-commit".into(),
+            class: dsh_bash::BlockedClass::Protected,
+            why: "protected: git hooks run on the host".into(),
+            instead: "the operator can lift it with --unprotect .git".into(),
+        }];
+        let text = render_run_result(&r);
+        assert!(text.ends_with(
+            "a guess from the output, not a report from the kernel]\n[sandbox: stderr names /ws/.git/hooks/pre-commit: protected: git hooks run on the host; the operator can lift it with --unprotect .git]\n[exit code: 1]"
+        ), "{text}");
     }
 
     #[test]
