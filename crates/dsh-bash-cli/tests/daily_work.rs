@@ -509,7 +509,7 @@ fn a_cache_root_that_cannot_be_used_gives_caches_that_last_one_command() {
     }
     for backend in ["bwrap", "landlock"] {
         for root in [
-            "off".to_owned(),
+            "per-command".to_owned(),
             place.ws.join("cache-inside").display().to_string(),
         ] {
             let result = place.run(
@@ -535,6 +535,14 @@ fn a_cache_root_that_cannot_be_used_gives_caches_that_last_one_command() {
             assert!(!Path::new(&dir).exists(), "{context}");
         }
     }
+    // None: no caches at all, the host's as they are (read-only).
+    let none = place.run(
+        User::Root,
+        "landlock",
+        &["--sandbox-cache".into(), "none".into()],
+        "echo npm=${npm_config_cache-unset}",
+    );
+    assert!(stdout(&none).contains("npm=unset"), "{none:#}");
     // A relative root is refused before anything runs.
     let output = Command::new(binary())
         .args([
