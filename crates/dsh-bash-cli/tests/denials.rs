@@ -110,7 +110,15 @@ fn real_and_forged(ws: &Path) {
     );
     let shown = text(User::Root, "landlock", ws, "touch /etc/dsh-denials-x");
     assert!(
-        shown.contains("[sandbox: the kernel refused under workspace-write mode: fs.make_reg on /etc]\n[exit code: 1]"),
+        shown.contains("[sandbox: the kernel refused under workspace-write mode: fs.make_reg on /etc]\n[sandbox: refused /etc: outside the workspace "),
+        "{shown}"
+    );
+    // What was refused, explained from the kernel's record: its class and
+    // what works instead.
+    assert_eq!(real["blocked"][0]["class"], "outside-workspace", "{real}");
+    assert!(
+        shown.ends_with("(a person approves)]\n[exit code: 1]\n")
+            || shown.ends_with("(a person approves)]\n[exit code: 1]"),
         "{shown}"
     );
     let forged =

@@ -219,6 +219,29 @@ fn check(user: User, backend: &str) {
     if backend == "landlock" {
         return;
     }
+    // A repository the command made and added as a gitlink: the write
+    // cannot be refused (commits need the index), so the result names it,
+    // and undoing it as the line says leaves nothing for the host to run.
+    let planted = repo.run(
+        user,
+        backend,
+        &format!(
+            "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e; \
+             mkdir nested && cd nested && git init -q && echo e > e && git add e && git commit -qm e && \
+             git config core.fsmonitor 'touch {marker}; echo' && cd .. && git add nested 2>/dev/null && echo added"
+        ),
+    );
+    assert_eq!(
+        planted["sandbox"]["planted"],
+        serde_json::json!([repo.ws.join("nested")]),
+        "{context}: {planted:#}"
+    );
+    let undone = repo.run(user, backend, "git reset -q -- nested && echo undone");
+    assert_eq!(undone["exit_code"], 0, "{context}: {undone:#}");
+    assert!(
+        undone["sandbox"]["planted"].is_null(),
+        "{context}: {undone:#}"
+    );
     // The host's own git, in the repository and its submodule: nothing
     // planted runs.
     git_as(user, &repo.ws, &repo.home, &["status"]);

@@ -10,13 +10,14 @@ use dsh_bash_local::{
     ConfigError, Invocation, LocalBashExecutor, LocalConfig, SettleStamp, Settled,
 };
 use dsh_sandbox::{
-    Confinement, Held, HostRules, NetworkPolicy, ProtectedPaths, RunnerOutcome, SandboxPolicy,
-    SandboxProvider, SandboxUnavailable, Workspace, WorkspaceError,
+    Confinement, Held, HostRules, NetworkPolicy, ProtectedPaths, RunnerOutcome, SandboxCaches,
+    SandboxPolicy, SandboxProvider, SandboxUnavailable, Workspace, WorkspaceError,
 };
 use tokio_util::task::TaskTracker;
 
 use crate::blocked::WriteRights;
 use crate::caches::{CacheConfig, CachePlace, Caches};
+use crate::planted::IndexWatch;
 use crate::private_tmp::PrivateTmp;
 
 /// The local configuration plus the sandbox defaults.
@@ -112,6 +113,8 @@ struct Confined {
     confinement: Confinement,
     /// What the command could write, to explain a refusal.
     rights: WriteRights,
+    /// The workspace's index as it was (under `workspace-write`).
+    index: Option<IndexWatch>,
     invocation: Invocation,
     leftovers: Leftovers,
     /// Closed once the command's whole tree is gone (the local executor
@@ -283,6 +286,23 @@ async fn explain_denial(info: &mut BashSandboxInfo, rights: WriteRights, stderr:
         .unwrap_or_default();
 }
 
+/// The repositories the command added to the workspace's index as
+/// gitlinks, where the backend kept the protected paths (Landlock keeps
+/// none, and says so as a gap). Reads the index: on the blocking pool.
+async fn note_planted(
+    info: &mut BashSandboxInfo,
+    index: Option<IndexWatch>,
+    confinement: &Confinement,
+) {
+    let Some(index) = index.filter(|_| !confinement.protected.is_empty()) else {
+        return;
+    };
+    let kept = confinement.protected.clone();
+    info.planted = tokio::task::spawn_blocking(move || index.planted(&kept))
+        .await
+        .unwrap_or_default();
+}
+
 /// The hosts the proxy refused the command (whatever its exit: a tool
 /// may print a warning and go on without the host), once its tree is gone.
 fn record_refused_hosts(info: &mut BashSandboxInfo, confinement: &Confinement) {
@@ -307,6 +327,7 @@ fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) ->
         network: Some(NetworkFacts::of(confinement.network)),
         protected: confinement.protected.clone(),
         blocked: Vec::new(),
+        planted: Vec::new(),
     }
 }
 
@@ -430,20 +451,30 @@ impl SandboxBashExecutor {
         }
     }
 
-    /// The caches of a `workspace-write` command whose private TMPDIR is
-    /// `tmp` (made on the blocking pool; none when even the ephemeral ones
-    /// cannot be made, e.g. on a full disk: the tools then fail on the
-    /// host's read-only caches, as without this).
-    async fn caches_for(&self, tmp: &std::path::Path) -> Arc<dsh_sandbox::SandboxCaches> {
+    /// What a `workspace-write` command whose private TMPDIR is `tmp` gets
+    /// before it starts, on the blocking pool: its caches (none when even
+    /// the ephemeral ones cannot be made, e.g. on a full disk: the tools
+    /// then fail on the host's read-only caches, as without this), and a
+    /// note of the workspace's index, to see what it added.
+    async fn prepare_write(
+        &self,
+        tmp: &std::path::Path,
+    ) -> (Arc<SandboxCaches>, Option<IndexWatch>) {
         let caches = Arc::clone(&self.caches);
+        let workspace = self.workspace.clone();
         let tmp = tmp.to_owned();
-        let made = tokio::task::spawn_blocking(move || caches.for_command(&tmp))
-            .await
-            .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())));
-        made.unwrap_or_else(|err| {
-            tracing::warn!(%err, "cannot make a command's sandbox caches");
-            Arc::default()
+        let made = tokio::task::spawn_blocking(move || {
+            let made = caches.for_command(&tmp).unwrap_or_else(|err| {
+                tracing::warn!(%err, "cannot make a command's sandbox caches");
+                Arc::default()
+            });
+            (made, IndexWatch::start(&workspace))
         })
+        .await;
+        match made {
+            Ok((caches, watch)) => (caches, Some(watch)),
+            Err(_) => (Arc::default(), None),
+        }
     }
 
     /// What a command confined by `confinement` under `policy` could
@@ -495,9 +526,9 @@ impl SandboxBashExecutor {
         } else {
             ProtectedPaths::none()
         };
-        let caches = match &private_tmp {
-            Some(tmp) => self.caches_for(tmp.path()).await,
-            None => Arc::default(),
+        let (caches, index) = match &private_tmp {
+            Some(tmp) => self.prepare_write(tmp.path()).await,
+            None => (Arc::default(), None),
         };
         let policy = SandboxPolicy {
             mode,
@@ -535,6 +566,7 @@ impl SandboxBashExecutor {
         let rights = self.rights(spec, &policy, &confinement);
         Ok(Confined {
             rights,
+            index,
             // The confinement's invocation, keeping what the plain one
             // keeps (a long command's descriptor), and the sender whose
             // drop says the tree is gone.
@@ -570,12 +602,14 @@ impl SandboxBashExecutor {
                 network: Some(NetworkFacts::of(NetworkPolicy::On)),
                 protected: Vec::new(),
                 blocked: Vec::new(),
+                planted: Vec::new(),
             });
             return Ok(result);
         }
         let Confined {
             confinement,
             rights,
+            index,
             invocation,
             leftovers,
             gone,
@@ -611,6 +645,7 @@ impl SandboxBashExecutor {
         let mut info = facts(mode, &confinement, &self.workspace);
         judge_denial(&mut info, &confinement, result.exit_code, stderr).await;
         explain_denial(&mut info, rights, stderr).await;
+        note_planted(&mut info, index, &confinement).await;
         record_refused_hosts(&mut info, &confinement);
         result.sandbox = Some(info);
         Ok(result)
@@ -624,6 +659,7 @@ impl SandboxBashExecutor {
         let Confined {
             confinement,
             rights,
+            index,
             invocation,
             leftovers,
             gone,
@@ -645,6 +681,7 @@ impl SandboxBashExecutor {
                 } else {
                     judge_denial(&mut info, &confinement, state.exit_code, &settled.stderr).await;
                     explain_denial(&mut info, rights, &settled.stderr).await;
+                    note_planted(&mut info, index, &confinement).await;
                     record_refused_hosts(&mut info, &confinement);
                 }
                 state.sandbox = Some(info);

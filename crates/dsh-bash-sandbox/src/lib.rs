@@ -103,6 +103,7 @@
 mod blocked;
 mod caches;
 mod executor;
+mod planted;
 mod private_tmp;
 
 pub use caches::{CacheConfig, CachePlace};

@@ -86,6 +86,12 @@ pub struct BashSandboxInfo {
     /// forged line names nothing. At most [`MAX_BLOCKED`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<BlockedPath>,
+    /// Repositories the command made and added to the workspace's index
+    /// as gitlinks (absolute paths): the host's next `git status` there
+    /// runs their config and hooks. Said whatever the exit; `git reset --
+    /// <path>` undoes it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planted: Vec<PathBuf>,
 }
 
 /// Paths listed in [`BashSandboxInfo::blocked`] at most.

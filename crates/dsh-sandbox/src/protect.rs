@@ -368,6 +368,33 @@ impl ProtectedPaths {
     }
 }
 
+/// The index of the workspace root's own repository, if it has one: the
+/// file whose change [`unvetted_gitlinks`] looks into.
+pub fn root_index(workspace: &Workspace) -> Option<PathBuf> {
+    crate::git::index_of(workspace.path())
+}
+
+/// The gitlinks of the workspace root's index whose repository (a `.git`
+/// there) none of `kept` covers: a repository a command made and added
+/// with `git add`, whose config and hooks the host's next `git status` in
+/// the workspace would run. `kept` is what the backend kept read-only for
+/// that command (a gitlink that was there before has its `.git`, or its
+/// members, among them).
+pub fn unvetted_gitlinks(workspace: &Workspace, kept: &[PathBuf]) -> Vec<PathBuf> {
+    let root = workspace.path();
+    let Some(index) = crate::git::index_of(root) else {
+        return Vec::new();
+    };
+    crate::git::gitlinks_in(root, &index)
+        .into_iter()
+        .filter(|link| {
+            let dot_git = link.join(".git");
+            std::fs::symlink_metadata(&dot_git).is_ok()
+                && !kept.iter().any(|k| k.starts_with(&dot_git))
+        })
+        .collect()
+}
+
 /// What [`ProtectedPaths::resolve`] found in a workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolution {

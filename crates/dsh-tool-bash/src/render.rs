@@ -34,6 +34,30 @@ fn denial_marker(facts: &dsh_bash::BashSandboxInfo) -> String {
     marker
 }
 
+/// One line per repository the command added to the workspace's index as
+/// a gitlink (the server's own reading of the index, never the output).
+fn planted_markers(facts: Option<&dsh_bash::BashSandboxInfo>) -> Vec<String> {
+    let Some(facts) = facts else {
+        return Vec::new();
+    };
+    facts
+        .planted
+        .iter()
+        .map(|path| {
+            let shown = facts
+                .workspace
+                .as_deref()
+                .and_then(|ws| path.strip_prefix(ws).ok())
+                .unwrap_or(path);
+            format!(
+                "[sandbox: this command added {} to the index as a gitlink, a repository it made: the host's next `git status` runs that repository's config and hooks; undo it with `git reset -- {}` unless a person asked for it]",
+                path.display(),
+                shown.display()
+            )
+        })
+        .collect()
+}
+
 /// The last line of a command the allow-list's proxy refused hosts: which
 /// ones (the proxy's own record, never the output), and how to ask for one.
 fn network_marker(facts: Option<&dsh_bash::BashSandboxInfo>) -> Option<String> {
@@ -313,6 +337,9 @@ pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
     if let Some(sandbox) = result.sandbox.as_ref().filter(|s| s.denied) {
         push_line(&mut text, &denial_marker(sandbox));
     }
+    for marker in planted_markers(result.sandbox.as_ref()) {
+        push_line(&mut text, &marker);
+    }
     for marker in limit_markers(result.limits.as_ref()) {
         push_line(&mut text, &marker);
     }
@@ -402,7 +429,13 @@ fn sandbox_marker(task: &dsh_bash::BashTask) -> Option<String> {
             facts.mode
         ));
     }
-    facts.denied.then(|| denial_marker(facts))
+    let mut lines: Vec<String> = facts
+        .denied
+        .then(|| denial_marker(facts))
+        .into_iter()
+        .collect();
+    lines.extend(planted_markers(Some(facts)));
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// The text of a `bash_output` read: the delta or `(no new output)`, the
@@ -634,6 +667,7 @@ mod tests {
             network: Some(network),
             protected: Vec::new(),
             blocked: Vec::new(),
+            planted: Vec::new(),
         }
     }
 

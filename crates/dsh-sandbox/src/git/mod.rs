@@ -601,6 +601,25 @@ pub(crate) fn reach(root: &Path) -> Reach {
     }
 }
 
+/// The index of the repository whose worktree is `root` (its own git
+/// directory's, or the one its `.git` file names), if it has one.
+pub(crate) fn index_of(root: &Path) -> Option<PathBuf> {
+    git_dirs_anywhere(root)
+        .pop()
+        .map(|gitdir| gitdir.join("index"))
+}
+
+/// The gitlinks of the index at `index` (of the worktree `root`), as
+/// absolute paths inside `root`.
+pub(crate) fn gitlinks_in(root: &Path, index: &Path) -> Vec<PathBuf> {
+    index::gitlinks(index)
+        .0
+        .into_iter()
+        .filter_map(|link| lexically_inside(root, root, &link))
+        .map(|relative| root.join(relative))
+        .collect()
+}
+
 /// Real git for the tests: whether it is installed, and running it.
 #[cfg(test)]
 pub(crate) mod real_git {

@@ -1,0 +1,133 @@
+//! Repositories a command added to the workspace's index as gitlinks.
+//!
+//! Under `workspace-write` the index is writable (commits need it), so a
+//! command can make a repository of its own in a subdirectory and `git
+//! add` it: the host's next `git status` in the workspace recurses into
+//! every gitlink and runs that repository's config (`core.fsmonitor`) and,
+//! on a commit there, its hooks. Nothing can stop the write itself, so the
+//! server looks once the command's tree is gone: when the index changed, a
+//! gitlink whose `.git` the backend did not keep read-only for the command
+//! is named in the result (`sandbox.planted`), for the model and the
+//! person to undo (`git reset -- <path>`). The next command keeps it read-only
+//! like every gitlink's.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use dsh_sandbox::Workspace;
+
+/// The index of the workspace root's repository as it was when the command
+/// started.
+#[derive(Debug)]
+pub(crate) struct IndexWatch {
+    workspace: Workspace,
+    index: Option<PathBuf>,
+    before: Option<Stamp>,
+}
+
+/// What tells one version of a file from the next (git replaces its index
+/// by renaming a new one over it).
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    size: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    std::fs::symlink_metadata(path).ok().map(|meta| Stamp {
+        ino: meta.ino(),
+        size: meta.size(),
+        modified: (meta.mtime(), meta.mtime_nsec()),
+        changed: (meta.ctime(), meta.ctime_nsec()),
+    })
+}
+
+impl IndexWatch {
+    /// Notes the index as it is now. Blocking.
+    pub(crate) fn start(workspace: &Workspace) -> Self {
+        let index = dsh_sandbox::root_index(workspace);
+        let before = index.as_deref().and_then(stamp);
+        IndexWatch {
+            workspace: workspace.clone(),
+            index,
+            before,
+        }
+    }
+
+    /// The gitlinks added since [`IndexWatch::start`] whose repository
+    /// none of `kept` (what the backend kept read-only) covers; nothing
+    /// when the index did not change. Blocking.
+    pub(crate) fn planted(&self, kept: &[PathBuf]) -> Vec<PathBuf> {
+        let Some(index) = &self.index else {
+            return Vec::new();
+        };
+        if stamp(index) == self.before {
+            return Vec::new();
+        }
+        dsh_sandbox::unvetted_gitlinks(&self.workspace, kept)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(at: &Path, args: &[&str]) {
+        let status = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "advice.addEmbeddedRepo=false",
+            ])
+            .args(args)
+            .current_dir(at)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+
+    #[test]
+    fn a_repository_added_as_a_gitlink_is_named_once_the_index_changed() {
+        if Command::new("git").arg("--version").output().is_err() {
+            eprintln!("SKIP planted gitlinks: git is not installed");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        git(&root, &["init", "-q"]);
+        std::fs::write(root.join("a"), "a").unwrap();
+        git(&root, &["add", "a"]);
+        git(&root, &["commit", "-qm", "one"]);
+        let vendored = root.join("vendored");
+        std::fs::create_dir(&vendored).unwrap();
+        git(&vendored, &["init", "-q"]);
+        std::fs::write(vendored.join("v"), "v").unwrap();
+        git(&vendored, &["add", "v"]);
+        git(&vendored, &["commit", "-qm", "v"]);
+        git(&root, &["add", "vendored"]);
+        let workspace = Workspace::open(&root).unwrap();
+        // There before the command, and kept: nothing to say.
+        let watch = IndexWatch::start(&workspace);
+        let kept = [vendored.join(".git/config")];
+        assert!(watch.planted(&kept).is_empty(), "unchanged index");
+        let evil = root.join("evil");
+        std::fs::create_dir(&evil).unwrap();
+        git(&evil, &["init", "-q"]);
+        std::fs::write(evil.join("e"), "e").unwrap();
+        git(&evil, &["add", "e"]);
+        git(&evil, &["commit", "-qm", "e"]);
+        git(&root, &["add", "evil"]);
+        assert_eq!(watch.planted(&kept), [evil]);
+        // No repository: nothing.
+        let bare = tempfile::tempdir().unwrap();
+        let none = IndexWatch::start(&Workspace::open(bare.path()).unwrap());
+        assert!(none.planted(&[]).is_empty());
+    }
+}
