@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use dsh_bash::{BashExecRequest, BashExecutor, BashTaskId, NetworkPolicy, SandboxMode};
 use dsh_bash_local::{ContainmentChoice, LocalBashExecutor, LocalConfig};
-use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::{CachePlace, SandboxBashExecutor, SandboxConfig};
 use dsh_sandbox::ProtectedPaths;
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
@@ -520,6 +520,23 @@ pub(crate) fn sandboxed_with(
     policy: Policy,
     hosts: dsh_sandbox::HostRules,
 ) -> Option<SandboxBashExecutor> {
+    let caches = if policy.caches {
+        CachePlace::Under(options.scratch.join("dsh-bench-caches"))
+    } else {
+        CachePlace::Nowhere
+    };
+    sandboxed_in(options, backend, mode, policy, hosts, caches)
+}
+
+/// [`sandboxed_with`] with its caches at `caches`.
+fn sandboxed_in(
+    options: &Options,
+    backend: Backend,
+    mode: SandboxMode,
+    policy: Policy,
+    hosts: dsh_sandbox::HostRules,
+    caches: CachePlace,
+) -> Option<SandboxBashExecutor> {
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend,
         // This binary is its own forwarder (`main`).
@@ -548,11 +565,7 @@ pub(crate) fn sandboxed_with(
             hidden: Vec::new(),
             hosts,
             caches: dsh_bash_sandbox::CacheConfig {
-                place: if policy.caches {
-                    dsh_bash_sandbox::CachePlace::Under(options.scratch.join("dsh-bench-caches"))
-                } else {
-                    dsh_bash_sandbox::CachePlace::Nowhere
-                },
+                place: caches,
                 ..dsh_bash_sandbox::CacheConfig::default()
             },
         },
@@ -658,6 +671,63 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
     }
     plain.shutdown().await;
     rows
+}
+
+/// Files in the cache root whose sweep at start is measured.
+const SWEPT_FILES: usize = 20_000;
+
+/// A cache root holding [`SWEPT_FILES`] small files in npm's layout (made
+/// once per bench run).
+fn full_cache_root(options: &Options) -> PathBuf {
+    let root = options.scratch.join("dsh-bench-sweep-full");
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| std::os::unix::fs::MetadataExt::uid(&m));
+    let cacache = root.join(uid.to_string()).join("npm/_cacache");
+    if !cacache.is_dir() {
+        for file in 0..SWEPT_FILES {
+            let dir = cacache.join(format!("{:02x}/{:02x}", file % 100, file / 100 % 200));
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(dir.join(file.to_string()), b"cached").unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    root
+}
+
+/// The first command of a server that starts with a cache root of
+/// [`SWEPT_FILES`] files (the sweep measures every one), beside one whose
+/// root is empty.
+async fn cache_sweep(options: &Options) -> Row {
+    const LABEL: &str = "6g first `true` after start, Landlock workspace-write, a cache root of 20 000 files";
+    let roots = [full_cache_root(options), options.scratch.join("dsh-bench-sweep-empty")];
+    let mut figures = [Vec::new(), Vec::new()];
+    for _ in 0..options.rounds {
+        for (root, figure) in roots.iter().zip(figures.iter_mut()) {
+            let started = Instant::now();
+            let Some(confined) = sandboxed_in(
+                options,
+                Backend::Landlock,
+                SandboxMode::WorkspaceWrite,
+                DEFAULTS,
+                dsh_sandbox::HostRules::default(),
+                CachePlace::Under(root.clone()),
+            ) else {
+                return Row::skipped(LABEL, "ms", "Landlock is not usable here");
+            };
+            if let Err(err) = confined.run(spec(&confined, "true")).await {
+                return Row::skipped(LABEL, "ms", err);
+            }
+            figure.push(ms(started.elapsed()));
+            confined.shutdown().await;
+        }
+    }
+    let [full, empty] = figures;
+    Row {
+        scenario: LABEL.into(),
+        ours: Stats::of(full),
+        baseline: Some(Stats::of(empty)),
+        unit: "ms",
+        peak_rss_mib: None,
+        note: "baseline: the same with an empty cache root; the difference is the sweep's walk".into(),
+    }
 }
 
 async fn mcp_round_trip(options: &Options) -> Option<Row> {
@@ -806,6 +876,7 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
     if options.runs(6) {
         eprintln!("6/10 sandbox overhead");
         rows.extend(sandbox_overhead(options).await);
+        rows.push(cache_sweep(options).await);
     }
     if options.runs(7) {
         eprintln!("7/10 MCP round trip");

@@ -133,9 +133,9 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
 
 /// Refuses (with `--allow-escalation`) or warns of a token file confined
 /// commands can read: Landlock cannot hide a file from the user it runs as,
-/// and a command holding the token could approve its own escalation or
-/// read and kill that token's tasks. bubblewrap hides it (an empty file is
-/// bound over it).
+/// and a command holding its tokens (every one the file holds) could
+/// approve its own escalation or call this server as any client they admit.
+/// bubblewrap hides it (an empty file is bound over it).
 async fn exposed_token(
     provider: &dsh_sandbox_local::LocalSandboxProvider,
     token_file: &std::path::Path,
@@ -151,7 +151,7 @@ async fn exposed_token(
         );
     }
     eprintln!(
-        "dsh-bash: warning: under the Landlock backend confined commands can read the token file {}, and with it read and kill that token's tasks; bubblewrap hides it",
+        "dsh-bash: warning: under the Landlock backend confined commands can read the token file {} (every token in it) and call this server as any client those tokens admit, reading and killing that client's tasks; bubblewrap hides it",
         token_file.display()
     );
     Ok(())

@@ -419,7 +419,7 @@ fn the_text_ends_with_the_refused_hosts_and_how_to_ask() {
     let last = text.lines().last().unwrap_or_default();
     assert_eq!(
         last,
-        "[network: refused evil.example:443 (not on this command's allow-list); if the command needs one, run it again with allow_hosts: [\"evil.example\"] and a justification, which a person approves]",
+        "[network: refused evil.example:443 (not on this command's allow-list); if the command needs one, run it again with allow_hosts: [\"evil.example:443\"] and a justification, which a person approves]",
         "{text}"
     );
     assert!(text.contains("[exit code: 3]"), "{text}");

@@ -4,8 +4,8 @@
 //! Under bubblewrap every attempt to plant something that runs later on
 //! the host (a git hook, `core.fsmonitor`, a shell start-up file, an
 //! `.envrc`, editor tasks) is judged by what changed on the host: nothing
-//! may. `git status` works; a commit needs `.git` unprotected (or the
-//! escalation path); stand-ins for missing protected paths are gone after
+//! may. `git status` works (commits and the rest of git's daily work are
+//! `git_work.rs`'s); stand-ins for missing protected paths are gone after
 //! the command. Under Landlock, which cannot keep them, the result must say
 //! so (`partial`, gap `protected-paths`) instead of claiming them.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

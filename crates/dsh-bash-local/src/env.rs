@@ -15,15 +15,29 @@ pub(crate) const OVERRIDES: [(&str, &str); 4] = [
 ];
 
 /// Name endings that mark a credential whatever the rest of the name
-/// (`GITHUB_PAT`, `MYSQL_PWD`, `SENTRY_DSN`, `NPM_AUTH`).
-const SECRET_SUFFIXES: [&str; 4] = ["_PAT", "_PWD", "_DSN", "_AUTH"];
+/// (`GITHUB_PAT`, `SENTRY_DSN`, `NPM_AUTH`).
+const SECRET_SUFFIXES: [&str; 3] = ["_PAT", "_DSN", "_AUTH"];
+
+/// A name ending that marks a password (`MYSQL_PWD`) or a working
+/// directory (`_PYENV_VH_PWD`, `OLDPWD`'s kin): judged by the value.
+const PWD_SUFFIX: &str = "_PWD";
+
+/// True if and only if `value` reads as a directory rather than a
+/// password: an absolute or home-relative path, an expansion (a function's
+/// `X_PWD="$PWD"`), or nothing.
+fn a_directory(value: &str) -> bool {
+    value.is_empty() || value.starts_with('/') || value.starts_with("~/") || value.starts_with('$')
+}
 
 impl ScrubPolicy {
-    /// True if and only if an inherited variable of this name is dropped.
-    pub fn drops(&self, name: &str) -> bool {
-        if self.allow.iter().any(|allowed| allowed == name) {
-            return false;
-        }
+    /// True if and only if the allow-list keeps `name`.
+    fn keeps(&self, name: &str) -> bool {
+        self.allow.iter().any(|allowed| allowed == name)
+    }
+
+    /// True if and only if `name` alone marks a credential: a pattern, or
+    /// an unambiguous suffix.
+    fn named_secret(&self, name: &str) -> bool {
         let upper = name.to_ascii_uppercase();
         self.patterns
             .iter()
@@ -31,15 +45,24 @@ impl ScrubPolicy {
             || SECRET_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
     }
 
+    /// True if and only if an inherited variable of this name is dropped,
+    /// whatever its value (`_PWD` names included: with no value to judge,
+    /// the cautious reading).
+    pub fn drops(&self, name: &str) -> bool {
+        !self.keeps(name)
+            && (self.named_secret(name) || name.to_ascii_uppercase().ends_with(PWD_SUFFIX))
+    }
+
     /// True if and only if an inherited variable is dropped, by its name
     /// or by its value (a URL with a password, a connection string with a
-    /// password, a well-known token shape: see `secrets.rs`); the allow
-    /// list keeps either.
+    /// password, a well-known token shape: see `secrets.rs`); a `_PWD`
+    /// name holding a directory is kept; the allow list keeps either.
     pub fn drops_entry(&self, name: &str, value: &str) -> bool {
-        if self.allow.iter().any(|allowed| allowed == name) {
+        if self.keeps(name) {
             return false;
         }
-        self.drops(name) || crate::secrets::carries_credential(value)
+        let password = name.to_ascii_uppercase().ends_with(PWD_SUFFIX) && !a_directory(value);
+        self.named_secret(name) || password || crate::secrets::carries_credential(value)
     }
 }
 
@@ -121,6 +144,8 @@ mod tests {
             ("GH", "ghp_0123456789abcdefghijklmnopqrstuvwxyz"),
             ("PLAIN_URL", "https://example.org/path"),
             ("OLDPWD", "/home/u"),
+            // pyenv-virtualenv's hook: a directory, not a password.
+            ("_PYENV_VH_PWD", "/home/u/project"),
         ]);
         let env = child_env(inherited.clone(), &ScrubPolicy::default(), &[], None);
         let kept: Vec<_> = env
@@ -128,7 +153,7 @@ mod tests {
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .filter(|k| !["GIT_PAGER", "NO_COLOR", "PAGER", "TERM"].contains(&k.as_str()))
             .collect();
-        assert_eq!(kept, ["OLDPWD", "PLAIN_URL"]);
+        assert_eq!(kept, ["OLDPWD", "PLAIN_URL", "_PYENV_VH_PWD"]);
         let keep = ScrubPolicy {
             allow: vec!["DATABASE_URL".into()],
             ..ScrubPolicy::default()

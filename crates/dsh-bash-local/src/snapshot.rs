@@ -419,7 +419,7 @@ fn unfit(chunk: &Chunk, scrub: &crate::ScrubPolicy) -> Option<&'static str> {
         .text
         .split(|c: char| c.is_whitespace() || ";'\"`(){}|&".contains(c))
         .filter_map(|word| word.split_once('='))
-        .any(|(name, _)| is_identifier(name) && scrub.drops(name));
+        .any(|(name, value)| is_identifier(name) && scrub.drops_entry(name, value));
     if assigns_secret {
         return Some("it sets a credential");
     }
@@ -635,6 +635,21 @@ fn file_environment(source: &SnapshotSource) -> Option<(OsString, Option<OsStrin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_in_a_pwd_name_is_no_credential() {
+        let chunk = |text: &str| Chunk {
+            what: "function",
+            name: "hook".into(),
+            text: text.into(),
+        };
+        let scrub = crate::ScrubPolicy::default();
+        // pyenv-virtualenv's hook keeps the directory it last saw.
+        let hook = chunk("_pyenv_virtualenv_hook () { local ret=$?; if [ \"$_PYENV_VH_PWD\" != \"$PWD\" ]; then _PYENV_VH_PWD=\"${PWD}\"; fi; }");
+        assert_eq!(unfit(&hook, &scrub), None);
+        let password = chunk("connect () { MYSQL_PWD=hunter2 mysql; }");
+        assert_eq!(unfit(&password, &scrub), Some("it sets a credential"));
+    }
 
     #[test]
     fn path_keeps_each_directory_once() {

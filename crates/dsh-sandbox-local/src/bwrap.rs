@@ -15,12 +15,17 @@
 //!   resolution (`--ro-bind-fd N <workspace>`, so a workspace under `/tmp`
 //!   stays visible);
 //! - workspace-write: `--bind <private TMPDIR> /tmp` and the workspace bound
-//!   writable through its handle (`--bind-fd N <workspace>`).
+//!   writable through its handle (`--bind-fd N <workspace>`); the sandbox's
+//!   caches bound writable at their own paths and over each host cache
+//!   they stand for that exists (`~/.npm`, `~/.cargo/registry`, ...), so
+//!   the host's own caches are not visible inside at all.
 //!
 //! The host's own `/tmp` is therefore not visible inside, except the
 //! workspace.
 //!
-//! In `workspace-write` the protected paths stay read-only: each existing
+//! In `workspace-write` the protected paths stay read-only (inside a
+//! repository's git directory, only what git runs or reads configuration
+//! from, so commits work): each existing
 //! one bound read-only over itself, each missing one through a stand-in
 //! created for the command's lifetime ([`crate::stand_in`]), and every
 //! directory between the workspace root and a nested one (`.vscode` of

@@ -12,7 +12,7 @@
 //! | mode | writable | gaps |
 //! |---|---|---|
 //! | read-only | `/dev/null`, `/dev/tty` (no device ioctls) | none on ABI ≥ 6 |
-//! | workspace-write | also the workspace and the command's private `TMPDIR` | `metadata` (chmod, chown, times outside the workspace) |
+//! | workspace-write | also the workspace, the command's private `TMPDIR` and the sandbox's caches (named to the tools by their variables) | `metadata` (chmod, chown, times outside the workspace) |
 //!
 //! Older kernels add `truncate` (ABI < 3) and `signals` +
 //! `abstract-sockets` (ABI < 6); an architecture without a filter adds

@@ -6,7 +6,7 @@
 //! | mode | may write |
 //! |---|---|
 //! | [`SandboxMode::ReadOnly`] | `/dev/null` only |
-//! | [`SandboxMode::WorkspaceWrite`] | also the workspace root (but its [`ProtectedPaths`]) and its own private temporary directory |
+//! | [`SandboxMode::WorkspaceWrite`] | also the workspace root (but its [`ProtectedPaths`]), its own private temporary directory and the sandbox's own tool caches ([`SandboxCaches`]) |
 //! | [`SandboxMode::DangerFullAccess`] | anything the user can (no confinement) |
 //!
 //! Beside it a [`NetworkPolicy`] says whether the command may use the

@@ -59,30 +59,47 @@ fn planted_markers(facts: Option<&dsh_bash::BashSandboxInfo>) -> Vec<String> {
 }
 
 /// The last line of a command the allow-list's proxy refused hosts: which
-/// ones (the proxy's own record, never the output), and how to ask for one.
+/// ones (the proxy's own record, never the output), each labelled by why
+/// (on no list, which a grant could change; or deny-listed, internal or
+/// malformed, which none can), and how to ask for the first one a grant
+/// could let through, port and all (a grant is for that exact `host:port`).
 fn network_marker(facts: Option<&dsh_bash::BashSandboxInfo>) -> Option<String> {
     let network = facts?.network.as_ref()?;
     if network.denied.is_empty() {
         return None;
     }
-    let mut refused = network.denied.join(", ");
-    if network.denied_more > 0 {
-        refused.push_str(&format!(" and {} more", network.denied_more));
-    }
-    // Suggest a grant only for a host a grant could let through.
-    let Some(first) = network.askable.first() else {
-        return Some(format!(
-            "[network: refused {refused} (deny-listed, internal or malformed: no grant for one call reaches them)]"
-        ));
+    let (askable, closed): (Vec<&String>, Vec<&String>) = network
+        .denied
+        .iter()
+        .partition(|host| network.askable.contains(host));
+    let join = |hosts: &[&String]| {
+        hosts
+            .iter()
+            .map(|h| h.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    let host = first
-        .rsplit_once(':')
-        .map_or(first.as_str(), |(host, _)| host)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    Some(format!(
-        "[network: refused {refused} (not on this command's allow-list); if the command needs one, run it again with allow_hosts: [\"{host}\"] and a justification, which a person approves]"
-    ))
+    let mut parts = Vec::new();
+    if !askable.is_empty() {
+        parts.push(format!("{} (not on this command's allow-list)", join(&askable)));
+    }
+    if !closed.is_empty() {
+        parts.push(format!(
+            "{} (deny-listed, internal or malformed: no grant for one call reaches them)",
+            join(&closed)
+        ));
+    }
+    let mut line = format!("[network: refused {}", parts.join("; "));
+    if network.denied_more > 0 {
+        line.push_str(&format!("; and {} more", network.denied_more));
+    }
+    if let Some(first) = askable.first() {
+        line.push_str(&format!(
+            "; if the command needs one, run it again with allow_hosts: [\"{first}\"] and a justification, which a person approves"
+        ));
+    }
+    line.push(']');
+    Some(line)
 }
 
 /// Appends `line` on a line of its own (no blank line when `text` already
@@ -725,7 +742,7 @@ mod tests {
         r.sandbox = Some(read_only_facts(false, network));
         let text = render_run_result(&r);
         assert!(
-            text.contains("[network: refused blocked.example:443, 10.0.0.5:80 and 3 more (deny-listed, internal or malformed: no grant for one call reaches them)]"),
+            text.contains("[network: refused blocked.example:443, 10.0.0.5:80 (deny-listed, internal or malformed: no grant for one call reaches them); and 3 more]"),
             "{text}"
         );
         assert!(!text.contains("allow_hosts"), "{text}");
@@ -733,8 +750,9 @@ mod tests {
         facts.denied.push("[2001:db8::1]:443".into());
         facts.askable = vec!["[2001:db8::1]:443".into()];
         let text = render_run_result(&r);
+        // Each labelled by why, and the grant asked with its port.
         assert!(
-            text.contains("run it again with allow_hosts: [\"2001:db8::1\"] and a justification"),
+            text.contains("[network: refused [2001:db8::1]:443 (not on this command's allow-list); blocked.example:443, 10.0.0.5:80 (deny-listed, internal or malformed: no grant for one call reaches them); and 3 more; if the command needs one, run it again with allow_hosts: [\"[2001:db8::1]:443\"] and a justification"),
             "{text}"
         );
     }

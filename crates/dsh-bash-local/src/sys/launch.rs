@@ -155,7 +155,7 @@ fn dev_null() -> io::Result<OwnedFd> {
 }
 
 /// The program's path: as given when it contains a slash, else the first
-/// executable match on `PATH` (the child's, else the host's).
+/// executable match on `path` (this process's own).
 fn resolve(program: &Path, path: &OsStr) -> io::Result<PathBuf> {
     if program.as_os_str().as_bytes().contains(&b'/') {
         return Ok(program.to_owned());
@@ -327,14 +327,14 @@ impl Default for Launcher {
 }
 
 impl Launcher {
-    /// The executable path of `program` under the child's `PATH` (else the
-    /// host's), from the cache when neither changed.
-    fn path_of(&mut self, program: &Path, env: &[(OsString, OsString)]) -> io::Result<CString> {
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var_os("PATH"))
+    /// The executable path of `program` on this process's own `PATH`
+    /// (absolute entries), from the cache when neither changed. Never the
+    /// command's `PATH`: that one is the caller's, the shell snapshot's or a
+    /// sandbox's, and a directory on it may be one a confined command could
+    /// write (a planted `bin/bash` would otherwise run first, unconfined,
+    /// on the next approved escalation).
+    fn path_of(&mut self, program: &Path) -> io::Result<CString> {
+        let path = std::env::var_os("PATH")
             .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
         if let Some((cached, cached_path, resolved)) = &self.resolved {
             if cached == program && *cached_path == path {
@@ -545,7 +545,7 @@ pub(crate) fn launch(
     memory_rlimit: Option<u64>,
     launcher: &mut Launcher,
 ) -> io::Result<(libc::pid_t, Pipes)> {
-    let path = launcher.path_of(&launch.program, &launch.env)?;
+    let path = launcher.path_of(&launch.program)?;
     let strings = ExecStrings::new(launch)?;
     let restriction = Prepared::new(&launch.restriction);
     let standard = Standard::new(launch)?;
