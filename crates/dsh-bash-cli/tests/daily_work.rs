@@ -459,7 +459,11 @@ fn package_managers_and_builds_work_from_the_sandbox_cache_and_the_host_caches_s
                 &std::fs::metadata(&root).unwrap().permissions(),
             );
             assert_eq!(mode & 0o777, 0o700, "{}", root.display());
-            assert!(root.join("npm/_cacache").is_dir(), "{}", root.display());
+            assert!(
+                root.join("tools/npm/_cacache").is_dir(),
+                "{}",
+                root.display()
+            );
         }
     }
 }
@@ -688,4 +692,55 @@ fn run_text(place: &Place, user: User, backend: &str, command: &str) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A command may replace a tool's cache directory (its root is writable)
+/// with a link to a directory of its user's outside; the next command
+/// neither gets it bound writable over the host's cache (bubblewrap binds
+/// from a descriptor opened without following links) nor writes through
+/// it (Landlock grants the roots, not what a link inside points to).
+#[test]
+fn a_cache_directory_swapped_for_a_link_reaches_nothing() {
+    for backend in ["bwrap", "landlock"] {
+        for user in [User::Root, User::Nobody] {
+            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
+            if !usable_as_or_skip(
+                user,
+                &sandbox,
+                &format!("swapped caches under {backend} as {user:?}"),
+            ) {
+                continue;
+            }
+            let place = Place::new(user, &format!("daily-swapped-{backend}-{user:?}"));
+            let secret = place.home.join("secret");
+            std::fs::create_dir_all(&secret).unwrap();
+            if user == User::Nobody {
+                chown_tree(&secret, NOBODY);
+            }
+            let swap = place.run(
+                user,
+                backend,
+                &[],
+                &format!(
+                    "rm -rf \"$npm_config_cache\" && ln -s {} \"$npm_config_cache\" && echo swapped",
+                    secret.display()
+                ),
+            );
+            assert!(
+                stdout(&swap).contains("swapped"),
+                "{backend} as {user:?}: {swap:#}"
+            );
+            let write = place.run(
+                user,
+                backend,
+                &[],
+                "echo x > ~/.npm/planted; echo x > \"$npm_config_cache/planted2\"; true",
+            );
+            assert_eq!(write["exit_code"], 0, "{write:#}");
+            assert!(
+                std::fs::read_dir(&secret).unwrap().next().is_none(),
+                "wrote through the swapped link under {backend} as {user:?}: {write:#}"
+            );
+        }
+    }
 }

@@ -981,7 +981,9 @@ fn no_confined_command_can_learn_a_token() {
     // Exact: a command reads every token of the file, not one.
     assert!(
         said.contains("warning: under the Landlock backend")
-            && said.contains("(every token in it) and call this server as any client those tokens admit"),
+            && said.contains(
+                "(every token in it) and call this server as any client those tokens admit"
+            ),
         "{said}"
     );
 }

@@ -101,14 +101,14 @@ impl Caches {
                 let root = private_tmp.join(".dsh-bash-cache");
                 let mut plan = SandboxCaches::plan(&root, &root, &self.host);
                 plan.ephemeral = true;
-                make_all(&plan)?;
+                make_all(private_tmp, &plan)?;
                 Ok(Arc::new(plan))
             }
         }
     }
 
-    /// The persistent plan (made and swept on the first call; later ones
-    /// wait for it), or why there is none.
+    /// The persistent plan (made on the first call; later ones wait for
+    /// it), or why there is none.
     pub(crate) fn prepared(&self) -> &Result<Arc<SandboxCaches>, String> {
         self.prepared.get_or_init(|| {
             let prepared = self.prepare().map(Arc::new);
@@ -140,23 +140,64 @@ impl Caches {
         }
         own_directory(&root).map_err(|err| format!("cannot use {}: {err}", root.display()))?;
         let real = std::fs::canonicalize(&root).map_err(|err| err.to_string())?;
-        sweep(&real, &self.config);
-        let workspace_root = real.join("ws").join(workspace_key(&self.workspace));
-        let plan = SandboxCaches::plan(&real, &workspace_root, &self.host);
-        make_all(&plan)
+        let plan = SandboxCaches::plan(
+            &real.join(TOOLS),
+            &real.join(WORKSPACES).join(workspace_key(&self.workspace)),
+            &self.host,
+        );
+        make_all(&real, &plan)
             .map_err(|err| format!("cannot make the caches in {}: {err}", real.display()))?;
-        // Used now: the sweep of a later start goes by these times.
+        Ok(plan)
+    }
+
+    /// Sweeps the root (this workspace's directory excepted), then marks
+    /// this workspace's and the tools' directories used now, so the sweep
+    /// of a later start goes by these times. Run once, after
+    /// [`Caches::prepared`], beside the first commands (none waits for
+    /// it). Blocking.
+    pub(crate) fn sweep_and_stamp(&self) {
+        let Ok(plan) = self.prepared() else {
+            return;
+        };
+        let Some(root) = plan.roots.first().and_then(|tools| tools.parent()) else {
+            return;
+        };
+        let this_workspace = plan.roots.get(1).and_then(|ws| ws.file_name());
+        sweep(root, &self.config, this_workspace);
         for dir in plan
             .dirs
             .iter()
             .map(|d| d.path.as_path())
-            .chain([workspace_root.as_path()])
+            .chain(plan.roots.iter().map(PathBuf::as_path))
         {
             if let Ok(file) = File::open(dir) {
                 let _ = file.set_modified(SystemTime::now());
             }
         }
-        Ok(plan)
+    }
+}
+
+/// The per-user tools' directories, under the user's root.
+const TOOLS: &str = "tools";
+
+/// The workspaces' directories, under the user's root.
+const WORKSPACES: &str = "ws";
+
+/// Names the sweep renames a directory to before removing it.
+const TRASH_PREFIX: &str = ".dsh-bash-trash-";
+
+impl CacheConfig {
+    /// Sweeps the caches' root of this user as a server does at start
+    /// (nothing excepted): workspaces' directories unused for
+    /// [`CacheConfig::max_age`], then the least recently used directories
+    /// while the root holds more than [`CacheConfig::max_bytes`]. Nothing
+    /// when the caches are not kept [`CachePlace::Under`] a root. Blocking.
+    pub fn sweep_now(&self) {
+        if let CachePlace::Under(base) = &self.place {
+            if let Ok(root) = std::fs::canonicalize(base.join(current_uid().to_string())) {
+                sweep(&root, self, None);
+            }
+        }
     }
 }
 
@@ -205,12 +246,40 @@ fn own_directory(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn make_all(plan: &SandboxCaches) -> io::Result<()> {
+/// Makes every directory of `plan` beneath `root` (the user's, made by
+/// [`own_directory`]), one component at a time from descriptors, never
+/// through a link: a command may have replaced a tool's directory with a
+/// link to anywhere its user can write. A directory that cannot be made
+/// so is left out (that tool fails on it); the roots must be made.
+fn make_all(root: &Path, plan: &SandboxCaches) -> io::Result<()> {
+    let top = File::open(root)?;
     for dir in plan.directories() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        let Ok(relative) = dir.strip_prefix(root) else {
+            continue;
+        };
+        let made = make_beneath(&top, relative);
+        if plan.roots.iter().any(|r| r == dir) {
+            made?;
+        } else if let Err(err) = made {
+            tracing::warn!(dir = %dir.display(), %err, "a sandbox cache cannot be made");
+        }
+    }
+    Ok(())
+}
+
+/// Makes `relative` beneath the directory `top` (0700), component by
+/// component, refusing a link on the way.
+fn make_beneath(top: &File, relative: &Path) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let mut dir: std::os::fd::OwnedFd = top.try_clone()?.into();
+    for component in relative.components() {
+        let name = component.as_os_str();
+        match rustix::fs::mkdirat(&dir, name, Mode::RWXU) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(err) => return Err(err.into()),
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        dir = rustix::fs::openat(&dir, name, flags, Mode::empty())?;
     }
     Ok(())
 }
@@ -235,8 +304,9 @@ struct Entry {
     bytes: u64,
 }
 
-/// The entries of `dir`, each with its size (beneath descriptors).
-fn entries(dir: &Path, skip: Option<&OsStr>) -> Vec<Entry> {
+/// The directories in `dir` (but `keep`), each with its size (beneath
+/// descriptors); what an earlier sweep left in the trash is removed now.
+fn entries(dir: &Path, keep: Option<&OsStr>) -> Vec<Entry> {
     let Ok(parent) = File::open(dir) else {
         return Vec::new();
     };
@@ -244,25 +314,36 @@ fn entries(dir: &Path, skip: Option<&OsStr>) -> Vec<Entry> {
     let Ok(listing) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    listing
-        .filter_map(Result::ok)
-        .filter(|entry| Some(entry.file_name().as_os_str()) != skip)
-        .filter_map(|entry| {
-            let meta = entry.path().symlink_metadata().ok()?;
-            meta.is_dir().then(|| Entry {
-                bytes: dsh_bash_local::scratch::size_at(&*parent, &entry.file_name()),
+    let mut found = Vec::new();
+    for entry in listing.filter_map(Result::ok) {
+        let name = entry.file_name();
+        if Some(name.as_os_str()) == keep {
+            continue;
+        }
+        if name.to_string_lossy().starts_with(TRASH_PREFIX) {
+            let _ = dsh_bash_local::scratch::remove_tree_at(&*parent, &name);
+            continue;
+        }
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        if meta.is_dir() {
+            found.push(Entry {
+                bytes: dsh_bash_local::scratch::size_at(&*parent, &name),
                 parent: Arc::clone(&parent),
-                name: entry.file_name(),
+                name,
                 used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    found
 }
 
 /// Removes workspaces' directories unused for `max_age`, then the least
-/// recently used directories while the root holds more than `max_bytes`.
-fn sweep(root: &Path, config: &CacheConfig) {
-    let mut all = entries(&root.join("ws"), None);
+/// recently used directories (a workspace's, or a tool's) while the root
+/// holds more than `max_bytes`; never the workspace directory `keep`.
+fn sweep(root: &Path, config: &CacheConfig, keep: Option<&OsStr>) {
+    let mut all = entries(&root.join(WORKSPACES), keep);
     let now = SystemTime::now();
     all.retain(|entry| {
         let old = now
@@ -273,8 +354,13 @@ fn sweep(root: &Path, config: &CacheConfig) {
         }
         !old
     });
-    all.extend(entries(root, Some(OsStr::new("ws"))));
-    let mut total: u64 = all.iter().map(|entry| entry.bytes).sum();
+    all.extend(entries(&root.join(TOOLS), None));
+    // What this workspace holds counts toward the cap; it is never removed.
+    let kept = match (keep, File::open(root.join(WORKSPACES))) {
+        (Some(name), Ok(dir)) => dsh_bash_local::scratch::size_at(&dir, name),
+        _ => 0,
+    };
+    let mut total: u64 = kept + all.iter().map(|entry| entry.bytes).sum::<u64>();
     all.sort_by_key(|entry| entry.used);
     for entry in all {
         if total <= config.max_bytes {
@@ -285,10 +371,20 @@ fn sweep(root: &Path, config: &CacheConfig) {
     }
 }
 
+/// Removes `entry`: renamed into the trash first (a command using it from
+/// now on meets a missing directory, which tools make again, not one
+/// half gone), then emptied beneath descriptors, never following a link.
 fn remove(entry: &Entry, why: &str) {
-    match dsh_bash_local::scratch::remove_tree_at(&*entry.parent, &entry.name) {
+    let trash = std::ffi::OsString::from(format!(
+        "{TRASH_PREFIX}{}-{}",
+        std::process::id(),
+        entry.name.to_string_lossy()
+    ));
+    let renamed = rustix::fs::renameat(&*entry.parent, &entry.name, &*entry.parent, &trash);
+    let name = if renamed.is_ok() { &trash } else { &entry.name };
+    match dsh_bash_local::scratch::remove_tree_at(&*entry.parent, name) {
         Ok(_) => {
-            tracing::info!(name = ?entry.name, bytes = entry.bytes, why, "a sandbox cache was swept")
+            tracing::info!(name = ?entry.name, bytes = entry.bytes, why, "a sandbox cache was swept");
         }
         Err(err) => tracing::warn!(name = ?entry.name, %err, "cannot sweep a sandbox cache"),
     }
@@ -319,7 +415,7 @@ mod tests {
         let mode = std::fs::metadata(&root).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let npm = plan.dirs.iter().find(|d| d.tool == "npm").unwrap();
-        assert_eq!(npm.path, root.join("npm"));
+        assert_eq!(npm.path, root.join("tools/npm"));
         let xdg = plan.dirs.iter().find(|d| d.tool == "XDG cache").unwrap();
         assert!(xdg.path.starts_with(root.join("ws")));
         assert!(plan.directories().all(Path::is_dir));
@@ -387,8 +483,9 @@ mod tests {
         for (name, days, kib) in [
             ("ws/old", 40, 4),
             ("ws/new", 1, 64),
-            ("npm", 10, 64),
-            ("pip", 2, 64),
+            ("ws/this", 90, 64),
+            ("tools/npm", 10, 64),
+            ("tools/pip", 2, 64),
         ] {
             let path = root.join(name);
             std::fs::create_dir_all(path.join("sub")).unwrap();
@@ -398,18 +495,47 @@ mod tests {
             let when = SystemTime::now() - Duration::from_secs(days * 24 * 3600);
             File::open(&path).unwrap().set_modified(when).unwrap();
         }
+        // A tool's directory swapped for a link: neither measured nor
+        // followed; what a killed sweep left in the trash goes.
+        std::os::unix::fs::symlink("/etc", root.join("tools/yarn")).unwrap();
+        std::fs::create_dir_all(root.join("tools/.dsh-bash-trash-1-npm/x")).unwrap();
         let cap = CacheConfig {
             place: CachePlace::PerCommand,
-            max_bytes: 150 * 1024,
+            max_bytes: 220 * 1024,
             max_age: Duration::from_secs(30 * 24 * 3600),
         };
-        sweep(root, &cap);
+        sweep(root, &cap, Some(OsStr::new("this")));
         assert!(!root.join("ws/old").exists(), "unused too long");
-        // 3 x 64 KiB (and their directories) is past 150 KiB: the least
+        // This workspace's directory is older still, and stays.
+        assert!(root.join("ws/this/sub/blob").exists());
+        // 4 x 64 KiB (and their directories) is past 220 KiB: the least
         // recently used goes first, and one is enough.
-        assert!(!root.join("npm").exists());
-        assert!(root.join("pip/sub/blob").exists());
+        assert!(!root.join("tools/npm").exists());
+        assert!(root.join("tools/pip/sub/blob").exists());
         assert!(root.join("ws/new/sub/blob").exists());
-        assert!(Path::new("/etc/hostname").exists() || Path::new("/etc/passwd").exists());
+        assert!(!root.join("tools/.dsh-bash-trash-1-npm").exists());
+        assert!(std::fs::symlink_metadata(root.join("tools/yarn")).is_ok());
+        assert!(Path::new("/etc/passwd").exists());
+    }
+
+    #[test]
+    fn nothing_is_made_through_a_link_a_command_left() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let workspace = Workspace::open(ws.path()).unwrap();
+        let base = home.path().join("c");
+        let root = base.join(current_uid().to_string());
+        std::fs::create_dir_all(root.join("tools")).unwrap();
+        // A command (writing inside `tools`) swapped yarn's directory for
+        // a link to a directory of its user's.
+        std::os::unix::fs::symlink(outside.path(), root.join("tools/yarn")).unwrap();
+        let caches = Caches::new(config(&base), &workspace);
+        let plan = caches.prepared().as_ref().unwrap();
+        assert!(plan.roots.iter().all(|r| r.is_dir()));
+        assert!(
+            std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+            "made something through the link"
+        );
     }
 }

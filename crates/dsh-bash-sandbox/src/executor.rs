@@ -388,11 +388,13 @@ impl SandboxBashExecutor {
         let persistent = matches!(config.caches.place, CachePlace::Under(_));
         let caches = Arc::new(Caches::new(config.caches, &workspace));
         if config.mode == SandboxMode::WorkspaceWrite && persistent {
-            // Made and swept before the first command needs them (which
-            // waits for this if it comes sooner).
+            // Made before the first command needs them (which waits for
+            // that if it comes sooner), then swept beside the first
+            // commands (none waits for the sweep).
             let early = Arc::clone(&caches);
             std::thread::spawn(move || {
                 let _ = early.prepared();
+                early.sweep_and_stamp();
             });
         }
         Ok(SandboxBashExecutor {

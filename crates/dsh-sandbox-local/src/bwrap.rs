@@ -292,37 +292,65 @@ fn environment(policy: &SandboxPolicy) -> Vec<(OsString, Option<OsString>)> {
     environment
 }
 
-/// The binds of the sandbox's caches under `workspace-write` (source,
-/// destination): each directory over itself (writable; ones in the
-/// private TMPDIR are in its `/tmp` already), then over each host cache
-/// it stands for that exists, so a tool with a hard-coded path writes the
-/// sandbox's cache too. A host cache that does not exist cannot be
-/// mounted over (`/` is read-only): the variables point the tool away.
-fn cache_binds(policy: &SandboxPolicy) -> Vec<(PathBuf, PathBuf)> {
-    let mut binds = Vec::new();
-    if policy.mode != SandboxMode::WorkspaceWrite {
-        return binds;
-    }
-    let in_tmp = |path: &Path| {
-        policy
-            .private_tmp
-            .as_ref()
-            .is_some_and(|tmp| path.starts_with(tmp))
-    };
-    for dir in &policy.caches.dirs {
-        if !dir.path.is_dir() {
-            continue;
+/// The binds of the sandbox's caches under `workspace-write`.
+#[derive(Debug, Default)]
+pub(crate) struct CacheBinds {
+    /// Each root bound writable over itself (one in the private TMPDIR is
+    /// in its `/tmp` already): the server made them, and their parents are
+    /// not writable for any command.
+    roots: Vec<PathBuf>,
+    /// Each tool's directory bound over a host cache it stands for that
+    /// exists, so a tool with a hard-coded path writes the sandbox's cache
+    /// too: by a descriptor opened beneath its root without following a
+    /// link (a command may have swapped the directory for a link to
+    /// anything its user owns, which bubblewrap would otherwise bind
+    /// writable). A host cache that does not exist cannot be mounted over
+    /// (`/` is read-only): the variables point the tool away.
+    over_host: Vec<(Arc<OwnedFd>, PathBuf)>,
+}
+
+impl CacheBinds {
+    fn of(policy: &SandboxPolicy) -> CacheBinds {
+        let mut binds = CacheBinds::default();
+        if policy.mode != SandboxMode::WorkspaceWrite {
+            return binds;
         }
-        if !in_tmp(&dir.path) {
-            binds.push((dir.path.clone(), dir.path.clone()));
+        let caches = &policy.caches;
+        let in_tmp = |path: &Path| {
+            policy
+                .private_tmp
+                .as_ref()
+                .is_some_and(|tmp| path.starts_with(tmp))
+        };
+        let mut handles = Vec::new();
+        for root in &caches.roots {
+            // The roots are the server's own (canonical, in directories no
+            // command can write): opened by path.
+            let handle = std::fs::File::open(root).ok().map(OwnedFd::from);
+            if handle.is_some() && !in_tmp(root) {
+                binds.roots.push(root.clone());
+            }
+            handles.push((root, handle));
         }
-        for (host, stand_in) in &dir.replaces {
-            if host.is_dir() && stand_in.is_dir() {
-                binds.push((stand_in.clone(), host.clone()));
+        for (host, stand_in) in caches.dirs.iter().flat_map(|dir| &dir.replaces) {
+            let beneath = handles.iter().find_map(|(root, handle)| {
+                Some((handle.as_ref()?, stand_in.strip_prefix(root).ok()?))
+            });
+            let Some((handle, relative)) = beneath.filter(|_| host.is_dir()) else {
+                continue;
+            };
+            let flags = libc::O_PATH | libc::O_DIRECTORY;
+            if let Ok(fd) = crate::sys::open_beneath(handle.as_fd(), relative, flags) {
+                binds.over_host.push((Arc::new(fd), host.clone()));
             }
         }
+        binds
     }
-    binds
+
+    /// The descriptors bwrap binds from (kept open for it).
+    fn sources(&self) -> impl Iterator<Item = &Arc<OwnedFd>> {
+        self.over_host.iter().map(|(fd, _)| fd)
+    }
 }
 
 /// The profile arguments for `policy`, up to and including `--`, given the
@@ -331,7 +359,7 @@ fn cache_binds(policy: &SandboxPolicy) -> Vec<(PathBuf, PathBuf)> {
 pub(crate) fn profile(
     policy: &SandboxPolicy,
     protection: &Protection,
-    caches: &[(PathBuf, PathBuf)],
+    caches: &CacheBinds,
     status_fd: i32,
     workspace_fd: i32,
 ) -> Vec<OsString> {
@@ -399,10 +427,15 @@ pub(crate) fn profile(
     }
     // The sandbox's caches: on top of the workspace and the host (a home
     // inside the workspace keeps its own `.npm` read-only beneath).
-    for (source, destination) in caches {
+    for root in &caches.roots {
         profile.push("--bind".into());
-        profile.push(source.as_os_str().to_owned());
-        profile.push(destination.as_os_str().to_owned());
+        profile.push(root.as_os_str().to_owned());
+        profile.push(root.as_os_str().to_owned());
+    }
+    for (source, host) in &caches.over_host {
+        profile.push("--bind-fd".into());
+        profile.push(source.as_raw_fd().to_string().into());
+        profile.push(host.as_os_str().to_owned());
     }
     // Off and on an allow-list alike: a network namespace of its own (the
     // allow-list's door is a socket bound in through `readable`).
@@ -512,7 +545,7 @@ pub(crate) fn confine(
             })?,
     );
     let protection = Protection::settled(policy, &workspace)?;
-    let caches = cache_binds(policy);
+    let caches = CacheBinds::of(policy);
     let mut wrapped = runner.to_vec();
     wrapped.extend(profile(
         policy,
@@ -549,6 +582,7 @@ pub(crate) fn confine(
     let keep_fds: Vec<Arc<OwnedFd>> = [Arc::new(write), workspace]
         .into_iter()
         .chain(protection.sources().cloned())
+        .chain(caches.sources().cloned())
         .collect();
     let held: Vec<Arc<dyn Held>> = protection
         .stand_ins
@@ -609,7 +643,13 @@ mod tests {
             hosts: Default::default(),
             terminal: false,
         };
-        let profile_ro = profile(&read_only, &Protection::default(), &[], 7, 8);
+        let profile_ro = profile(
+            &read_only,
+            &Protection::default(),
+            &CacheBinds::default(),
+            7,
+            8,
+        );
         let text: Vec<String> = profile_ro
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -669,7 +709,7 @@ mod tests {
         let protection = Protection::of(&write, &handle).unwrap();
         let root = write.workspace.path().to_owned();
         assert!(root.join(".vscode/tasks.json").is_dir(), "the stand-in");
-        let text: Vec<String> = profile(&write, &protection, &[], 7, 8)
+        let text: Vec<String> = profile(&write, &protection, &CacheBinds::default(), 7, 8)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();

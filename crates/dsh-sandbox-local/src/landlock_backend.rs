@@ -126,8 +126,8 @@ fn ruleset(policy: &SandboxPolicy, proxy_port: Option<u16>) -> Result<OwnedFd, S
         }
         // The sandbox's caches (a directory gone meanwhile is left out:
         // its tool fails on it, nothing else).
-        for dir in &policy.caches.dirs {
-            if let Ok(fd) = PathFd::new(&dir.path) {
+        for root in &policy.caches.roots {
+            if let Ok(fd) = PathFd::new(root) {
                 created = created
                     .add_rule(PathBeneath::new(fd, writable()))
                     .map_err(ruleset("allow the sandbox's caches"))?;

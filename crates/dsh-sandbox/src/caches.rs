@@ -235,6 +235,10 @@ pub struct CacheDir {
 pub struct SandboxCaches {
     /// The directories, one per tool.
     pub dirs: Vec<CacheDir>,
+    /// The roots holding them (the user's, the workspace's): what a
+    /// backend makes writable, one bind or rule each, whatever the number
+    /// of tools.
+    pub roots: Vec<PathBuf>,
     /// Whether they last only as long as the command (the persistent
     /// root could not be used; see the executor's log for why).
     pub ephemeral: bool,
@@ -270,8 +274,11 @@ impl SandboxCaches {
                 }
             })
             .collect();
+        let mut roots = vec![user_root.to_path_buf(), workspace_root.to_path_buf()];
+        roots.dedup();
         SandboxCaches {
             dirs,
+            roots,
             ephemeral: false,
             maven_opts: host.maven_opts.clone(),
         }
@@ -280,9 +287,13 @@ impl SandboxCaches {
     /// Every directory to make before a command uses them: each tool's,
     /// and the ones beneath it that stand in for a host cache.
     pub fn directories(&self) -> impl Iterator<Item = &Path> {
-        self.dirs.iter().flat_map(|dir| {
-            std::iter::once(dir.path.as_path()).chain(dir.replaces.iter().map(|(_, s)| s.as_path()))
-        })
+        self.roots
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(self.dirs.iter().flat_map(|dir| {
+                std::iter::once(dir.path.as_path())
+                    .chain(dir.replaces.iter().map(|(_, s)| s.as_path()))
+            }))
     }
 
     /// The variables pointing the tools at their caches, as the command
@@ -329,9 +340,10 @@ impl SandboxCaches {
             .max_by_key(|(_, host, _)| host.components().count())
     }
 
-    /// True if and only if `path` lies in one of the sandbox's caches.
+    /// True if and only if `path` lies in one of the sandbox's caches'
+    /// roots (writable for the command).
     pub fn holds(&self, path: &Path) -> bool {
-        self.dirs.iter().any(|dir| path.starts_with(&dir.path))
+        self.roots.iter().any(|root| path.starts_with(root))
     }
 }
 
@@ -404,7 +416,11 @@ mod tests {
             .host_cache_of(Path::new("/home/u/.cargo/registry"))
             .is_none());
         assert!(caches.holds(Path::new("/c/u/npm/_cacache")));
-        assert!(!caches.holds(Path::new("/c/u")));
+        assert!(!caches.holds(Path::new("/c")));
+        assert_eq!(
+            caches.roots,
+            [PathBuf::from("/c/u"), PathBuf::from("/c/ws/1")]
+        );
         // Made: every tool's directory and each stand-in beneath it.
         let made: Vec<_> = caches.directories().collect();
         assert!(made.contains(&Path::new("/c/u/cargo/registry")));

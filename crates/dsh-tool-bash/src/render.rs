@@ -81,7 +81,10 @@ fn network_marker(facts: Option<&dsh_bash::BashSandboxInfo>) -> Option<String> {
     };
     let mut parts = Vec::new();
     if !askable.is_empty() {
-        parts.push(format!("{} (not on this command's allow-list)", join(&askable)));
+        parts.push(format!(
+            "{} (not on this command's allow-list)",
+            join(&askable)
+        ));
     }
     if !closed.is_empty() {
         parts.push(format!(

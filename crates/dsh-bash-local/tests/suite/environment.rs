@@ -59,7 +59,14 @@ async fn the_shell_is_never_looked_up_on_the_commands_path() {
     let planted = tempfile::tempdir().unwrap();
     let marker = planted.path().join("planted-bash-ran");
     let fake = planted.path().join("bash");
-    std::fs::write(&fake, format!("#!/bin/sh\ntouch {}\nexec /bin/bash \"$@\"\n", marker.display())).unwrap();
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\ntouch {}\nexec /bin/bash \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let executor = executor();
     let mut request = BashExecRequest::new("command -v bash");
