@@ -682,7 +682,7 @@ fn full_cache_root(options: &Options) -> PathBuf {
     let root = options.scratch.join("dsh-bench-sweep-full");
     let uid =
         std::fs::metadata("/proc/self").map_or(0, |m| std::os::unix::fs::MetadataExt::uid(&m));
-    let cacache = root.join(uid.to_string()).join("tools/npm/_cacache");
+    let cacache = root.join(uid.to_string()).join("ws/bench/npm/_cacache");
     if !cacache.is_dir() {
         for file in 0..SWEPT_FILES {
             let dir = cacache.join(format!("{:02x}/{:02x}", file % 100, file / 100 % 200));

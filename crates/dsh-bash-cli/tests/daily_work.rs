@@ -459,11 +459,11 @@ fn package_managers_and_builds_work_from_the_sandbox_cache_and_the_host_caches_s
                 &std::fs::metadata(&root).unwrap().permissions(),
             );
             assert_eq!(mode & 0o777, 0o700, "{}", root.display());
-            assert!(
-                root.join("tools/npm/_cacache").is_dir(),
-                "{}",
-                root.display()
-            );
+            // One directory per workspace: this one's holds npm's cache.
+            let workspaces: Vec<_> = std::fs::read_dir(root.join("ws")).unwrap().collect();
+            assert_eq!(workspaces.len(), 1, "{}", root.display());
+            let mine = workspaces[0].as_ref().unwrap().path();
+            assert!(mine.join("npm/_cacache").is_dir(), "{}", mine.display());
         }
     }
 }

@@ -222,26 +222,61 @@ fn check(user: User, backend: &str) {
     // A repository the command made and added as a gitlink: the write
     // cannot be refused (commits need the index), so the result names it,
     // and undoing it as the line says leaves nothing for the host to run.
-    let planted = repo.run(
+    let identity = "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e";
+    // Made at `dir` (relative to the workspace), added to the index of
+    // the repository at `into`, and `then` something more.
+    let plant = |dir: &str, into: &str, then: &str| {
+        format!(
+            "{identity}; mkdir {dir} && cd {dir} && git init -q && echo e > e && git add e && git commit -qm e && \
+             git config core.fsmonitor 'touch {marker}; echo' && cd - >/dev/null && \
+             git -C {into} add $(realpath --relative-to={into} {dir}) 2>/dev/null && {then} echo added"
+        )
+    };
+    for (dir, into, then, undo) in [
+        ("nested", ".", "", "git reset -q -- nested"),
+        // Hidden in a split index's shared part.
+        (
+            "nested2",
+            ".",
+            "git update-index --split-index &&",
+            "git reset -q -- nested2",
+        ),
+        // Added inside the submodule's own index.
+        ("lib/inner", "lib", "", "git -C lib reset -q -- inner"),
+    ] {
+        let planted = repo.run(user, backend, &plant(dir, into, then));
+        assert_eq!(
+            planted["sandbox"]["planted"],
+            serde_json::json!([repo.ws.join(dir)]),
+            "{dir} under {context}: {planted:#}"
+        );
+        assert!(
+            planted["stdout"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("added"),
+            "{dir} under {context}: {planted:#}"
+        );
+        let undone = repo.run(user, backend, &format!("{undo} && echo undone"));
+        assert_eq!(undone["exit_code"], 0, "{context}: {undone:#}");
+        assert!(
+            undone["sandbox"]["planted"].is_null(),
+            "{context}: {undone:#}"
+        );
+    }
+    // Breaking the repository's `.git` so git takes the root for a bare
+    // repository (a `HEAD`, `objects`, `refs` and a `config` of its own
+    // there): the root's `HEAD` is kept, so the root never becomes one.
+    let bare = repo.run(
         user,
         backend,
         &format!(
-            "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@e GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@e; \
-             mkdir nested && cd nested && git init -q && echo e > e && git add e && git commit -qm e && \
-             git config core.fsmonitor 'touch {marker}; echo' && cd .. && git add nested 2>/dev/null && echo added"
+            "echo garbage > .git/HEAD; mkdir -p objects refs/heads; printf '[core]\\n\\tpager = touch {marker}; cat\\n' > config; echo 'ref: refs/heads/main' > HEAD"
         ),
     );
-    assert_eq!(
-        planted["sandbox"]["planted"],
-        serde_json::json!([repo.ws.join("nested")]),
-        "{context}: {planted:#}"
-    );
-    let undone = repo.run(user, backend, "git reset -q -- nested && echo undone");
-    assert_eq!(undone["exit_code"], 0, "{context}: {undone:#}");
-    assert!(
-        undone["sandbox"]["planted"].is_null(),
-        "{context}: {undone:#}"
-    );
+    assert_ne!(bare["exit_code"], 0, "{context}: {bare:#}");
+    assert!(!repo.ws.join("HEAD").exists(), "{context}: {bare:#}");
+    std::fs::write(repo.ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     // The host's own git, in the repository and its submodule: nothing
     // planted runs.
     git_as(user, &repo.ws, &repo.home, &["status"]);

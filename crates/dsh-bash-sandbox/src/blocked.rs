@@ -28,6 +28,9 @@ pub(crate) struct WriteRights {
     pub(crate) workdir: PathBuf,
     /// The home `~/` stands for.
     pub(crate) home: Option<PathBuf>,
+    /// The backend mounts the sandbox's caches over the host's that exist
+    /// (bubblewrap): there a host cache's path is writable, the sandbox's.
+    pub(crate) host_caches_bound: bool,
 }
 
 /// Candidates looked at, at most (a flood of paths on stderr costs
@@ -105,7 +108,10 @@ impl WriteRights {
         if path == Path::new("/dev/null") || path == Path::new("/dev/tty") {
             return None;
         }
-        if let Some((tool, _, stand_in)) = self.caches.host_cache_of(path) {
+        if let Some((tool, host, stand_in)) = self.caches.host_cache_of(path) {
+            if self.host_caches_bound && host.is_dir() {
+                return None;
+            }
             return Some(blocked(
                 BlockedClass::HostCache,
                 format!("the host's own {tool} cache, read-only: the host runs what it holds"),
@@ -193,6 +199,7 @@ impl WriteRights {
 /// What a refusal says on stderr (lower case).
 const REFUSALS: &[&str] = &[
     "read-only file system",
+    "device or resource busy",
     "permission denied",
     "erofs",
     "eacces",
@@ -325,7 +332,7 @@ mod tests {
         let host = dsh_sandbox::HostDirs::from_env(|name| {
             (name == "HOME").then(|| root.join("home").into_os_string())
         });
-        let caches = SandboxCaches::plan(&root.join("c"), &root.join("c/ws"), &host);
+        let caches = SandboxCaches::plan(&root.join("c/ws"), &host);
         let rights = WriteRights {
             mode,
             protected: vec![
@@ -337,6 +344,7 @@ mod tests {
             private_tmp: Some(root.join("tmp")),
             workdir: ws.join("sub"),
             home: Some(root.join("home")),
+            host_caches_bound: false,
             workspace: ws,
         };
         (dir, rights)
@@ -397,6 +405,32 @@ mod tests {
         let blocked = rights.explain(DenialEvidence::Stderr, &[], &traceback);
         assert_eq!(blocked.len(), 1, "{blocked:#?}");
         assert_eq!(blocked[0].class, BlockedClass::Protected);
+    }
+
+    #[test]
+    fn a_host_cache_a_backend_mounts_the_sandboxs_over_is_no_refusal() {
+        let (_dir, mut rights) = rights(SandboxMode::WorkspaceWrite);
+        let npm = rights.home.clone().unwrap().join(".npm");
+        std::fs::create_dir_all(&npm).unwrap();
+        let forged = format!(
+            "touch: cannot touch '{}/x': Read-only file system",
+            npm.display()
+        );
+        assert_eq!(
+            rights.explain(DenialEvidence::Stderr, &[], &forged).len(),
+            1
+        );
+        rights.host_caches_bound = true;
+        assert!(rights
+            .explain(DenialEvidence::Stderr, &[], &forged)
+            .is_empty());
+        // A protected file git renames over (a mount point): EBUSY.
+        let busy = format!(
+            "error: could not write config file {}/.git/config: Device or resource busy",
+            rights.workspace.display()
+        );
+        let blocked = rights.explain(DenialEvidence::Stderr, &[], &busy);
+        assert_eq!(blocked.len(), 1, "{blocked:#?}");
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The sandbox's own caches on disk: made once per executor under a root
 //! of the server's user (default `~/.cache/dsh-bash/sandbox/<uid>/`,
-//! 0700), per-user tools beside one directory per workspace
-//! (`ws/<hash of its path>/`), swept at start: a workspace's directory
-//! unused for [`CacheConfig::max_age`] goes, then, while the whole root
-//! holds more than [`CacheConfig::max_bytes`], the least recently used
-//! directory goes whole. Each walk is beneath descriptors and never
-//! follows a link (a command writes inside these directories).
+//! 0700), one directory per workspace (`ws/<hash of its path>/`, no cache
+//! shared between workspaces: see `dsh_sandbox::SandboxCaches`), swept at
+//! start beside the first commands: another workspace's directory unused
+//! for [`CacheConfig::max_age`] goes, then, while the whole root holds
+//! more than [`CacheConfig::max_bytes`], the least recently used one goes
+//! whole. Each walk is beneath descriptors and never follows a link (a
+//! command writes inside these directories).
 //!
 //! With [`CachePlace::Nowhere`] there are none (tools meet the host's
 //! caches, read-only). Where the root cannot be used (switched off, no home, not the user's
@@ -99,7 +100,7 @@ impl Caches {
             Ok(plan) => Ok(Arc::clone(plan)),
             Err(_) => {
                 let root = private_tmp.join(".dsh-bash-cache");
-                let mut plan = SandboxCaches::plan(&root, &root, &self.host);
+                let mut plan = SandboxCaches::plan(&root, &self.host);
                 plan.ephemeral = true;
                 make_all(private_tmp, &plan)?;
                 Ok(Arc::new(plan))
@@ -141,7 +142,6 @@ impl Caches {
         own_directory(&root).map_err(|err| format!("cannot use {}: {err}", root.display()))?;
         let real = std::fs::canonicalize(&root).map_err(|err| err.to_string())?;
         let plan = SandboxCaches::plan(
-            &real.join(TOOLS),
             &real.join(WORKSPACES).join(workspace_key(&self.workspace)),
             &self.host,
         );
@@ -151,36 +151,27 @@ impl Caches {
     }
 
     /// Sweeps the root (this workspace's directory excepted), then marks
-    /// this workspace's and the tools' directories used now, so the sweep
-    /// of a later start goes by these times. Run once, after
-    /// [`Caches::prepared`], beside the first commands (none waits for
-    /// it). Blocking.
+    /// this workspace's directory used now, so the sweep of a later start
+    /// goes by that time. Run once, after [`Caches::prepared`], beside the
+    /// first commands (none waits for it). Blocking.
     pub(crate) fn sweep_and_stamp(&self) {
         let Ok(plan) = self.prepared() else {
             return;
         };
-        let Some(root) = plan.roots.first().and_then(|tools| tools.parent()) else {
+        let Some(this) = plan.roots.first() else {
             return;
         };
-        let this_workspace = plan.roots.get(1).and_then(|ws| ws.file_name());
-        sweep(root, &self.config, this_workspace);
-        for dir in plan
-            .dirs
-            .iter()
-            .map(|d| d.path.as_path())
-            .chain(plan.roots.iter().map(PathBuf::as_path))
-        {
-            if let Ok(file) = File::open(dir) {
-                let _ = file.set_modified(SystemTime::now());
-            }
+        let Some(root) = this.parent().and_then(Path::parent) else {
+            return;
+        };
+        sweep(root, &self.config, this.file_name());
+        if let Ok(file) = File::open(this) {
+            let _ = file.set_modified(SystemTime::now());
         }
     }
 }
 
-/// The per-user tools' directories, under the user's root.
-const TOOLS: &str = "tools";
-
-/// The workspaces' directories, under the user's root.
+/// The workspaces' directories, under the user's root (one each).
 const WORKSPACES: &str = "ws";
 
 /// Names the sweep renames a directory to before removing it.
@@ -340,8 +331,8 @@ fn entries(dir: &Path, keep: Option<&OsStr>) -> Vec<Entry> {
 }
 
 /// Removes workspaces' directories unused for `max_age`, then the least
-/// recently used directories (a workspace's, or a tool's) while the root
-/// holds more than `max_bytes`; never the workspace directory `keep`.
+/// recently used ones while the root holds more than `max_bytes`; never
+/// the workspace directory `keep` (in use: it counts toward the cap).
 fn sweep(root: &Path, config: &CacheConfig, keep: Option<&OsStr>) {
     let mut all = entries(&root.join(WORKSPACES), keep);
     let now = SystemTime::now();
@@ -354,7 +345,6 @@ fn sweep(root: &Path, config: &CacheConfig, keep: Option<&OsStr>) {
         }
         !old
     });
-    all.extend(entries(&root.join(TOOLS), None));
     // What this workspace holds counts toward the cap; it is never removed.
     let kept = match (keep, File::open(root.join(WORKSPACES))) {
         (Some(name), Ok(dir)) => dsh_bash_local::scratch::size_at(&dir, name),
@@ -415,27 +405,22 @@ mod tests {
         let mode = std::fs::metadata(&root).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let npm = plan.dirs.iter().find(|d| d.tool == "npm").unwrap();
-        assert_eq!(npm.path, root.join("tools/npm"));
+        assert!(npm.path.starts_with(root.join("ws")));
         let xdg = plan.dirs.iter().find(|d| d.tool == "XDG cache").unwrap();
         assert!(xdg.path.starts_with(root.join("ws")));
         assert!(plan.directories().all(Path::is_dir));
-        // Another workspace: its own directory, the same user caches.
+        // Another workspace: caches of its own, none shared.
         let other = tempfile::tempdir().unwrap();
         let again = Caches::new(
             config(&home.path().join("c")),
             &Workspace::open(other.path()).unwrap(),
         );
         let second = again.prepared().as_ref().unwrap();
-        assert_eq!(second.dirs[0].path, plan.dirs[0].path);
-        assert_ne!(
-            second
-                .dirs
-                .iter()
-                .find(|d| d.tool == "XDG cache")
-                .unwrap()
-                .path,
-            xdg.path
-        );
+        assert_ne!(second.roots, plan.roots);
+        assert!(second
+            .dirs
+            .iter()
+            .all(|d| !plan.dirs.iter().any(|p| p.path == d.path)));
     }
 
     #[test]
@@ -484,8 +469,8 @@ mod tests {
             ("ws/old", 40, 4),
             ("ws/new", 1, 64),
             ("ws/this", 90, 64),
-            ("tools/npm", 10, 64),
-            ("tools/pip", 2, 64),
+            ("ws/mid", 10, 64),
+            ("ws/recent", 2, 64),
         ] {
             let path = root.join(name);
             std::fs::create_dir_all(path.join("sub")).unwrap();
@@ -495,10 +480,10 @@ mod tests {
             let when = SystemTime::now() - Duration::from_secs(days * 24 * 3600);
             File::open(&path).unwrap().set_modified(when).unwrap();
         }
-        // A tool's directory swapped for a link: neither measured nor
-        // followed; what a killed sweep left in the trash goes.
-        std::os::unix::fs::symlink("/etc", root.join("tools/yarn")).unwrap();
-        std::fs::create_dir_all(root.join("tools/.dsh-bash-trash-1-npm/x")).unwrap();
+        // A directory swapped for a link: neither measured nor followed;
+        // what a killed sweep left in the trash goes.
+        std::os::unix::fs::symlink("/etc", root.join("ws/linked")).unwrap();
+        std::fs::create_dir_all(root.join("ws/.dsh-bash-trash-1-x/y")).unwrap();
         let cap = CacheConfig {
             place: CachePlace::PerCommand,
             max_bytes: 220 * 1024,
@@ -510,11 +495,11 @@ mod tests {
         assert!(root.join("ws/this/sub/blob").exists());
         // 4 x 64 KiB (and their directories) is past 220 KiB: the least
         // recently used goes first, and one is enough.
-        assert!(!root.join("tools/npm").exists());
-        assert!(root.join("tools/pip/sub/blob").exists());
+        assert!(!root.join("ws/mid").exists());
+        assert!(root.join("ws/recent/sub/blob").exists());
         assert!(root.join("ws/new/sub/blob").exists());
-        assert!(!root.join("tools/.dsh-bash-trash-1-npm").exists());
-        assert!(std::fs::symlink_metadata(root.join("tools/yarn")).is_ok());
+        assert!(!root.join("ws/.dsh-bash-trash-1-x").exists());
+        assert!(std::fs::symlink_metadata(root.join("ws/linked")).is_ok());
         assert!(Path::new("/etc/passwd").exists());
     }
 
@@ -525,11 +510,14 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let workspace = Workspace::open(ws.path()).unwrap();
         let base = home.path().join("c");
-        let root = base.join(current_uid().to_string());
-        std::fs::create_dir_all(root.join("tools")).unwrap();
-        // A command (writing inside `tools`) swapped yarn's directory for
-        // a link to a directory of its user's.
-        std::os::unix::fs::symlink(outside.path(), root.join("tools/yarn")).unwrap();
+        let root = base
+            .join(current_uid().to_string())
+            .join("ws")
+            .join(workspace_key(workspace.path()));
+        std::fs::create_dir_all(&root).unwrap();
+        // A command (writing inside its workspace's root) swapped yarn's
+        // directory for a link to a directory of its user's.
+        std::os::unix::fs::symlink(outside.path(), root.join("yarn")).unwrap();
         let caches = Caches::new(config(&base), &workspace);
         let plan = caches.prepared().as_ref().unwrap();
         assert!(plan.roots.iter().all(|r| r.is_dir()));

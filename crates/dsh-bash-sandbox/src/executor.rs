@@ -453,30 +453,34 @@ impl SandboxBashExecutor {
         }
     }
 
-    /// What a `workspace-write` command whose private TMPDIR is `tmp` gets
-    /// before it starts, on the blocking pool: its caches (none when even
-    /// the ephemeral ones cannot be made, e.g. on a full disk: the tools
-    /// then fail on the host's read-only caches, as without this), and a
-    /// note of the workspace's index, to see what it added.
-    async fn prepare_write(
-        &self,
-        tmp: &std::path::Path,
-    ) -> (Arc<SandboxCaches>, Option<IndexWatch>) {
+    /// The caches of a `workspace-write` command whose private TMPDIR is
+    /// `tmp` (made on the blocking pool; none when even the ephemeral ones
+    /// cannot be made, e.g. on a full disk: the tools then fail on the
+    /// host's read-only caches, as without this).
+    async fn caches_for(&self, tmp: &std::path::Path) -> Arc<SandboxCaches> {
         let caches = Arc::clone(&self.caches);
-        let workspace = self.workspace.clone();
         let tmp = tmp.to_owned();
-        let made = tokio::task::spawn_blocking(move || {
-            let made = caches.for_command(&tmp).unwrap_or_else(|err| {
-                tracing::warn!(%err, "cannot make a command's sandbox caches");
-                Arc::default()
-            });
-            (made, IndexWatch::start(&workspace))
+        let made = tokio::task::spawn_blocking(move || caches.for_command(&tmp))
+            .await
+            .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())));
+        made.unwrap_or_else(|err| {
+            tracing::warn!(%err, "cannot make a command's sandbox caches");
+            Arc::default()
         })
-        .await;
-        match made {
-            Ok((caches, watch)) => (caches, Some(watch)),
-            Err(_) => (Arc::default(), None),
+    }
+
+    /// A note of the workspace's repository indexes before a command runs,
+    /// where the backend keeps the protected paths (so a gitlink it adds
+    /// can be told from the ones it found); reads them: on the blocking
+    /// pool.
+    async fn watch_indexes(&self, confinement: &Confinement) -> Option<IndexWatch> {
+        if confinement.protected.is_empty() {
+            return None;
         }
+        let workspace = self.workspace.clone();
+        tokio::task::spawn_blocking(move || IndexWatch::start(&workspace))
+            .await
+            .ok()
     }
 
     /// What a command confined by `confinement` under `policy` could
@@ -503,6 +507,7 @@ impl SandboxBashExecutor {
                 .or_else(|| policy.private_tmp.clone()),
             workdir: spec.workdir.clone(),
             home: std::env::var_os("HOME").map(PathBuf::from),
+            host_caches_bound: confinement.runner_report.is_some(),
         }
     }
 
@@ -528,9 +533,9 @@ impl SandboxBashExecutor {
         } else {
             ProtectedPaths::none()
         };
-        let (caches, index) = match &private_tmp {
-            Some(tmp) => self.prepare_write(tmp.path()).await,
-            None => (Arc::default(), None),
+        let caches = match &private_tmp {
+            Some(tmp) => self.caches_for(tmp.path()).await,
+            None => Arc::default(),
         };
         let policy = SandboxPolicy {
             mode,
@@ -566,6 +571,7 @@ impl SandboxBashExecutor {
         let held = std::mem::take(&mut confinement.held);
         let (tree_alive, gone) = tokio::sync::oneshot::channel::<()>();
         let rights = self.rights(spec, &policy, &confinement);
+        let index = self.watch_indexes(&confinement).await;
         Ok(Confined {
             rights,
             index,

@@ -5,8 +5,8 @@
 //! add` it: the host's next `git status` in the workspace recurses into
 //! every gitlink and runs that repository's config (`core.fsmonitor`) and,
 //! on a commit there, its hooks. Nothing can stop the write itself, so the
-//! server looks once the command's tree is gone: when the index changed, a
-//! gitlink whose `.git` the backend did not keep read-only for the command
+//! server looks once the command's tree is gone: when an index (the
+//! root's, a submodule's, a nested repository's) changed, a gitlink whose `.git` the backend did not keep read-only for the command
 //! is named in the result (`sandbox.planted`), for the model and the
 //! person to undo (`git reset -- <path>`). The next command keeps it read-only
 //! like every gitlink's.
@@ -16,13 +16,12 @@ use std::path::{Path, PathBuf};
 
 use dsh_sandbox::Workspace;
 
-/// The index of the workspace root's repository as it was when the command
-/// started.
+/// The indexes of the workspace's repositories as they were when the
+/// command started.
 #[derive(Debug)]
 pub(crate) struct IndexWatch {
     workspace: Workspace,
-    index: Option<PathBuf>,
-    before: Option<Stamp>,
+    before: Vec<(PathBuf, Option<Stamp>)>,
 }
 
 /// What tells one version of a file from the next (git replaces its index
@@ -44,26 +43,32 @@ fn stamp(path: &Path) -> Option<Stamp> {
     })
 }
 
+/// Every repository index of `workspace` with its stamp now.
+fn stamps(workspace: &Workspace) -> Vec<(PathBuf, Option<Stamp>)> {
+    dsh_sandbox::repository_indexes(workspace)
+        .into_iter()
+        .map(|index| {
+            let now = stamp(&index);
+            (index, now)
+        })
+        .collect()
+}
+
 impl IndexWatch {
-    /// Notes the index as it is now. Blocking.
+    /// Notes the indexes as they are now (the root's, each gitlink's, a
+    /// split index's shared part beside it). Blocking.
     pub(crate) fn start(workspace: &Workspace) -> Self {
-        let index = dsh_sandbox::root_index(workspace);
-        let before = index.as_deref().and_then(stamp);
         IndexWatch {
             workspace: workspace.clone(),
-            index,
-            before,
+            before: stamps(workspace),
         }
     }
 
-    /// The gitlinks added since [`IndexWatch::start`] whose repository
-    /// none of `kept` (what the backend kept read-only) covers; nothing
-    /// when the index did not change. Blocking.
+    /// The gitlinks added since [`IndexWatch::start`], in any of the
+    /// repositories, whose repository none of `kept` (what the backend kept
+    /// read-only) covers; nothing when no index changed. Blocking.
     pub(crate) fn planted(&self, kept: &[PathBuf]) -> Vec<PathBuf> {
-        let Some(index) = &self.index else {
-            return Vec::new();
-        };
-        if stamp(index) == self.before {
+        if stamps(&self.workspace) == self.before {
             return Vec::new();
         }
         dsh_sandbox::unvetted_gitlinks(&self.workspace, kept)
@@ -124,7 +129,22 @@ mod tests {
         git(&evil, &["add", "e"]);
         git(&evil, &["commit", "-qm", "e"]);
         git(&root, &["add", "evil"]);
-        assert_eq!(watch.planted(&kept), [evil]);
+        assert_eq!(watch.planted(&kept), std::slice::from_ref(&evil));
+        // Hidden in a split index's shared part: named all the same.
+        git(&root, &["update-index", "--split-index"]);
+        assert_eq!(watch.planted(&kept), std::slice::from_ref(&evil));
+        // Added inside a repository the root's index already links (a
+        // submodule, an embedded repository): named too.
+        let kept = [vendored.join(".git/config"), evil.join(".git/config")];
+        let watch = IndexWatch::start(&workspace);
+        let inner = vendored.join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        git(&inner, &["init", "-q"]);
+        std::fs::write(inner.join("i"), "i").unwrap();
+        git(&inner, &["add", "i"]);
+        git(&inner, &["commit", "-qm", "i"]);
+        git(&vendored, &["add", "inner"]);
+        assert_eq!(watch.planted(&kept), [inner]);
         // No repository: nothing.
         let bare = tempfile::tempdir().unwrap();
         let none = IndexWatch::start(&Workspace::open(bare.path()).unwrap());

@@ -69,6 +69,9 @@ use crate::stand_in::StandIn;
 pub(crate) const NAME: &str = "bwrap";
 /// What a bwrap denial looks like on stderr.
 pub(crate) const DENIAL: &str = "read-only file system";
+/// What renaming a file over a protected one (a mount point) looks like
+/// (git writes `config.lock` and renames it over `config`).
+pub(crate) const DENIAL_BUSY: &str = "device or resource busy";
 
 fn args(list: &[&str]) -> Vec<OsString> {
     list.iter().map(OsString::from).collect()
@@ -607,7 +610,7 @@ pub(crate) fn confine(
         backend: backend.into(),
         enforcement: SandboxGap::enforcement(&gaps),
         gaps,
-        denial_signatures: vec![DENIAL.into()],
+        denial_signatures: vec![DENIAL.into(), DENIAL_BUSY.into()],
         runner_report: Some(Arc::new(StatusPipe {
             read: Mutex::new(Some(std::fs::File::from(read))),
             seen: Mutex::new(Vec::new()),

@@ -6,6 +6,10 @@
 //! cache, a `build.rs` under `~/.cargo/registry/src`, a package npm
 //! unpacks from `~/.npm/_cacache`), so a confined command never writes the
 //! host's caches, and nothing unconfined is ever pointed at the sandbox's.
+//! Each workspace has caches of its own: shared between workspaces, a
+//! cache would carry one workspace's poison into another's builds (a
+//! rewritten `build.rs` in cargo's extracted sources, a `config.toml`
+//! naming a `rustc-wrapper`, a package npx runs, a Gradle init script).
 //! [`TOOL_CACHES`] is the table of what each tool gets; [`SandboxCaches`]
 //! is that table resolved for one command: the directories (made by the
 //! executor that owns them, writable for the command), the host paths each
@@ -15,18 +19,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-/// Whose a sandbox cache is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheScope {
-    /// One per user: content-addressed or versioned downloads that any of
-    /// the user's workspaces may share.
-    User,
-    /// One per workspace: build outputs and whatever a tool without an
-    /// entry keeps (`XDG_CACHE_HOME`), which may carry one project's
-    /// artefacts.
-    Workspace,
-}
 
 /// Where the host keeps a tool's own cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,10 +52,8 @@ pub enum CacheValue {
 pub struct ToolCache {
     /// The tool, as the README's table and the results name it.
     pub tool: &'static str,
-    /// The directory's name under the user's (or the workspace's) root.
+    /// The directory's name under the workspace's root.
     pub dir: &'static str,
-    /// Per user or per workspace.
-    pub scope: CacheScope,
     /// The host's own caches of the tool, each with the path beneath the
     /// sandbox directory that stands in for it.
     pub host: &'static [(HostPlace, &'static str)],
@@ -76,14 +66,12 @@ pub const TOOL_CACHES: &[ToolCache] = &[
     ToolCache {
         tool: "npm",
         dir: "npm",
-        scope: CacheScope::User,
         host: &[(HostPlace::Home(".npm"), "")],
         vars: &[("npm_config_cache", CacheValue::Dir(""))],
     },
     ToolCache {
         tool: "yarn",
         dir: "yarn",
-        scope: CacheScope::User,
         host: &[
             (HostPlace::XdgCache("yarn"), "v1"),
             (HostPlace::Home(".yarn/berry"), "berry"),
@@ -96,28 +84,24 @@ pub const TOOL_CACHES: &[ToolCache] = &[
     ToolCache {
         tool: "pnpm",
         dir: "pnpm",
-        scope: CacheScope::User,
         host: &[(HostPlace::Home(".local/share/pnpm/store"), "store")],
         vars: &[("pnpm_config_store_dir", CacheValue::Dir("store"))],
     },
     ToolCache {
         tool: "pip",
         dir: "pip",
-        scope: CacheScope::User,
         host: &[(HostPlace::XdgCache("pip"), "")],
         vars: &[("PIP_CACHE_DIR", CacheValue::Dir(""))],
     },
     ToolCache {
         tool: "uv",
         dir: "uv",
-        scope: CacheScope::User,
         host: &[(HostPlace::XdgCache("uv"), "")],
         vars: &[("UV_CACHE_DIR", CacheValue::Dir(""))],
     },
     ToolCache {
         tool: "cargo",
         dir: "cargo",
-        scope: CacheScope::User,
         host: &[
             (HostPlace::CargoHome("registry"), "registry"),
             (HostPlace::CargoHome("git"), "git"),
@@ -127,7 +111,6 @@ pub const TOOL_CACHES: &[ToolCache] = &[
     ToolCache {
         tool: "go modules",
         dir: "go-mod",
-        scope: CacheScope::User,
         host: &[(HostPlace::GoPath("pkg/mod"), "")],
         vars: &[
             ("GOMODCACHE", CacheValue::Dir("")),
@@ -137,21 +120,18 @@ pub const TOOL_CACHES: &[ToolCache] = &[
     ToolCache {
         tool: "go build",
         dir: "go-build",
-        scope: CacheScope::Workspace,
         host: &[(HostPlace::XdgCache("go-build"), "")],
         vars: &[("GOCACHE", CacheValue::Dir(""))],
     },
     ToolCache {
         tool: "gradle",
         dir: "gradle",
-        scope: CacheScope::User,
         host: &[(HostPlace::Home(".gradle/caches"), "caches")],
         vars: &[("GRADLE_USER_HOME", CacheValue::Dir(""))],
     },
     ToolCache {
         tool: "maven",
         dir: "maven",
-        scope: CacheScope::User,
         host: &[(HostPlace::Home(".m2/repository"), "")],
         vars: &[(
             "MAVEN_OPTS",
@@ -161,7 +141,6 @@ pub const TOOL_CACHES: &[ToolCache] = &[
     ToolCache {
         tool: "XDG cache",
         dir: "xdg",
-        scope: CacheScope::Workspace,
         host: &[],
         vars: &[("XDG_CACHE_HOME", CacheValue::Dir(""))],
     },
@@ -235,9 +214,8 @@ pub struct CacheDir {
 pub struct SandboxCaches {
     /// The directories, one per tool.
     pub dirs: Vec<CacheDir>,
-    /// The roots holding them (the user's, the workspace's): what a
-    /// backend makes writable, one bind or rule each, whatever the number
-    /// of tools.
+    /// The root holding them (the workspace's): what a backend makes
+    /// writable, one bind or rule, whatever the number of tools.
     pub roots: Vec<PathBuf>,
     /// Whether they last only as long as the command (the persistent
     /// root could not be used; see the executor's log for why).
@@ -248,16 +226,12 @@ pub struct SandboxCaches {
 }
 
 impl SandboxCaches {
-    /// The caches under `user_root` (per-user tools) and `workspace_root`
-    /// (per-workspace ones) standing for the host's caches in `host`.
-    pub fn plan(user_root: &Path, workspace_root: &Path, host: &HostDirs) -> Self {
+    /// The caches under `root` (the workspace's) standing for the host's
+    /// caches in `host`.
+    pub fn plan(root: &Path, host: &HostDirs) -> Self {
         let dirs = TOOL_CACHES
             .iter()
             .map(|entry| {
-                let root = match entry.scope {
-                    CacheScope::User => user_root,
-                    CacheScope::Workspace => workspace_root,
-                };
                 let path = root.join(entry.dir);
                 let replaces = entry
                     .host
@@ -274,11 +248,9 @@ impl SandboxCaches {
                 }
             })
             .collect();
-        let mut roots = vec![user_root.to_path_buf(), workspace_root.to_path_buf()];
-        roots.dedup();
         SandboxCaches {
             dirs,
-            roots,
+            roots: vec![root.to_path_buf()],
             ephemeral: false,
             maven_opts: host.maven_opts.clone(),
         }
@@ -374,19 +346,19 @@ mod tests {
     fn every_tool_points_at_its_own_directory_and_stands_for_the_host_cache() {
         let host = host();
         assert_eq!(host.xdg_cache, Some(PathBuf::from("/home/u/.cache")));
-        let caches = SandboxCaches::plan(Path::new("/c/u"), Path::new("/c/ws/1"), &host);
+        let caches = SandboxCaches::plan(Path::new("/c/ws/1"), &host);
         let env: std::collections::BTreeMap<_, _> = caches
             .environment(Path::to_path_buf)
             .into_iter()
             .map(|(k, v)| (k.into_string().unwrap(), v.unwrap().into_string().unwrap()))
             .collect();
-        assert_eq!(env["npm_config_cache"], "/c/u/npm");
-        assert_eq!(env["PIP_CACHE_DIR"], "/c/u/pip");
-        assert_eq!(env["CARGO_HOME"], "/c/u/cargo");
+        assert_eq!(env["npm_config_cache"], "/c/ws/1/npm");
+        assert_eq!(env["PIP_CACHE_DIR"], "/c/ws/1/pip");
+        assert_eq!(env["CARGO_HOME"], "/c/ws/1/cargo");
         assert_eq!(env["GOCACHE"], "/c/ws/1/go-build");
         assert_eq!(env["XDG_CACHE_HOME"], "/c/ws/1/xdg");
         assert_eq!(env["GOTOOLCHAIN"], "local");
-        assert_eq!(env["MAVEN_OPTS"], "-Dmaven.repo.local=/c/u/maven -Xmx1g");
+        assert_eq!(env["MAVEN_OPTS"], "-Dmaven.repo.local=/c/ws/1/maven -Xmx1g");
         let (tool, host_dir, stand_in) = caches
             .host_cache_of(Path::new("/opt/cargo/registry/cache/x.crate"))
             .unwrap();
@@ -395,7 +367,7 @@ mod tests {
             (
                 "cargo",
                 Path::new("/opt/cargo/registry"),
-                Path::new("/c/u/cargo/registry")
+                Path::new("/c/ws/1/cargo/registry")
             )
         );
         assert_eq!(
@@ -415,23 +387,20 @@ mod tests {
         assert!(caches
             .host_cache_of(Path::new("/home/u/.cargo/registry"))
             .is_none());
-        assert!(caches.holds(Path::new("/c/u/npm/_cacache")));
-        assert!(!caches.holds(Path::new("/c")));
-        assert_eq!(
-            caches.roots,
-            [PathBuf::from("/c/u"), PathBuf::from("/c/ws/1")]
-        );
+        assert!(caches.holds(Path::new("/c/ws/1/npm/_cacache")));
+        assert!(!caches.holds(Path::new("/c/ws/2")));
+        assert_eq!(caches.roots, [PathBuf::from("/c/ws/1")]);
         // Made: every tool's directory and each stand-in beneath it.
         let made: Vec<_> = caches.directories().collect();
-        assert!(made.contains(&Path::new("/c/u/cargo/registry")));
-        assert!(made.contains(&Path::new("/c/u/yarn/berry")));
+        assert!(made.contains(&Path::new("/c/ws/1/cargo/registry")));
+        assert!(made.contains(&Path::new("/c/ws/1/yarn/berry")));
     }
 
     #[test]
     fn a_view_of_its_own_is_what_the_variables_say() {
         let host = HostDirs::from_env(|_| None);
         assert_eq!(host, HostDirs::default());
-        let caches = SandboxCaches::plan(Path::new("/priv/c"), Path::new("/priv/c"), &host);
+        let caches = SandboxCaches::plan(Path::new("/priv/c"), &host);
         assert!(caches.dirs.iter().all(|d| d.replaces.is_empty()));
         let env = caches.environment(|p| Path::new("/tmp").join(p.strip_prefix("/priv").unwrap()));
         assert!(env.contains(&("PIP_CACHE_DIR".into(), Some("/tmp/c/pip".into()))));

@@ -65,16 +65,16 @@ mod provider;
 mod workspace;
 
 pub use caches::{
-    CacheDir, CacheScope, CacheValue, HostDirs, HostPlace, SandboxCaches, ToolCache, TOOL_CACHES,
+    CacheDir, CacheValue, HostDirs, HostPlace, SandboxCaches, ToolCache, TOOL_CACHES,
 };
 pub use gap::SandboxGap;
 pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, ParseHostError};
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};
 pub use protect::{
-    root_index, stand_in_contents, unvetted_gitlinks, ProtectError, Protected, ProtectedPaths,
-    ProtectedState, Resolution, DEFAULT_PROTECTED_PATHS, HOME_PROTECTED_DIRS, HOME_PROTECTED_PATHS,
-    MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
+    repository_indexes, stand_in_contents, unvetted_gitlinks, ProtectError, Protected,
+    ProtectedPaths, ProtectedState, Resolution, DEFAULT_PROTECTED_PATHS, HOME_PROTECTED_DIRS,
+    HOME_PROTECTED_PATHS, MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
 };
 pub use provider::{
     BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, NetworkLog,

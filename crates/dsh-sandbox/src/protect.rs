@@ -135,12 +135,15 @@ pub const HOME_PROTECTED_PATHS: &[&str] = &[
     ".pyenv",
     ".bun",
     ".deno",
+    // Go's default GOPATH: `bin` on PATH, the module cache the host builds
+    // from (not a dot-entry, so no class keeps it).
+    "go",
 ];
 
 /// Which of [`HOME_PROTECTED_PATHS`] stand in as a directory when missing.
 pub const HOME_PROTECTED_DIRS: &[&str] = &[
     "bin", ".vim", ".emacs.d", ".config", ".local", ".ssh", ".gnupg", ".aws", ".kube", ".docker",
-    ".cargo", ".rustup", ".gradle", ".m2", ".nvm", ".pyenv", ".bun", ".deno",
+    ".cargo", ".rustup", ".gradle", ".m2", ".nvm", ".pyenv", ".bun", ".deno", "go",
 ];
 
 /// The private names stand-ins are made under before they take their place:
@@ -303,9 +306,9 @@ impl ProtectedPaths {
     /// directory a `.git` file (a worktree's, a submodule's) points to;
     /// what symlinks inside a git directory point to; the paths that
     /// path-valued settings of the repository's config name (a missing
-    /// `core.hooksPath` included); each submodule's `.git`; and, when the
-    /// root has no repository of its own, `HEAD` at the root (so the root
-    /// cannot become a bare repository).
+    /// `core.hooksPath` included); each submodule's `.git`; and `HEAD` at
+    /// the root (so the root cannot become a bare repository, with or
+    /// without a `.git` of its own).
     pub fn resolve(&self, workspace: &Workspace) -> Resolution {
         let root = workspace.path();
         self.resolve_in(root, &homes_inside(root))
@@ -368,31 +371,37 @@ impl ProtectedPaths {
     }
 }
 
-/// The index of the workspace root's own repository, if it has one: the
-/// file whose change [`unvetted_gitlinks`] looks into.
-pub fn root_index(workspace: &Workspace) -> Option<PathBuf> {
-    crate::git::index_of(workspace.path())
+/// The indexes of every repository `git status` at the workspace root
+/// recurses into (the root's, each gitlink's, nested ones): the files
+/// whose change [`unvetted_gitlinks`] looks into.
+pub fn repository_indexes(workspace: &Workspace) -> Vec<PathBuf> {
+    crate::git::repositories(workspace.path())
+        .into_iter()
+        .map(|(_, index)| index)
+        .collect()
 }
 
-/// The gitlinks of the workspace root's index whose repository (a `.git`
-/// there) none of `kept` covers: a repository a command made and added
-/// with `git add`, whose config and hooks the host's next `git status` in
-/// the workspace would run. `kept` is what the backend kept read-only for
-/// that command (a gitlink that was there before has its `.git`, or its
-/// members, among them).
+/// The gitlinks, in any repository `git status` at the workspace root
+/// recurses into, whose repository (a `.git` there) none of `kept` covers:
+/// a repository a command made and added with `git add`, whose config and
+/// hooks the host's next `git status` in the workspace would run. `kept`
+/// is what the backend kept read-only for that command (a gitlink that was
+/// there before has its `.git`, or its members, among them).
 pub fn unvetted_gitlinks(workspace: &Workspace, kept: &[PathBuf]) -> Vec<PathBuf> {
     let root = workspace.path();
-    let Some(index) = crate::git::index_of(root) else {
-        return Vec::new();
-    };
-    crate::git::gitlinks_in(root, &index)
-        .into_iter()
-        .filter(|link| {
+    let mut unvetted = Vec::new();
+    for (worktree, index) in crate::git::repositories(root) {
+        for link in crate::git::gitlinks_in(root, &worktree, &index) {
             let dot_git = link.join(".git");
-            std::fs::symlink_metadata(&dot_git).is_ok()
+            if std::fs::symlink_metadata(&dot_git).is_ok()
                 && !kept.iter().any(|k| k.starts_with(&dot_git))
-        })
-        .collect()
+                && !unvetted.contains(&link)
+            {
+                unvetted.push(link);
+            }
+        }
+    }
+    unvetted
 }
 
 /// What [`ProtectedPaths::resolve`] found in a workspace.
@@ -779,8 +788,12 @@ mod tests {
             state("main/.git/worktrees/wt"),
             Some(ProtectedState::Present)
         );
-        // The root has a repository: no HEAD stand-in.
-        assert_eq!(state("HEAD"), None);
+        // The root has a repository, whose `.git` a command could break:
+        // its HEAD stands in all the same.
+        assert!(matches!(
+            state("HEAD"),
+            Some(ProtectedState::Missing { .. })
+        ));
         assert_eq!(
             state(".ssh"),
             Some(ProtectedState::Missing {

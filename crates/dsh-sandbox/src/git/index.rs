@@ -24,18 +24,61 @@ const MAX_NAME: usize = 4096;
 /// index at `path`, and whether that is all of them (false past the
 /// bounds); none when there is no index.
 pub(crate) fn gitlinks(path: &Path) -> (Vec<String>, bool) {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+    let Some(Parsed {
+        mut links,
+        all,
+        shared,
+    }) = read(path)
+    else {
         return (Vec::new(), true);
     };
-    if !meta.is_file() || meta.len() > MAX_INDEX {
-        return (Vec::new(), !meta.is_file());
+    // A split index (`git update-index --split-index`) keeps most entries
+    // in `sharedindex.<id>` beside it: its gitlinks count too (those the
+    // split part deleted as well: more kept read-only, never fewer).
+    let Some(shared) = shared else {
+        return (links, all);
+    };
+    let file = path.with_file_name(format!("sharedindex.{shared}"));
+    match read(&file) {
+        Some(more) => {
+            for link in more.links {
+                if !links.contains(&link) {
+                    links.push(link);
+                }
+            }
+            (links, all && more.all && more.shared.is_none())
+        }
+        // The shared part is missing or unreadable: git cannot read this
+        // index either, but what it named is not all there is.
+        None => (links, false),
     }
-    let bytes = super::read_bounded(path, MAX_INDEX);
-    match bytes.and_then(|bytes| parse(&bytes)) {
-        Some((links, all)) => (links, all),
-        // Not an index git could read: nothing of it runs.
-        None => (Vec::new(), true),
+}
+
+/// What one index file holds: its gitlinks, whether that is all of them,
+/// and the shared index it is split from, if any.
+struct Parsed {
+    links: Vec<String>,
+    all: bool,
+    shared: Option<String>,
+}
+
+/// The index at `path` parsed, for SHA-1 or SHA-256 object ids (the
+/// index does not say which); `None` when there is none, or none git
+/// could read.
+fn read(path: &Path) -> Option<Parsed> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
     }
+    if meta.len() > MAX_INDEX {
+        return Some(Parsed {
+            links: Vec::new(),
+            all: false,
+            shared: None,
+        });
+    }
+    let bytes = super::read_bounded(path, MAX_INDEX)?;
+    [20, 32].into_iter().find_map(|id| parse(&bytes, id))
 }
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -43,9 +86,10 @@ fn be32(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([word[0], word[1], word[2], word[3]]))
 }
 
-/// The gitlinks of an index's bytes, and whether that is all of them;
-/// `None` if it is not a valid index.
-fn parse(bytes: &[u8]) -> Option<(Vec<String>, bool)> {
+/// The gitlinks of an index's bytes whose object ids are `id` bytes long,
+/// whether that is all of them, and the shared index it names; `None` if
+/// it is not a valid index (with ids of that length).
+fn parse(bytes: &[u8], id: usize) -> Option<Parsed> {
     if bytes.get(..4)? != b"DIRC" {
         return None;
     }
@@ -61,8 +105,8 @@ fn parse(bytes: &[u8]) -> Option<(Vec<String>, bool)> {
     for _ in 0..count {
         // ctime, mtime (8+8), dev, ino (4+4), mode at 24.
         let mode = be32(bytes, at + 24)?;
-        // uid, gid, size (12), the object id (20 for SHA-1), flags (2).
-        let flags_at = at + 40 + 20;
+        // uid, gid, size (12), the object id, flags (2).
+        let flags_at = at + 40 + id;
         let flags = u16::from_be_bytes([*bytes.get(flags_at)?, *bytes.get(flags_at + 1)?]);
         let mut name_at = flags_at + 2;
         // Extended flags (version 3 and up, when flagged).
@@ -77,7 +121,11 @@ fn parse(bytes: &[u8]) -> Option<(Vec<String>, bool)> {
             let end = start + bytes.get(start..)?.iter().position(|b| *b == 0)?;
             let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
             if keep + (end - start) > MAX_NAME {
-                return Some((links, false));
+                return Some(Parsed {
+                    links,
+                    all: false,
+                    shared: None,
+                });
             }
             let mut name = previous[..keep].to_vec();
             name.extend_from_slice(&bytes[start..end]);
@@ -86,7 +134,11 @@ fn parse(bytes: &[u8]) -> Option<(Vec<String>, bool)> {
         } else {
             let end = name_at + bytes.get(name_at..)?.iter().position(|b| *b == 0)?;
             if end - name_at > MAX_NAME {
-                return Some((links, false));
+                return Some(Parsed {
+                    links,
+                    all: false,
+                    shared: None,
+                });
             }
             let name = bytes[name_at..end].to_vec();
             // Entries are padded with 1–8 NULs to a multiple of 8 bytes.
@@ -103,7 +155,31 @@ fn parse(bytes: &[u8]) -> Option<(Vec<String>, bool)> {
         }
         previous = name;
     }
-    Some((links, all))
+    let shared = shared_index(bytes, at, id)?;
+    Some(Parsed { links, all, shared })
+}
+
+/// The shared index the extensions from `at` on name (`link`: its id, in
+/// hex), if any; `None` when the extensions do not fit the file (ids of
+/// another length).
+fn shared_index(bytes: &[u8], mut at: usize, id: usize) -> Option<Option<String>> {
+    // The extensions end where the file's own trailing checksum begins.
+    let end = bytes.len().checked_sub(id)?;
+    let mut shared = None;
+    while at < end {
+        let signature = bytes.get(at..at + 4)?;
+        let size = usize::try_from(be32(bytes, at + 4)?).ok()?;
+        let data = bytes.get(at + 8..(at + 8).checked_add(size)?)?;
+        if signature == b"link" {
+            let hex: String = data.get(..id)?.iter().map(|b| format!("{b:02x}")).collect();
+            // An all-zero id names no shared index.
+            if hex.bytes().any(|c| c != b'0') {
+                shared = Some(hex);
+            }
+        }
+        at += 8 + size;
+    }
+    (at == end).then_some(shared)
 }
 
 /// Git's offset varint (each continuation adds one before shifting).
@@ -162,10 +238,49 @@ mod tests {
             assert_eq!(links, ["deep/er/linked", "vendor/lib"], "version {version}");
             assert!(all);
         }
-        assert_eq!(parse(b"DIRC\0\0\0\x09"), None);
+        assert!(parse(b"DIRC\0\0\0\x09", 20).is_none());
         // Overlong varints are refused, not overflowed.
         assert_eq!(varint(&[0xff; 16]), None);
         assert_eq!(varint(&[0x80, 0x00]), Some((128, 2)));
-        assert_eq!(parse(b"nope"), None);
+        assert!(parse(b"nope", 20).is_none());
+    }
+
+    /// A split index keeps gitlinks in its shared part; a SHA-256
+    /// repository's ids are 32 bytes: both are read.
+    #[test]
+    fn split_and_sha256_indexes_hide_nothing() {
+        if !crate::git::real_git::installed("split indexes") {
+            return;
+        }
+        let oid = "1111111111111111111111111111111111111111";
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| crate::git::real_git::run(dir.path(), dir.path(), args);
+        git(&["init", "-q"]);
+        std::fs::write(dir.path().join("a"), "a").unwrap();
+        git(&["add", "a"]);
+        git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{oid},evil"),
+        ]);
+        git(&["update-index", "--split-index"]);
+        let (links, all) = gitlinks(&dir.path().join(".git/index"));
+        assert_eq!(links, ["evil"]);
+        assert!(all);
+        let sha256 = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| crate::git::real_git::run(sha256.path(), sha256.path(), args);
+        git(&["init", "-q", "--object-format=sha256"]);
+        std::fs::write(sha256.path().join("a"), "a").unwrap();
+        git(&["add", "a"]);
+        let oid = "1".repeat(64);
+        git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{oid},vendor/x"),
+        ]);
+        let (links, _) = gitlinks(&sha256.path().join(".git/index"));
+        assert_eq!(links, ["vendor/x"]);
     }
 }

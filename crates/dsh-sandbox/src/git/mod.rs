@@ -20,10 +20,10 @@
 //!   four levels);
 //! - linked worktrees inside the workspace: their `.git` files;
 //! - the submodules `.gitmodules` lists: their own `.git`;
-//! - `HEAD` at the workspace root, when the root has no repository of its
-//!   own (judged as git judges a git directory, so a stand-in `.git` is
-//!   none): a stand-in there keeps the root from being turned into a bare
-//!   repository git would discover.
+//! - `HEAD` at the workspace root, whether the root has a repository of
+//!   its own or not (a command can break its `.git`, after which git
+//!   looks at the root itself): a stand-in there keeps the root from being
+//!   turned into a bare repository git would discover.
 //!
 //! Re-implemented rather than asked of git (which would cost a process on
 //! every command): git's discovery of a git directory, the config grammar
@@ -590,10 +590,12 @@ pub(crate) fn reach(root: &Path) -> Reach {
             }
         }
     }
-    // Without a repository of its own, the root could be made a bare one.
-    if gitdirs.is_empty() {
-        found.add(&root.join("HEAD"), false);
-    }
+    // The root could be made a bare repository (a `HEAD`, `objects` and
+    // `refs` there, and a `config` git then reads): without a repository
+    // of its own, and with one, whose `.git` a command can break (a
+    // garbage `.git/HEAD`, `objects` moved away), after which git takes
+    // the root itself for the repository. Its `HEAD` is kept either way.
+    found.add(&root.join("HEAD"), false);
     Reach {
         gitdirs,
         reached: found.reached,
@@ -601,23 +603,47 @@ pub(crate) fn reach(root: &Path) -> Reach {
     }
 }
 
-/// The index of the repository whose worktree is `root` (its own git
+/// The index of the repository whose worktree is `worktree` (its own git
 /// directory's, or the one its `.git` file names), if it has one.
-pub(crate) fn index_of(root: &Path) -> Option<PathBuf> {
-    git_dirs_anywhere(root)
+fn index_of(worktree: &Path) -> Option<PathBuf> {
+    git_dirs_anywhere(worktree)
         .pop()
         .map(|gitdir| gitdir.join("index"))
 }
 
-/// The gitlinks of the index at `index` (of the worktree `root`), as
-/// absolute paths inside `root`.
-pub(crate) fn gitlinks_in(root: &Path, index: &Path) -> Vec<PathBuf> {
+/// The gitlinks of the index at `index` (of the repository whose worktree
+/// is `worktree`), as absolute paths inside `root`.
+pub(crate) fn gitlinks_in(root: &Path, worktree: &Path, index: &Path) -> Vec<PathBuf> {
     index::gitlinks(index)
         .0
         .into_iter()
-        .filter_map(|link| lexically_inside(root, root, &link))
+        .filter_map(|link| lexically_inside(root, worktree, &link))
         .map(|relative| root.join(relative))
         .collect()
+}
+
+/// Every repository `git status` at the workspace root recurses into, as
+/// (worktree, index): the root's own, then each gitlink's with a
+/// repository there, nested ones too (up to [`MAX_DEPTH`] levels, at most
+/// [`index::MAX_GITLINKS`] repositories).
+pub(crate) fn repositories(root: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut found = Vec::new();
+    let mut pending = vec![(root.to_path_buf(), 0)];
+    while let Some((worktree, depth)) = pending.pop() {
+        if found.len() >= index::MAX_GITLINKS {
+            break;
+        }
+        let Some(index) = index_of(&worktree) else {
+            continue;
+        };
+        if depth < MAX_DEPTH {
+            for link in gitlinks_in(root, &worktree, &index) {
+                pending.push((link, depth + 1));
+            }
+        }
+        found.push((worktree, index));
+    }
+    found
 }
 
 /// Real git for the tests: whether it is installed, and running it.
@@ -726,7 +752,8 @@ mod tests {
             "{reached:?}"
         );
         assert_eq!(reach(&root).gitdirs, [root.join(".git")]);
-        assert!(found("HEAD").is_none());
+        // Kept with a repository too: its `.git` could be broken.
+        assert!(found("HEAD").is_some());
         std::fs::remove_dir_all(root.join(".git")).unwrap();
         assert!(paths(&root).contains(&PathBuf::from("HEAD")));
         // An empty `.git` (a stand-in of another command, or one a killed
