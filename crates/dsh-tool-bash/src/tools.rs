@@ -775,10 +775,17 @@ pub fn owned_task(
     Ok(id)
 }
 
-/// The screen of a terminal task, after its read.
+/// The screen of a terminal task, after its read, cleaned by the same
+/// function as the output (a program can put bidi overrides, zero-width
+/// and tag characters on its screen as easily as in its output).
 fn screen_section(screen: &str) -> String {
-    let trimmed = screen.trim_end_matches('\n');
-    format!("\n[screen]\n{trimmed}\n[end of screen]")
+    let cleaned = crate::clean::clean(screen);
+    let trimmed = cleaned.text.trim_end_matches('\n');
+    let mut section = format!("\n[screen]\n{trimmed}\n[end of screen]");
+    if let Some(note) = cleaned.note() {
+        section.push_str(&format!("\n[screen cleaned for reading: {note}]"));
+    }
+    section
 }
 
 /// How long the output must stay quiet for `bash_write` to return.
@@ -852,5 +859,28 @@ fn run_of(read: &dsh_bash::BashTaskRead, after: std::time::Duration) -> dsh_bash
         containment: None,
         limits: task.limits.clone(),
         shell: None,
+    }
+}
+
+#[cfg(test)]
+mod screen_tests {
+    /// Invisible and bidi characters never reach the model from a screen
+    /// either, and it says what was taken out.
+    #[test]
+    fn the_screen_is_cleaned_like_the_text() {
+        let screen = "pay \u{202e}evil\u{202c} to\u{200b} x\u{e0041}\u{e0042}\n$ \n";
+        let section = super::screen_section(screen);
+        assert!(
+            !section.contains(['\u{202e}', '\u{200b}', '\u{e0041}', '\u{202c}']),
+            "{section:?}"
+        );
+        assert!(
+            section.starts_with("\n[screen]\npay evil to x\n$ \n[end of screen]"),
+            "{section:?}"
+        );
+        assert!(
+            section.contains("[screen cleaned for reading: "),
+            "{section:?}"
+        );
     }
 }
