@@ -94,6 +94,19 @@ impl Repo {
             &home,
             &["submodule", "add", "-q", "../lib-origin", "lib"],
         );
+        // A second submodule, listed but not checked out yet (as after a
+        // clone without --recursive).
+        for (key, value) in [("path", "lib2"), ("url", "../lib-origin")] {
+            let key = format!("submodule.lib2.{key}");
+            git(&ws, &home, &["config", "-f", ".gitmodules", &key, value]);
+        }
+        let head = git(&origin, &home, &["rev-parse", "HEAD"]);
+        let link = format!(
+            "160000,{},lib2",
+            String::from_utf8_lossy(&head.stdout).trim()
+        );
+        git(&ws, &home, &["update-index", "--add", "--cacheinfo", &link]);
+        git(&ws, &home, &["add", ".gitmodules"]);
         git(&ws, &home, &["commit", "-qm", "lib"]);
         if user == User::Nobody {
             chown_tree(&top, NOBODY);
@@ -157,6 +170,14 @@ const PLANTS: &[(&str, &str)] = &[
     (
         "a commondir pointing at a config of the command's",
         "mkdir -p evil && printf '[core]\\n\\tfsmonitor = touch MARKER; echo\\n' > evil/config && echo ../evil > .git/commondir",
+    ),
+    (
+        "the git directory of a submodule not checked out yet",
+        "git clone -q --bare ../lib-origin .git/modules/lib2 && git -C .git/modules/lib2 config core.fsmonitor 'touch MARKER; echo'",
+    ),
+    (
+        "a linked worktree whose commondir names a config of the command's",
+        "git worktree add -q wt2 && mkdir -p evil3 && printf '[core]\\n\\tfsmonitor = touch MARKER; echo\\n' > evil3/config && echo ../../../evil3 > .git/worktrees/wt2/commondir",
     ),
     (
         "the git directory moved away and replaced",
@@ -287,6 +308,17 @@ fn check(user: User, backend: &str) {
         &["commit", "-q", "--allow-empty", "-m", "host"],
     );
     git_as(user, &repo.ws.join("lib"), &repo.home, &["status"]);
+    let update = [
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "update",
+        "-q",
+        "--init",
+        "lib2",
+    ];
+    git_as(user, &repo.ws, &repo.home, &update);
+    git_as(user, &repo.ws.join("lib2"), &repo.home, &["status"]);
     git_as(
         user,
         &repo.ws.join("lib"),

@@ -298,9 +298,16 @@ async fn note_planted(
         return;
     };
     let kept = confinement.protected.clone();
-    info.planted = tokio::task::spawn_blocking(move || index.planted(&kept))
+    let (planted, complete) = tokio::task::spawn_blocking(move || index.planted(&kept))
         .await
-        .unwrap_or_default();
+        .unwrap_or((Vec::new(), false));
+    info.planted = planted;
+    // Past the bounds, or with an index git reads and the server cannot,
+    // a gitlink may have gone unseen: the protection was not whole.
+    if !complete && !info.gaps.contains(&dsh_sandbox::SandboxGap::ProtectedPaths) {
+        info.gaps.push(dsh_sandbox::SandboxGap::ProtectedPaths);
+        info.enforcement = Some(dsh_sandbox::SandboxGap::enforcement(&info.gaps));
+    }
 }
 
 /// The hosts the proxy refused the command (whatever its exit: a tool

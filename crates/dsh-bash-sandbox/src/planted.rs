@@ -66,10 +66,11 @@ impl IndexWatch {
 
     /// The gitlinks added since [`IndexWatch::start`], in any of the
     /// repositories, whose repository none of `kept` (what the backend kept
-    /// read-only) covers; nothing when no index changed. Blocking.
-    pub(crate) fn planted(&self, kept: &[PathBuf]) -> Vec<PathBuf> {
+    /// read-only) covers, and whether every index could be read whole;
+    /// nothing (and all) when no index changed. Blocking.
+    pub(crate) fn planted(&self, kept: &[PathBuf]) -> (Vec<PathBuf>, bool) {
         if stamps(&self.workspace) == self.before {
-            return Vec::new();
+            return (Vec::new(), true);
         }
         dsh_sandbox::unvetted_gitlinks(&self.workspace, kept)
     }
@@ -121,7 +122,7 @@ mod tests {
         // There before the command, and kept: nothing to say.
         let watch = IndexWatch::start(&workspace);
         let kept = [vendored.join(".git/config")];
-        assert!(watch.planted(&kept).is_empty(), "unchanged index");
+        assert!(watch.planted(&kept).0.is_empty(), "unchanged index");
         let evil = root.join("evil");
         std::fs::create_dir(&evil).unwrap();
         git(&evil, &["init", "-q"]);
@@ -129,10 +130,10 @@ mod tests {
         git(&evil, &["add", "e"]);
         git(&evil, &["commit", "-qm", "e"]);
         git(&root, &["add", "evil"]);
-        assert_eq!(watch.planted(&kept), std::slice::from_ref(&evil));
+        assert_eq!(watch.planted(&kept).0, std::slice::from_ref(&evil));
         // Hidden in a split index's shared part: named all the same.
         git(&root, &["update-index", "--split-index"]);
-        assert_eq!(watch.planted(&kept), std::slice::from_ref(&evil));
+        assert_eq!(watch.planted(&kept).0, std::slice::from_ref(&evil));
         // Added inside a repository the root's index already links (a
         // submodule, an embedded repository): named too.
         let kept = [vendored.join(".git/config"), evil.join(".git/config")];
@@ -144,10 +145,25 @@ mod tests {
         git(&inner, &["add", "i"]);
         git(&inner, &["commit", "-qm", "i"]);
         git(&vendored, &["add", "inner"]);
-        assert_eq!(watch.planted(&kept), [inner]);
+        assert_eq!(watch.planted(&kept).0, [inner]);
+        // A flood of gitlinks past what is read: not all, so the result
+        // says the protection was partial.
+        let watch = IndexWatch::start(&workspace);
+        let flood: String = (0..300)
+            .map(|n| format!("160000 1111111111111111111111111111111111111111\tz{n:03}\n"))
+            .collect();
+        let mut child = Command::new("git")
+            .args(["update-index", "--index-info"])
+            .current_dir(&root)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), flood.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success());
+        assert!(!watch.planted(&kept).1, "a flood is not read whole");
         // No repository: nothing.
         let bare = tempfile::tempdir().unwrap();
         let none = IndexWatch::start(&Workspace::open(bare.path()).unwrap());
-        assert!(none.planted(&[]).is_empty());
+        assert!(none.planted(&[]).0.is_empty());
     }
 }

@@ -376,32 +376,34 @@ impl ProtectedPaths {
 /// whose change [`unvetted_gitlinks`] looks into.
 pub fn repository_indexes(workspace: &Workspace) -> Vec<PathBuf> {
     crate::git::repositories(workspace.path())
+        .0
         .into_iter()
-        .map(|(_, index)| index)
+        .map(|(_, index, _)| index)
         .collect()
 }
 
 /// The gitlinks, in any repository `git status` at the workspace root
 /// recurses into, whose repository (a `.git` there) none of `kept` covers:
 /// a repository a command made and added with `git add`, whose config and
-/// hooks the host's next `git status` in the workspace would run. `kept`
-/// is what the backend kept read-only for that command (a gitlink that was
-/// there before has its `.git`, or its members, among them).
-pub fn unvetted_gitlinks(workspace: &Workspace, kept: &[PathBuf]) -> Vec<PathBuf> {
-    let root = workspace.path();
+/// hooks the host's next `git status` in the workspace would run; and
+/// whether every index could be read whole (past the bounds, or with an
+/// index git reads and this cannot, some may be missing: the result must
+/// then say so). `kept` is what the backend kept read-only for that
+/// command (a gitlink that was there before has its `.git`, or its
+/// members, among them).
+pub fn unvetted_gitlinks(workspace: &Workspace, kept: &[PathBuf]) -> (Vec<PathBuf>, bool) {
+    let (repositories, complete) = crate::git::repositories(workspace.path());
     let mut unvetted = Vec::new();
-    for (worktree, index) in crate::git::repositories(root) {
-        for link in crate::git::gitlinks_in(root, &worktree, &index) {
-            let dot_git = link.join(".git");
-            if std::fs::symlink_metadata(&dot_git).is_ok()
-                && !kept.iter().any(|k| k.starts_with(&dot_git))
-                && !unvetted.contains(&link)
-            {
-                unvetted.push(link);
-            }
+    for link in repositories.into_iter().flat_map(|(_, _, links)| links) {
+        let dot_git = link.join(".git");
+        if std::fs::symlink_metadata(&dot_git).is_ok()
+            && !kept.iter().any(|k| k.starts_with(&dot_git))
+            && !unvetted.contains(&link)
+        {
+            unvetted.push(link);
         }
     }
-    unvetted
+    (unvetted, complete)
 }
 
 /// What [`ProtectedPaths::resolve`] found in a workspace.

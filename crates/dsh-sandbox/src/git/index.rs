@@ -63,22 +63,28 @@ struct Parsed {
 }
 
 /// The index at `path` parsed, for SHA-1 or SHA-256 object ids (the
-/// index does not say which); `None` when there is none, or none git
-/// could read.
+/// index does not say which); `None` when there is none. One that is not
+/// a regular file (git follows a link there), too large, or that does not
+/// parse is read as nothing, and not all.
 fn read(path: &Path) -> Option<Parsed> {
     let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() {
-        return None;
+    let unread = Parsed {
+        links: Vec::new(),
+        all: false,
+        shared: None,
+    };
+    if !meta.is_file() || meta.len() > MAX_INDEX {
+        return Some(unread);
     }
-    if meta.len() > MAX_INDEX {
-        return Some(Parsed {
-            links: Vec::new(),
-            all: false,
-            shared: None,
-        });
-    }
-    let bytes = super::read_bounded(path, MAX_INDEX)?;
-    [20, 32].into_iter().find_map(|id| parse(&bytes, id))
+    let Some(bytes) = super::read_bounded(path, MAX_INDEX) else {
+        return Some(unread);
+    };
+    Some(
+        [20, 32]
+            .into_iter()
+            .find_map(|id| parse(&bytes, id))
+            .unwrap_or(unread),
+    )
 }
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -146,7 +152,8 @@ fn parse(bytes: &[u8], id: usize) -> Option<Parsed> {
             at += (length + 8) & !7;
             name
         };
-        if mode == GITLINK {
+        // Git goes by the file type bits alone.
+        if mode & 0o170000 == GITLINK {
             if links.len() < MAX_GITLINKS {
                 links.push(String::from_utf8_lossy(&name).into_owned());
             } else {
@@ -161,12 +168,13 @@ fn parse(bytes: &[u8], id: usize) -> Option<Parsed> {
 
 /// The shared index the extensions from `at` on name (`link`: its id, in
 /// hex), if any; `None` when the extensions do not fit the file (ids of
-/// another length).
+/// another length, an extension past its end).
 fn shared_index(bytes: &[u8], mut at: usize, id: usize) -> Option<Option<String>> {
-    // The extensions end where the file's own trailing checksum begins.
+    // The extensions end where the file's own trailing checksum begins;
+    // as git does, fewer than 8 bytes left before it are no extension.
     let end = bytes.len().checked_sub(id)?;
     let mut shared = None;
-    while at < end {
+    while at + 8 <= end {
         let signature = bytes.get(at..at + 4)?;
         let size = usize::try_from(be32(bytes, at + 4)?).ok()?;
         let data = bytes.get(at + 8..(at + 8).checked_add(size)?)?;
@@ -179,7 +187,7 @@ fn shared_index(bytes: &[u8], mut at: usize, id: usize) -> Option<Option<String>
         }
         at += 8 + size;
     }
-    (at == end).then_some(shared)
+    (at <= end).then_some(shared)
 }
 
 /// Git's offset varint (each continuation adds one before shifting).
@@ -282,5 +290,50 @@ mod tests {
         ]);
         let (links, _) = gitlinks(&sha256.path().join(".git/index"));
         assert_eq!(links, ["vendor/x"]);
+    }
+
+    /// What git reads, however the index is bent: a gitlink's mode with
+    /// other permission bits, a few junk bytes before the checksum, an
+    /// index that is a link (read as not all), one that does not parse.
+    #[test]
+    fn bent_indexes_hide_nothing() {
+        if !crate::git::real_git::installed("bent indexes") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| crate::git::real_git::run(dir.path(), dir.path(), args);
+        git(&["init", "-q"]);
+        let oid = "1111111111111111111111111111111111111111";
+        git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{oid},evil"),
+        ]);
+        let index = dir.path().join(".git/index");
+        let mut bytes = std::fs::read(&index).unwrap();
+        // The one entry's mode at 12 + 24: 0160755.
+        bytes[12 + 24..12 + 28].copy_from_slice(&0o160755u32.to_be_bytes());
+        let checksum_at = bytes.len() - 20;
+        let mut bent = bytes[..checksum_at].to_vec();
+        bent.extend_from_slice(&[0, 0, 0, 0]);
+        bent.extend_from_slice(&bytes[checksum_at..]);
+        std::fs::write(&index, &bent).unwrap();
+        assert_eq!(gitlinks(&index), (vec!["evil".to_owned()], true));
+        std::fs::rename(&index, dir.path().join(".git/idx2")).unwrap();
+        std::os::unix::fs::symlink("idx2", &index).unwrap();
+        assert!(!gitlinks(&index).1, "a linked index is not read as all");
+        std::fs::remove_file(&index).unwrap();
+        std::fs::write(&index, b"DIRC\0\0\0\x02garbage").unwrap();
+        assert!(
+            !gitlinks(&index).1,
+            "an index that does not parse is not all"
+        );
+        std::fs::remove_file(&index).unwrap();
+        assert_eq!(
+            gitlinks(&index),
+            (Vec::new(), true),
+            "no index: nothing, all of it"
+        );
     }
 }

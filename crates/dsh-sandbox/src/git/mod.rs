@@ -159,8 +159,6 @@ enum Member {
     File,
     /// Read-only; when missing, an empty directory stands in.
     Directory,
-    /// Read-only when present; nothing stands in when missing.
-    IfPresent,
 }
 
 /// What git runs code or takes configuration from inside a git directory:
@@ -174,14 +172,16 @@ enum Member {
 /// - `commondir`: where git reads the repository's config from (a
 ///   stand-in holds `.`, the directory itself, which is what git assumes
 ///   without one; see [`crate::stand_in_contents`]);
-/// - `worktrees`: each linked worktree's `commondir`, `gitdir` and config.
+/// - `worktrees`: each linked worktree's `commondir`, `gitdir` and config
+///   (so `git worktree add` is refused: a new worktree's `commondir` could
+///   name a config of the command's).
 const GITDIR_MEMBERS: &[(&str, Member)] = &[
     ("config", Member::File),
     ("config.worktree", Member::File),
     ("hooks", Member::Directory),
     ("info/attributes", Member::File),
     ("commondir", Member::File),
-    ("worktrees", Member::IfPresent),
+    ("worktrees", Member::Directory),
 ];
 
 /// Nested repositories (submodules inside submodules) followed at most.
@@ -294,15 +294,7 @@ impl Found<'_> {
         }
         for (member, kind) in GITDIR_MEMBERS {
             let path = gitdir.join(member);
-            match kind {
-                Member::File => self.add(&path, true),
-                Member::Directory => self.add(&path, false),
-                Member::IfPresent => {
-                    if std::fs::symlink_metadata(&path).is_ok() {
-                        self.add(&path, false);
-                    }
-                }
-            }
+            self.add(&path, *kind == Member::File);
         }
         let Ok(modules) = std::fs::read_dir(gitdir.join("modules")) else {
             return;
@@ -588,6 +580,19 @@ pub(crate) fn reach(root: &Path) -> Reach {
             if let Some(relative) = lexically_inside(root, root, &entry.value) {
                 found.add(&root.join(relative).join(".git"), false);
             }
+            // Its git directory under the root's `modules/` (by the
+            // submodule's name), which `git submodule update --init` on
+            // the host reuses when present: kept whole while it does not
+            // exist yet (a present one keeps its members, above).
+            let name = entry.subsection.as_deref().unwrap_or_default();
+            for gitdir in &gitdirs {
+                if let Some(module) = lexically_inside(root, &gitdir.join("modules"), name) {
+                    let module = root.join(module);
+                    if std::fs::symlink_metadata(&module).is_err() {
+                        found.add(&module, false);
+                    }
+                }
+            }
         }
     }
     // The root could be made a bare repository (a `HEAD`, `objects` and
@@ -612,38 +617,46 @@ fn index_of(worktree: &Path) -> Option<PathBuf> {
 }
 
 /// The gitlinks of the index at `index` (of the repository whose worktree
-/// is `worktree`), as absolute paths inside `root`.
-pub(crate) fn gitlinks_in(root: &Path, worktree: &Path, index: &Path) -> Vec<PathBuf> {
-    index::gitlinks(index)
-        .0
+/// is `worktree`), as absolute paths inside `root`, and whether that is
+/// all of them.
+pub(crate) fn gitlinks_in(root: &Path, worktree: &Path, index: &Path) -> (Vec<PathBuf>, bool) {
+    let (links, all) = index::gitlinks(index);
+    let links = links
         .into_iter()
         .filter_map(|link| lexically_inside(root, worktree, &link))
         .map(|relative| root.join(relative))
-        .collect()
+        .collect();
+    (links, all)
 }
 
 /// Every repository `git status` at the workspace root recurses into, as
-/// (worktree, index): the root's own, then each gitlink's with a
-/// repository there, nested ones too (up to [`MAX_DEPTH`] levels, at most
-/// [`index::MAX_GITLINKS`] repositories).
-pub(crate) fn repositories(root: &Path) -> Vec<(PathBuf, PathBuf)> {
+/// (worktree, index, its gitlinks): the root's own, then each gitlink's
+/// with a repository there, nested ones too (up to [`MAX_DEPTH`] levels,
+/// at most [`index::MAX_GITLINKS`] repositories); and whether that is all
+/// of them (false past the bounds, or when an index could not be read
+/// whole).
+pub(crate) fn repositories(root: &Path) -> (Vec<(PathBuf, PathBuf, Vec<PathBuf>)>, bool) {
     let mut found = Vec::new();
+    let mut complete = true;
     let mut pending = vec![(root.to_path_buf(), 0)];
     while let Some((worktree, depth)) = pending.pop() {
         if found.len() >= index::MAX_GITLINKS {
+            complete = false;
             break;
         }
         let Some(index) = index_of(&worktree) else {
             continue;
         };
+        let (links, all) = gitlinks_in(root, &worktree, &index);
+        complete &= all;
         if depth < MAX_DEPTH {
-            for link in gitlinks_in(root, &worktree, &index) {
-                pending.push((link, depth + 1));
-            }
+            pending.extend(links.iter().map(|link| (link.clone(), depth + 1)));
+        } else {
+            complete &= links.iter().all(|link| git_dirs_in(root, link).is_empty());
         }
-        found.push((worktree, index));
+        found.push((worktree, index, links));
     }
-    found
+    (found, complete)
 }
 
 /// Real git for the tests: whether it is installed, and running it.
