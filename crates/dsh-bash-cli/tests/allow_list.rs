@@ -10,49 +10,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use common::confined::{
-    as_user, base, binary, chown, result_json, usable_as_or_skip, User, NOBODY,
+    as_user, base, binary, chown, each_backend_and_user, result_json, serve, usable_as_or_skip,
+    Server, User, NOBODY,
 };
 use serde_json::Value;
-
-/// A server this test started; killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `python3 -u -c SCRIPT ARGS` whose first stdout line is its port.
-fn serve(script: &str, args: &[&Path]) -> Server {
-    let mut child = Command::new("python3")
-        .arg("-u")
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port = line
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("no port: {line:?}"));
-    Server { child, port }
-}
 
 /// A plain HTTP file server over `dir`, on 127.0.0.1.
 fn http_server(dir: &Path) -> Server {
@@ -238,17 +203,6 @@ fn workspace(user: User, name: &str) -> PathBuf {
         chown(&ws, NOBODY);
     }
     ws
-}
-
-fn each_backend_and_user(what: &str, mut check: impl FnMut(User, &str)) {
-    for backend in ["bwrap", "landlock"] {
-        for user in [User::Root, User::Nobody] {
-            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
-            if usable_as_or_skip(user, &sandbox, &format!("{what} as {user:?}")) {
-                check(user, backend);
-            }
-        }
-    }
 }
 
 #[test]

@@ -16,12 +16,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use common::confined::{
-    as_user, base, binary, chown_tree, result_json, skip, tree, usable_as_or_skip, User, NOBODY,
+    as_user, base, binary, chown_tree, each_backend_and_user, result_json, serve, skip, tree,
+    usable_as_or_skip, Server, User, NOBODY,
 };
 use serde_json::Value;
 
@@ -97,17 +97,11 @@ entry = {'name': 'dshdep', 'vers': '0.1.0', 'deps': [], 'features': {}, 'yanked'
 open(root + '/cargo/index/ds/hd/dshdep', 'w').write(json.dumps(entry) + '\n')
 "#;
 
-/// The registry process; killed when dropped.
+/// The registry process (killed when dropped) and its port.
 struct Registry {
-    child: Child,
+    /// Kept for its drop, which stops it.
+    _server: Server,
     port: u16,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Registry {
@@ -120,18 +114,8 @@ impl Registry {
             .status()
             .unwrap();
         assert!(built.success(), "the registry's files");
-        let mut child = Command::new("python3")
-            .args(["-u", "-c", REGISTRY])
-            .arg(&root)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line.trim().parse().expect("the registry's port");
+        let server = serve(REGISTRY, &[&root]);
+        let port = server.port;
         // Cargo's sparse index names where crates are downloaded from.
         std::fs::write(
             root.join("cargo/index/config.json"),
@@ -140,7 +124,10 @@ impl Registry {
             ),
         )
         .unwrap();
-        Registry { child, port }
+        Registry {
+            _server: server,
+            port,
+        }
     }
 
     fn allow(&self) -> Vec<String> {
@@ -428,44 +415,34 @@ fn writes_into_the_host_caches(place: &Place, user: User, backend: &str) {
 #[test]
 fn package_managers_and_builds_work_from_the_sandbox_cache_and_the_host_caches_stay_as_they_were() {
     let registry = Registry::start();
-    for backend in ["bwrap", "landlock"] {
-        for user in [User::Root, User::Nobody] {
-            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
-            if !usable_as_or_skip(
-                user,
-                &sandbox,
-                &format!("daily work under {backend} as {user:?}"),
-            ) {
-                continue;
-            }
-            let place = Place::new(user, &format!("daily-{backend}-{user:?}"));
-            let before = place.host_caches();
-            npm(&place, user, backend, &registry);
-            pip_and_uv(&place, user, backend, &registry);
-            if user == User::Root && rustup_home().is_some() {
-                cargo(&place, backend, &registry);
-            }
-            writes_into_the_host_caches(&place, user, backend);
-            assert_eq!(
-                place.host_caches(),
-                before,
-                "the host's own caches changed under {backend} as {user:?}"
-            );
-            // The sandbox's caches are the user's, private, and hold what
-            // the tools fetched.
-            let uid = if user == User::Root { 0 } else { NOBODY };
-            let root = place.home.join(format!(".cache/dsh-bash/sandbox/{uid}"));
-            let mode = std::os::unix::fs::PermissionsExt::mode(
-                &std::fs::metadata(&root).unwrap().permissions(),
-            );
-            assert_eq!(mode & 0o777, 0o700, "{}", root.display());
-            // One directory per workspace: this one's holds npm's cache.
-            let workspaces: Vec<_> = std::fs::read_dir(root.join("ws")).unwrap().collect();
-            assert_eq!(workspaces.len(), 1, "{}", root.display());
-            let mine = workspaces[0].as_ref().unwrap().path();
-            assert!(mine.join("npm/_cacache").is_dir(), "{}", mine.display());
+    each_backend_and_user("daily work", |user, backend| {
+        let place = Place::new(user, &format!("daily-{backend}-{user:?}"));
+        let before = place.host_caches();
+        npm(&place, user, backend, &registry);
+        pip_and_uv(&place, user, backend, &registry);
+        if user == User::Root && rustup_home().is_some() {
+            cargo(&place, backend, &registry);
         }
-    }
+        writes_into_the_host_caches(&place, user, backend);
+        assert_eq!(
+            place.host_caches(),
+            before,
+            "the host's own caches changed under {backend} as {user:?}"
+        );
+        // The sandbox's caches are the user's, private, and hold what
+        // the tools fetched.
+        let uid = if user == User::Root { 0 } else { NOBODY };
+        let root = place.home.join(format!(".cache/dsh-bash/sandbox/{uid}"));
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&root).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700, "{}", root.display());
+        // One directory per workspace: this one's holds npm's cache.
+        let workspaces: Vec<_> = std::fs::read_dir(root.join("ws")).unwrap().collect();
+        assert_eq!(workspaces.len(), 1, "{}", root.display());
+        let mine = workspaces[0].as_ref().unwrap().path();
+        assert!(mine.join("npm/_cacache").is_dir(), "{}", mine.display());
+    });
 }
 
 #[test]
@@ -585,93 +562,83 @@ fn blocked(result: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn a_refused_write_is_named_with_its_class_and_what_works_instead() {
-    for backend in ["bwrap", "landlock"] {
-        for user in [User::Root, User::Nobody] {
-            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
-            if !usable_as_or_skip(
-                user,
-                &sandbox,
-                &format!("refusals under {backend} as {user:?}"),
-            ) {
-                continue;
-            }
-            let place = Place::new(user, &format!("daily-refused-{backend}-{user:?}"));
-            let home = place.home.display();
-            let ws = place.ws.display();
-            let init = Command::new("git")
-                .args(["init", "-q"])
-                .current_dir(&place.ws)
-                .status()
-                .unwrap();
-            assert!(init.success());
-            if user == User::Nobody {
-                chown_tree(&place.ws, NOBODY);
-            }
-            let context = |result: &Value| format!("{backend} as {user:?}: {result:#}");
-            // Outside the workspace: named, with the escalation only where
-            // the user could write it unconfined.
-            let outside = place.run(user, backend, &[], "touch /etc/dsh-daily-outside");
+    each_backend_and_user("refusals", |user, backend| {
+        let place = Place::new(user, &format!("daily-refused-{backend}-{user:?}"));
+        let home = place.home.display();
+        let ws = place.ws.display();
+        let init = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&place.ws)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        if user == User::Nobody {
+            chown_tree(&place.ws, NOBODY);
+        }
+        let context = |result: &Value| format!("{backend} as {user:?}: {result:#}");
+        // Outside the workspace: named, with the escalation only where
+        // the user could write it unconfined.
+        let outside = place.run(user, backend, &[], "touch /etc/dsh-daily-outside");
+        assert_eq!(
+            blocked(&outside),
+            [(
+                "outside-workspace".to_owned(),
+                "/etc/dsh-daily-outside".to_owned()
+            )],
+            "{}",
+            context(&outside)
+        );
+        let instead = outside["sandbox"]["blocked"][0]["instead"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            instead.contains("sandbox_permissions"),
+            user == User::Root,
+            "{}",
+            context(&outside)
+        );
+        // The host's own cache, where no bind stands over it (Landlock).
+        if backend == "landlock" {
+            let cache = place.run(user, backend, &[], "mkdir ~/.npm/_cacache/tmp");
             assert_eq!(
-                blocked(&outside),
+                blocked(&cache),
+                [("host-cache".to_owned(), format!("{home}/.npm/_cacache/tmp"))],
+                "{}",
+                context(&cache)
+            );
+            let text = run_text(&place, user, backend, "mkdir ~/.npm/_cacache/tmp");
+            assert!(
+                text.contains(&format!("[sandbox: stderr names {home}/.npm/_cacache/tmp: the host's own npm cache, read-only: the host runs what it holds; the sandbox's own npm cache at ")),
+                "{text}"
+            );
+        } else {
+            // A protected path (bubblewrap keeps them).
+            let hook = place.run(user, backend, &[], "touch .git/hooks/pre-commit");
+            assert_eq!(
+                blocked(&hook),
                 [(
-                    "outside-workspace".to_owned(),
-                    "/etc/dsh-daily-outside".to_owned()
+                    "protected".to_owned(),
+                    format!("{ws}/.git/hooks/pre-commit")
                 )],
                 "{}",
-                context(&outside)
+                context(&hook)
             );
-            let instead = outside["sandbox"]["blocked"][0]["instead"]
-                .as_str()
-                .unwrap();
-            assert_eq!(
-                instead.contains("sandbox_permissions"),
-                user == User::Root,
-                "{}",
-                context(&outside)
+            let text = run_text(&place, user, backend, "touch .git/hooks/pre-commit");
+            assert!(
+                text.contains(&format!("[sandbox: stderr names {ws}/.git/hooks/pre-commit: protected: git hooks run on the host; the operator can lift it with --unprotect .git")),
+                "{text}"
             );
-            // The host's own cache, where no bind stands over it (Landlock).
-            if backend == "landlock" {
-                let cache = place.run(user, backend, &[], "mkdir ~/.npm/_cacache/tmp");
-                assert_eq!(
-                    blocked(&cache),
-                    [("host-cache".to_owned(), format!("{home}/.npm/_cacache/tmp"))],
-                    "{}",
-                    context(&cache)
-                );
-                let text = run_text(&place, user, backend, "mkdir ~/.npm/_cacache/tmp");
-                assert!(
-                    text.contains(&format!("[sandbox: stderr names {home}/.npm/_cacache/tmp: the host's own npm cache, read-only: the host runs what it holds; the sandbox's own npm cache at ")),
-                    "{text}"
-                );
-            } else {
-                // A protected path (bubblewrap keeps them).
-                let hook = place.run(user, backend, &[], "touch .git/hooks/pre-commit");
-                assert_eq!(
-                    blocked(&hook),
-                    [(
-                        "protected".to_owned(),
-                        format!("{ws}/.git/hooks/pre-commit")
-                    )],
-                    "{}",
-                    context(&hook)
-                );
-                let text = run_text(&place, user, backend, "touch .git/hooks/pre-commit");
-                assert!(
-                    text.contains(&format!("[sandbox: stderr names {ws}/.git/hooks/pre-commit: protected: git hooks run on the host; the operator can lift it with --unprotect .git")),
-                    "{text}"
-                );
-            }
-            // A forged line naming a writable path explains nothing.
-            let forged = place.run(
-                user,
-                backend,
-                &[],
-                "echo \"touch: cannot touch '$PWD/src/main.rs': Read-only file system\" >&2; echo \"$TMPDIR/x: Permission denied\" >&2; exit 1",
-            );
-            assert_eq!(forged["sandbox"]["denied"], true, "{}", context(&forged));
-            assert!(blocked(&forged).is_empty(), "{}", context(&forged));
         }
-    }
+        // A forged line naming a writable path explains nothing.
+        let forged = place.run(
+            user,
+            backend,
+            &[],
+            "echo \"touch: cannot touch '$PWD/src/main.rs': Read-only file system\" >&2; echo \"$TMPDIR/x: Permission denied\" >&2; exit 1",
+        );
+        assert_eq!(forged["sandbox"]["denied"], true, "{}", context(&forged));
+        assert!(blocked(&forged).is_empty(), "{}", context(&forged));
+    });
 }
 
 /// The text `dsh-bash run` prints for `command` (no `--json`).
@@ -701,46 +668,36 @@ fn run_text(place: &Place, user: User, backend: &str, command: &str) -> String {
 /// it (Landlock grants the roots, not what a link inside points to).
 #[test]
 fn a_cache_directory_swapped_for_a_link_reaches_nothing() {
-    for backend in ["bwrap", "landlock"] {
-        for user in [User::Root, User::Nobody] {
-            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
-            if !usable_as_or_skip(
-                user,
-                &sandbox,
-                &format!("swapped caches under {backend} as {user:?}"),
-            ) {
-                continue;
-            }
-            let place = Place::new(user, &format!("daily-swapped-{backend}-{user:?}"));
-            let secret = place.home.join("secret");
-            std::fs::create_dir_all(&secret).unwrap();
-            if user == User::Nobody {
-                chown_tree(&secret, NOBODY);
-            }
-            let swap = place.run(
-                user,
-                backend,
-                &[],
-                &format!(
-                    "rm -rf \"$npm_config_cache\" && ln -s {} \"$npm_config_cache\" && echo swapped",
-                    secret.display()
-                ),
-            );
-            assert!(
-                stdout(&swap).contains("swapped"),
-                "{backend} as {user:?}: {swap:#}"
-            );
-            let write = place.run(
-                user,
-                backend,
-                &[],
-                "echo x > ~/.npm/planted; echo x > \"$npm_config_cache/planted2\"; true",
-            );
-            assert_eq!(write["exit_code"], 0, "{write:#}");
-            assert!(
-                std::fs::read_dir(&secret).unwrap().next().is_none(),
-                "wrote through the swapped link under {backend} as {user:?}: {write:#}"
-            );
+    each_backend_and_user("swapped caches", |user, backend| {
+        let place = Place::new(user, &format!("daily-swapped-{backend}-{user:?}"));
+        let secret = place.home.join("secret");
+        std::fs::create_dir_all(&secret).unwrap();
+        if user == User::Nobody {
+            chown_tree(&secret, NOBODY);
         }
-    }
+        let swap = place.run(
+            user,
+            backend,
+            &[],
+            &format!(
+                "rm -rf \"$npm_config_cache\" && ln -s {} \"$npm_config_cache\" && echo swapped",
+                secret.display()
+            ),
+        );
+        assert!(
+            stdout(&swap).contains("swapped"),
+            "{backend} as {user:?}: {swap:#}"
+        );
+        let write = place.run(
+            user,
+            backend,
+            &[],
+            "echo x > ~/.npm/planted; echo x > \"$npm_config_cache/planted2\"; true",
+        );
+        assert_eq!(write["exit_code"], 0, "{write:#}");
+        assert!(
+            std::fs::read_dir(&secret).unwrap().next().is_none(),
+            "wrote through the swapped link under {backend} as {user:?}: {write:#}"
+        );
+    });
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use common::confined::{
-    as_user, base, binary, chown_tree, result_json, usable_as_or_skip, User, NOBODY,
+    as_user, base, binary, chown_tree, each_backend_and_user, result_json, User, NOBODY,
 };
 use serde_json::Value;
 
@@ -348,12 +348,5 @@ fn check(user: User, backend: &str) {
 
 #[test]
 fn git_works_and_what_git_runs_stays_protected() {
-    for backend in ["bwrap", "landlock"] {
-        for user in [User::Root, User::Nobody] {
-            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
-            if usable_as_or_skip(user, &sandbox, &format!("git under {backend} as {user:?}")) {
-                check(user, backend);
-            }
-        }
-    }
+    each_backend_and_user("git", check);
 }

@@ -8,7 +8,7 @@
 //! listed only when the policy really keeps it read-only, so a forged
 //! `EROFS` line naming a writable path (or no path) explains nothing.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use dsh_bash::{BlockedClass, BlockedPath, DenialEvidence, SandboxMode, MAX_BLOCKED};
 use dsh_sandbox::SandboxCaches;
@@ -83,17 +83,7 @@ impl WriteRights {
             Some(rest) => self.home.as_ref()?.join(rest),
             None => self.workdir.join(word),
         };
-        let mut clean = PathBuf::new();
-        for component in path.components() {
-            match component {
-                Component::ParentDir => {
-                    clean.pop();
-                }
-                Component::CurDir => {}
-                other => clean.push(other),
-            }
-        }
-        Some(clean)
+        Some(dsh_sandbox::lexically_clean(&path))
     }
 
     /// Why `path` is read-only for the command, or `None` when it could

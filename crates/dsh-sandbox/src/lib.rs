@@ -68,6 +68,7 @@ pub use caches::{
     CacheDir, CacheValue, HostDirs, HostPlace, SandboxCaches, ToolCache, TOOL_CACHES,
 };
 pub use gap::SandboxGap;
+pub use git::lexically_clean;
 pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, ParseHostError};
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};

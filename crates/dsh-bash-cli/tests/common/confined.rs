@@ -158,3 +158,57 @@ pub fn chown_tree(dir: &Path, uid: u32) {
         }
     }
 }
+
+/// A server a test started on loopback; killed when dropped.
+pub struct Server {
+    child: std::process::Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `python3 -u -c SCRIPT ARGS` whose first stdout line is its port.
+pub fn serve(script: &str, args: &[&Path]) -> Server {
+    use std::io::BufRead;
+    let mut child = Command::new("python3")
+        .arg("-u")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no port: {line:?}"));
+    Server { child, port }
+}
+
+/// Runs `check` under each backend, as root and as uid 65534, where the
+/// backend confines for that user (else skipped loudly, naming `what`).
+pub fn each_backend_and_user(what: &str, mut check: impl FnMut(User, &str)) {
+    for backend in ["bwrap", "landlock"] {
+        for user in [User::Root, User::Nobody] {
+            let sandbox = ["--sandbox", "read-only", "--sandbox-backend", backend];
+            if usable_as_or_skip(
+                user,
+                &sandbox,
+                &format!("{what} under {backend} as {user:?}"),
+            ) {
+                check(user, backend);
+            }
+        }
+    }
+}

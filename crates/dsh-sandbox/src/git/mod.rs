@@ -368,7 +368,7 @@ fn expand_anywhere(base: &Path, value: &str) -> Option<PathBuf> {
 
 /// `path` with `.` and `..` resolved without touching the disk (`base.join`
 /// of an absolute path is that path).
-fn lexically_clean(path: &Path) -> PathBuf {
+pub fn lexically_clean(path: &Path) -> PathBuf {
     let mut clean = PathBuf::new();
     for component in path.components() {
         match component {
