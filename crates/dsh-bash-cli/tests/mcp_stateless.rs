@@ -45,7 +45,7 @@ fn the_python_client_on_2026_07_28_drives_every_scenario() {
             "network escalation declined through an input-required result",
             "allow_hosts approved for one call through an input-required result",
             "allow_hosts declined through an input-required result",
-            "git status works under protected .git and a commit goes through one approved call",
+            "git status and a commit work under workspace-write, a hook goes through one approved call",
             "a quick call answers inline even with tasks declared",
             "a long call becomes a task polled to its result",
             "tasks/cancel kills the command",

@@ -124,10 +124,6 @@ impl WriteRights {
                 self.escalation(path, wider),
             ));
         }
-        let writable_place = |place: &Path| path.starts_with(place);
-        if self.private_tmp.as_deref().is_some_and(writable_place) || self.caches.holds(path) {
-            return None;
-        }
         if let Some(kept) = self
             .protected
             .iter()
@@ -150,7 +146,14 @@ impl WriteRights {
                 instead,
             ));
         }
-        if inside {
+        // Writable: the workspace but its protected paths (a workspace
+        // under /tmp is inside bubblewrap's private /tmp too), the
+        // command's TMPDIR, the sandbox's caches.
+        let writable_place = |place: &Path| path.starts_with(place);
+        if inside
+            || self.private_tmp.as_deref().is_some_and(writable_place)
+            || self.caches.holds(path)
+        {
             return None;
         }
         Some(blocked(
@@ -421,6 +424,18 @@ mod tests {
         );
         let blocked = rights.explain(DenialEvidence::Stderr, &[], &busy);
         assert_eq!(blocked.len(), 1, "{blocked:#?}");
+    }
+
+    #[test]
+    fn a_workspace_under_the_private_tmp_keeps_its_protected_paths() {
+        let (_dir, mut rights) = rights(SandboxMode::WorkspaceWrite);
+        // bubblewrap's private /tmp, and a workspace under /tmp.
+        rights.private_tmp = rights.workspace.parent().map(Path::to_path_buf);
+        let hook = rights.workspace.join(".git/hooks/pre-commit");
+        let stderr = format!("bash: line 1: {}: Read-only file system", hook.display());
+        let blocked = rights.explain(DenialEvidence::Stderr, &[], &stderr);
+        assert_eq!(blocked.len(), 1, "{blocked:#?}");
+        assert_eq!(blocked[0].class, BlockedClass::Protected);
     }
 
     #[test]

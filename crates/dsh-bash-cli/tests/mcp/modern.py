@@ -235,9 +235,10 @@ async def network_escalation(workspace: str):
 
 
 async def commit_through_approval(base: str):
-    """Under workspace-write `.git` is protected: `git status` works, a
-    commit is refused, and the documented path is one approved call under
-    danger-full-access."""
+    """Under workspace-write git's daily work goes through (`git status`,
+    a commit); what git runs on the host stays protected (a hook is
+    refused, the text naming it and what works instead), and the
+    documented path for it is one approved call under danger-full-access."""
     import subprocess
 
     repo = os.path.join(base, "modern-repo")
@@ -247,26 +248,30 @@ async def commit_through_approval(base: str):
     with open(os.path.join(repo, "a.txt"), "w") as f:
         f.write("a\n")
     commit = "git add a.txt && git -c user.name=a -c user.email=a@b commit -qm agent && git log --oneline | wc -l"
+    hook = "printf '#!/bin/sh\\n' > .git/hooks/pre-commit && echo planted"
     async def approve(context, params):
-        assert "danger-full-access" in params.message and "commit" in params.message, params.message
+        assert "danger-full-access" in params.message and "hook" in params.message, params.message
         return types.ElicitResult(action="accept", content={})
 
     async with Client(server("--sandbox", "workspace-write", "--workdir", repo),
                       elicitation_callback=approve) as client:
         status = await client.call_tool("bash", bash("git status --short"))
-        # (git may warn on stderr that it cannot refresh the read-only index)
         assert text_of(status).startswith("?? a.txt\n"), repr(text_of(status))
         assert status.structured_content["status"] == "ok", repr(text_of(status))
-        refused = await client.call_tool("bash", bash(commit))
+        committed = await client.call_tool("bash", bash(commit))
+        assert text_of(committed) == "1\n", text_of(committed)
+        refused = await client.call_tool("bash", bash(hook))
         assert "[sandbox: stderr looks like a permission error under workspace-write mode; a guess from the output, not a report from the kernel]" in text_of(refused), text_of(refused)
+        assert "/.git/hooks/pre-commit: protected: git hooks run on the host; the operator can lift it with --unprotect .git" in text_of(refused), text_of(refused)
         assert refused.structured_content["sandbox"]["looks_denied"] is True, refused.structured_content
         approved = await client.call_tool("bash", bash(
-            commit, sandbox_permissions="danger-full-access",
-            justification="The test needs to create one file in the workspace and commit it."))
-        assert not approved.is_error and text_of(approved) == "1\n", text_of(approved)
+            hook, sandbox_permissions="danger-full-access",
+            justification="The test needs to install a git hook."))
+        assert not approved.is_error and text_of(approved) == "planted\n", text_of(approved)
     log = subprocess.run(["git", "log", "--oneline"], cwd=repo, capture_output=True, text=True, check=True)
     assert log.stdout.count("\n") == 1, log.stdout
-    print("ok git status works under protected .git and a commit goes through one approved call")
+    assert os.path.exists(os.path.join(repo, ".git/hooks/pre-commit"))
+    print("ok git status and a commit work under workspace-write, a hook goes through one approved call")
 
 
 async def poll(client: Client, task_id: str, statuses: set, seconds: float = 30.0) -> dict:
