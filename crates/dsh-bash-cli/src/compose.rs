@@ -80,9 +80,10 @@ pub struct ExecutorArgs {
     pub sandbox_cache_max: Option<Limit>,
     /// Also drop inherited environment variables whose name contains this
     /// (case-insensitive; repeatable). KEY, SECRET, TOKEN, PASSWORD, PASSWD
-    /// and CREDENTIAL are always dropped, as are names ending in _PAT,
-    /// _PWD, _DSN or _AUTH and values that carry a credential (a URL with a
-    /// password, a connection string's Password=, a known token shape).
+    /// and CREDENTIAL are always dropped, as are names ending in _PAT, _DSN
+    /// or _AUTH, names ending in _PWD unless the value is a directory, and
+    /// values that carry a credential (a URL with a password, a connection
+    /// string's Password=, a known token shape).
     #[arg(long = "scrub", value_name = "PATTERN")]
     pub scrub: Vec<String>,
     /// Pass this inherited variable even if its name matches a scrub

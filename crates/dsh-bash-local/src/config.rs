@@ -165,8 +165,9 @@ fn machine_memory() -> Option<u64> {
 }
 
 /// Which inherited environment variables never reach a command: those
-/// whose name matches a pattern or ends in `_PAT`, `_PWD`, `_DSN` or
-/// `_AUTH`, and those whose value carries a credential (a URL with a
+/// whose name matches a pattern or ends in `_PAT`, `_DSN` or `_AUTH` (or
+/// in `_PWD`, unless the value is a directory: `_PYENV_VH_PWD`), and those
+/// whose value carries a credential (a URL with a
 /// password, a connection string's `Password=`, a well-known token shape),
 /// unless allowed by name.
 #[derive(Clone, Debug)]
