@@ -190,7 +190,7 @@ const MAX_SIZE_DEPTH: usize = 64;
 /// The bytes the tree `name` in the directory `parent` takes on disk
 /// (allocated blocks, every entry once per link met), walked beneath
 /// descriptors without following a link; what cannot be read, or lies more
-/// than [`MAX_SIZE_DEPTH`] levels down, counts as nothing. Blocking.
+/// than 64 levels down, counts as nothing. Blocking.
 pub fn size_at(parent: impl AsFd, name: &OsStr) -> u64 {
     let read = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let stat = |dir: BorrowedFd<'_>, name: &OsStr| {

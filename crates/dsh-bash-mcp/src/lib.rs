@@ -6,7 +6,7 @@
 //! A session may run at most `--max-commands` commands at once. Calls
 //! marked as executor calls (`_meta["io.dsh-bash/executor"]`, from
 //! `dsh-bash-remote`) are answered with the executor's exact facts (see
-//! [`exec`]). Every
+//! the `exec` module). Every
 //! protocol version `rmcp` knows is negotiated, from 2024-11-05 to
 //! 2026-07-28 (with `initialize` or `server/discover`), and what differs
 //! between them is chosen per call:

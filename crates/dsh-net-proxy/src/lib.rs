@@ -140,7 +140,7 @@ pub(crate) enum Refused {
 }
 
 /// The refusals of one door: each `host:port` once, in the order first
-/// refused, at most [`MAX_DENIED`] (the rest counted).
+/// refused, at most `MAX_DENIED` (the rest counted).
 #[derive(Debug, Default)]
 pub struct Log {
     entries: Mutex<Entries>,

@@ -10,7 +10,7 @@ use crate::SandboxMode;
 /// `off` cuts every connection leaving the sandbox, loopback services of
 /// the host included (TCP, UDP, raw sockets; name lookups with them);
 /// `allow` lets the command reach only a proxy of the server's, which
-/// connects to the hosts of the policy's [`HostRules`] and refuses (and
+/// connects to the hosts of the policy's [`HostRules`](crate::HostRules) and refuses (and
 /// records) the rest; `on` leaves the network as the host has it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
