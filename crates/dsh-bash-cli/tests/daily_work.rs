@@ -643,19 +643,9 @@ fn a_refused_write_is_named_with_its_class_and_what_works_instead() {
 
 /// The text `dsh-bash run` prints for `command` (no `--json`).
 fn run_text(place: &Place, user: User, backend: &str, command: &str) -> String {
-    let output = as_user(user, binary().to_str().unwrap())
-        .args([
-            "run",
-            "--sandbox",
-            "workspace-write",
-            "--sandbox-backend",
-            backend,
-        ])
-        .arg("--workdir")
-        .arg(&place.ws)
+    let output = common::confined::workspace_write(user, backend, &place.ws)
         .args(["--", command])
         .env("HOME", &place.home)
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     String::from_utf8_lossy(&output.stdout).into_owned()
