@@ -283,7 +283,10 @@ fn rlimits_only(user: User, args: &[&str]) {
     let limits = &result["limits"];
     assert_eq!(limits["mechanism"], "rlimit", "{limits}");
     assert_eq!(limits["partial"], true);
-    assert_eq!(limits["missing"], serde_json::json!(["processes", "cpu"]));
+    assert_eq!(
+        limits["missing"],
+        serde_json::json!(["processes", "cpu", "shared-memory"])
+    );
     assert_eq!(limits["memory_bytes"], 256 << 20);
     assert_eq!(limits["processes"], Value::Null);
     assert_eq!(limits["oom_killed"], false);

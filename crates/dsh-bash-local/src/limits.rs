@@ -41,6 +41,10 @@ enum Kind {
     Cpu,
 }
 
+/// What `missing` says when memory is held by `RLIMIT_DATA`, which does not
+/// count shared memory.
+const SHARED_MEMORY: &str = "shared-memory";
+
 impl Kind {
     const ALL: [Kind; 3] = [Kind::Processes, Kind::Memory, Kind::Cpu];
 
@@ -374,11 +378,18 @@ impl CommandLimits {
             .into_iter()
             .find(|m| self.applied.iter().any(|(_, used)| used == m))
             .unwrap_or(LimitMechanism::Rlimit);
-        let missing: Vec<String> = Kind::ALL
+        let mut missing: Vec<String> = Kind::ALL
             .into_iter()
             .filter(|kind| kind.wanted(&self.limits) && !self.has(*kind))
             .map(|kind| kind.name().to_owned())
             .collect();
+        // `RLIMIT_DATA` counts a process's private memory only: shared
+        // memory (a memfd, POSIX or SysV shm, a shared mapping) is not
+        // held to the limit.
+        let by_rlimit = (Kind::Memory, LimitMechanism::Rlimit);
+        if self.applied.iter().any(|applied| *applied == by_rlimit) {
+            missing.push(SHARED_MEMORY.to_owned());
+        }
         let applied = |kind: Kind| self.has(kind);
         Some(BashLimits {
             mechanism,
@@ -610,7 +621,11 @@ mod tests {
         assert_eq!(facts.processes, None);
         assert_eq!(facts.memory_bytes, Some(256 << 20));
         assert!(facts.partial);
-        assert_eq!(facts.missing, vec!["processes".to_owned()]);
+        // Memory is held per process, and not for shared memory.
+        assert_eq!(
+            facts.missing,
+            vec!["processes".to_owned(), "shared-memory".to_owned()]
+        );
         assert!(CommandLimits::without_cgroup(ResourceLimits::NONE).facts().is_none());
     }
 }
