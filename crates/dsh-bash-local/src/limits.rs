@@ -387,7 +387,7 @@ impl CommandLimits {
         // memory (a memfd, POSIX or SysV shm, a shared mapping) is not
         // held to the limit.
         let by_rlimit = (Kind::Memory, LimitMechanism::Rlimit);
-        if self.applied.iter().any(|applied| *applied == by_rlimit) {
+        if self.applied.contains(&by_rlimit) {
             missing.push(SHARED_MEMORY.to_owned());
         }
         let applied = |kind: Kind| self.has(kind);
