@@ -680,8 +680,7 @@ const SWEPT_FILES: usize = 20_000;
 /// once per bench run).
 fn full_cache_root(options: &Options) -> PathBuf {
     let root = options.scratch.join("dsh-bench-sweep-full");
-    let uid =
-        std::fs::metadata("/proc/self").map_or(0, |m| std::os::unix::fs::MetadataExt::uid(&m));
+    let uid = rustix::process::getuid().as_raw();
     let cacache = root.join(uid.to_string()).join("ws/bench/npm/_cacache");
     if !cacache.is_dir() {
         for file in 0..SWEPT_FILES {

@@ -89,9 +89,18 @@ impl Caches {
         }
     }
 
+    /// The persistent caches once they are made, without waiting or
+    /// touching the file system: what nearly every command gets.
+    pub(crate) fn ready(&self) -> Option<Arc<SandboxCaches>> {
+        match self.prepared.get() {
+            Some(Ok(plan)) => Some(Arc::clone(plan)),
+            _ => None,
+        }
+    }
+
     /// The caches of a command whose private TMPDIR is `private_tmp`: the
     /// persistent ones, made on first use; else ephemeral ones in the
-    /// TMPDIR. Blocking (the first call makes and sweeps the root).
+    /// TMPDIR. Blocking (the first call makes the root).
     pub(crate) fn for_command(&self, private_tmp: &Path) -> io::Result<Arc<SandboxCaches>> {
         if self.config.place == CachePlace::Nowhere {
             return Ok(Arc::default());
@@ -132,7 +141,9 @@ impl Caches {
         let root = base.join(current_uid().to_string());
         // Judged before anything is made: nothing of the server's is
         // created where a command could rename it.
-        if resolved_as_far_as_it_exists(&root).starts_with(&self.workspace) {
+        let placed =
+            dsh_sandbox::resolved_as_far_as_it_exists(&root).unwrap_or_else(|| root.clone());
+        if placed.starts_with(&self.workspace) {
             return Err(format!(
                 "the cache root {} lies inside the writable workspace {}; give --sandbox-cache a directory outside it",
                 root.display(),
@@ -192,26 +203,8 @@ impl CacheConfig {
     }
 }
 
-/// `path` canonical as far as it exists, the rest appended.
-fn resolved_as_far_as_it_exists(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut at = path;
-    loop {
-        if let Ok(real) = std::fs::canonicalize(at) {
-            return rest.iter().rev().fold(real, |path, name| path.join(name));
-        }
-        match (at.file_name(), at.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_owned());
-                at = parent;
-            }
-            _ => return path.to_owned(),
-        }
-    }
-}
-
 fn current_uid() -> u32 {
-    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
+    rustix::process::getuid().as_raw()
 }
 
 /// Makes `path` (and its parents) as a directory of this user's only

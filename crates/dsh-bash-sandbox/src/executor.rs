@@ -465,6 +465,9 @@ impl SandboxBashExecutor {
     /// cannot be made, e.g. on a full disk: the tools then fail on the
     /// host's read-only caches, as without this).
     async fn caches_for(&self, tmp: &std::path::Path) -> Arc<SandboxCaches> {
+        if let Some(ready) = self.caches.ready() {
+            return ready;
+        }
         let caches = Arc::clone(&self.caches);
         let tmp = tmp.to_owned();
         let made = tokio::task::spawn_blocking(move || caches.for_command(&tmp))

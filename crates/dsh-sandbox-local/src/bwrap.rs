@@ -298,10 +298,9 @@ fn environment(policy: &SandboxPolicy) -> Vec<(OsString, Option<OsString>)> {
 /// The binds of the sandbox's caches under `workspace-write`.
 #[derive(Debug, Default)]
 pub(crate) struct CacheBinds {
-    /// Each root bound writable over itself (one in the private TMPDIR is
-    /// in its `/tmp` already): the server made them, and their parents are
-    /// not writable for any command.
-    roots: Vec<PathBuf>,
+    /// Each root bound writable over itself, from the handle it was opened
+    /// by (one in the private TMPDIR is in its `/tmp` already).
+    roots: Vec<(Arc<OwnedFd>, PathBuf)>,
     /// Each tool's directory bound over a host cache it stands for that
     /// exists, so a tool with a hard-coded path writes the sandbox's cache
     /// too: by a descriptor opened beneath its root without following a
@@ -329,16 +328,18 @@ impl CacheBinds {
         for root in &caches.roots {
             // The roots are the server's own (canonical, in directories no
             // command can write): opened by path.
-            let handle = std::fs::File::open(root).ok().map(OwnedFd::from);
-            if handle.is_some() && !in_tmp(root) {
-                binds.roots.push(root.clone());
+            let Ok(handle) = std::fs::File::open(root).map(|f| Arc::new(OwnedFd::from(f))) else {
+                continue;
+            };
+            if !in_tmp(root) {
+                binds.roots.push((Arc::clone(&handle), root.clone()));
             }
             handles.push((root, handle));
         }
         for (host, stand_in) in caches.dirs.iter().flat_map(|dir| &dir.replaces) {
-            let beneath = handles.iter().find_map(|(root, handle)| {
-                Some((handle.as_ref()?, stand_in.strip_prefix(root).ok()?))
-            });
+            let beneath = handles
+                .iter()
+                .find_map(|(root, handle)| Some((handle, stand_in.strip_prefix(root).ok()?)));
             let Some((handle, relative)) = beneath.filter(|_| host.is_dir()) else {
                 continue;
             };
@@ -352,7 +353,7 @@ impl CacheBinds {
 
     /// The descriptors bwrap binds from (kept open for it).
     fn sources(&self) -> impl Iterator<Item = &Arc<OwnedFd>> {
-        self.over_host.iter().map(|(fd, _)| fd)
+        self.roots.iter().chain(&self.over_host).map(|(fd, _)| fd)
     }
 }
 
@@ -430,15 +431,10 @@ pub(crate) fn profile(
     }
     // The sandbox's caches: on top of the workspace and the host (a home
     // inside the workspace keeps its own `.npm` read-only beneath).
-    for root in &caches.roots {
-        profile.push("--bind".into());
-        profile.push(root.as_os_str().to_owned());
-        profile.push(root.as_os_str().to_owned());
-    }
-    for (source, host) in &caches.over_host {
+    for (source, at) in caches.roots.iter().chain(&caches.over_host) {
         profile.push("--bind-fd".into());
         profile.push(source.as_raw_fd().to_string().into());
-        profile.push(host.as_os_str().to_owned());
+        profile.push(at.as_os_str().to_owned());
     }
     // Off and on an allow-list alike: a network namespace of its own (the
     // allow-list's door is a socket bound in through `readable`).

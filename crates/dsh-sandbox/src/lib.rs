@@ -73,9 +73,9 @@ pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, Pa
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};
 pub use protect::{
-    repository_indexes, stand_in_contents, unvetted_gitlinks, ProtectError, Protected,
-    ProtectedPaths, ProtectedState, Resolution, DEFAULT_PROTECTED_PATHS, HOME_PROTECTED_DIRS,
-    HOME_PROTECTED_PATHS, MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
+    repository_indexes, resolved_as_far_as_it_exists, stand_in_contents, unvetted_gitlinks,
+    ProtectError, Protected, ProtectedPaths, ProtectedState, Resolution, DEFAULT_PROTECTED_PATHS,
+    HOME_PROTECTED_DIRS, HOME_PROTECTED_PATHS, MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
 };
 pub use provider::{
     BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, NetworkLog,

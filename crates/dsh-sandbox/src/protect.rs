@@ -500,7 +500,7 @@ fn homes_inside(root: &Path) -> Vec<PathBuf> {
 
 /// `path` canonical if it exists; else its deepest existing ancestor
 /// canonical with the rest appended (`..` in the rest: `None`).
-fn resolved_as_far_as_it_exists(path: &Path) -> Option<PathBuf> {
+pub fn resolved_as_far_as_it_exists(path: &Path) -> Option<PathBuf> {
     if let Ok(real) = std::fs::canonicalize(path) {
         return Some(real);
     }
