@@ -562,7 +562,7 @@ fn sandboxed_in(
             } else {
                 ProtectedPaths::none()
             },
-            hidden: Vec::new(),
+            hidden: dsh_sandbox::HiddenPaths::default(),
             hosts,
             caches: dsh_bash_sandbox::CacheConfig {
                 place: caches,

@@ -44,6 +44,7 @@ async fn snapshot_cost(options: &Options, local: &LocalConfig) -> Row {
         &capture,
         &SnapshotSource::File(file),
         std::time::Duration::from_secs(30),
+        None,
     )
     .await;
     capture.shutdown().await;

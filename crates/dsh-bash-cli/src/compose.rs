@@ -6,7 +6,9 @@ use std::sync::Arc;
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 use dsh_bash_sandbox::{CacheConfig, CachePlace, SandboxBashExecutor, SandboxConfig};
-use dsh_sandbox::{HostPattern, HostPreset, HostRules, NetworkPolicy, ProtectedPaths, SandboxMode};
+use dsh_sandbox::{
+    HiddenPaths, HostPattern, HostPreset, HostRules, NetworkPolicy, ProtectedPaths, SandboxMode,
+};
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
 /// Options shared by `run` and `mcp`.
@@ -64,6 +66,21 @@ pub struct ExecutorArgs {
     /// e.g. --unprotect .git to let commands commit.
     #[arg(long, value_name = "PATH", requires = "sandbox")]
     pub unprotect: Vec<String>,
+    /// Also hide this file or directory from confined commands (absolute;
+    /// repeatable). Hidden by default in every home (the server's HOME,
+    /// /root, /home/*): private SSH keys (.ssh/id_*), .aws/credentials
+    /// and its SSO and CLI caches, .netrc, .npmrc, .pypirc,
+    /// .git-credentials, .config/git/credentials, .config/gh/hosts.yml,
+    /// .config/hub, .docker/config.json, .kube/config, gcloud's and
+    /// azure's token stores, .cargo/credentials(.toml),
+    /// .gnupg/private-keys-v1.d and .terraform.d/credentials.tfrc.json.
+    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    pub hide: Vec<String>,
+    /// Stop hiding this path and what is beneath it (a hidden credential
+    /// file, a directory holding some such as ~/.ssh, or a --hide path;
+    /// absolute; repeatable).
+    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    pub unhide: Vec<String>,
     /// Where confined commands keep their tools' caches under
     /// workspace-write (npm, yarn, pnpm, pip, uv, cargo's registry, Go,
     /// Gradle, Maven, XDG_CACHE_HOME): a directory of the sandbox's own,
@@ -291,9 +308,10 @@ pub fn snapshot_source(
     }
 }
 
-/// Takes the snapshot of `source` with an executor of its own (unconfined:
-/// it is the user's own start-up files, run as a terminal would) and
-/// settles `slot`, logging what it kept or why there is none.
+/// Takes the snapshot of `source` with an executor of its own, the shell
+/// confined so that nothing in the home is writable (unconfined, with a
+/// warning, where no backend works here), and settles `slot`, logging what
+/// it kept or why there is none.
 pub async fn take_snapshot(
     local: &LocalConfig,
     source: dsh_bash_local::SnapshotSource,
@@ -306,8 +324,18 @@ pub async fn take_snapshot(
     };
     let taken = match LocalBashExecutor::new(capture) {
         Ok(executor) => {
-            let taken =
-                dsh_bash_local::take_shell_snapshot(&executor, &source, SNAPSHOT_BOUND).await;
+            let sandbox = LocalSandboxProvider::new(LocalSandboxConfig::default())
+                .map_err(|err| tracing::warn!("the shell snapshot runs unconfined: {err}"))
+                .ok();
+            let taken = dsh_bash_local::take_shell_snapshot(
+                &executor,
+                &source,
+                SNAPSHOT_BOUND,
+                sandbox
+                    .as_ref()
+                    .map(|s| s as &dyn dsh_sandbox::SandboxProvider),
+            )
+            .await;
             executor.shutdown().await;
             taken
         }
@@ -318,7 +346,7 @@ pub async fn take_snapshot(
     match &taken {
         Ok(snapshot) => {
             let summary = snapshot.summary();
-            tracing::info!(source = %summary.source, variables = summary.variables, functions = summary.functions, aliases = summary.aliases, bytes = summary.script_bytes, without_rc = summary.without_rc, scrubbed = ?summary.scrubbed, "shell snapshot taken");
+            tracing::info!(source = %summary.source, variables = summary.variables, functions = summary.functions, aliases = summary.aliases, bytes = summary.script_bytes, without_rc = summary.without_rc, confined = summary.confined, scrubbed = ?summary.scrubbed, "shell snapshot taken");
             if !summary.dropped.is_empty() {
                 tracing::warn!(
                     "shell snapshot of {}: left out {}",
@@ -346,10 +374,9 @@ pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<d
     Ok(compose(args, local, Vec::new())?.executor)
 }
 
-/// An executor and, when it confines, its provider.
+/// The executor.
 pub struct Composed {
     pub executor: Arc<dyn BashExecutor>,
-    pub provider: Option<Arc<LocalSandboxProvider>>,
 }
 
 /// The executor, keeping the server's `secrets` (absolute paths of its
@@ -363,7 +390,6 @@ pub fn compose(
     let Some(mode) = args.sandbox else {
         return Ok(Composed {
             executor: Arc::new(LocalBashExecutor::new(local)?),
-            provider: None,
         });
     };
     let backend = match args.sandbox_backend.as_str() {
@@ -386,18 +412,28 @@ pub fn compose(
     for path in &args.unprotect {
         protected.unprotect(path)?;
     }
+    let mut hidden = HiddenPaths::default();
+    for secret in &secrets {
+        hidden.hide_secret(secret.clone());
+    }
+    for path in &args.hide {
+        hidden.hide(path)?;
+    }
+    let homes = dsh_sandbox::homes();
+    for path in &args.unhide {
+        hidden.unhide(path, &homes)?;
+    }
     let config = SandboxConfig {
         workspace_root: args.workspace.clone().or_else(|| local.cwd.clone()),
         local,
         mode,
         network,
         protected,
-        hidden: secrets.clone(),
+        hidden,
         hosts,
         caches: caches_of(args),
     };
-    let provider = Arc::new(provider);
-    let executor = SandboxBashExecutor::new(config, Arc::clone(&provider) as _)?;
+    let executor = SandboxBashExecutor::new(config, Arc::new(provider))?;
     if let Some(secret) = secrets
         .iter()
         .find(|secret| secret.starts_with(executor.workspace_root()))
@@ -410,7 +446,6 @@ pub fn compose(
     }
     Ok(Composed {
         executor: Arc::new(executor),
-        provider: Some(provider),
     })
 }
 

@@ -1,8 +1,8 @@
 //! The `dsh-bash` binary.
 //!
 //! ```text
-//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--tty] [--json] -- <command>
-//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N] [--max-commands N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--yield-ms MS]
+//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--hide PATH] [--unhide PATH] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--tty] [--json] -- <command>
+//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--hide PATH] [--unhide PATH] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N] [--max-commands N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--yield-ms MS]
 //!              [--listen ADDR [--token-file F] [--allow-origin O] [--allow-http-host H] [--max-sessions N] [--idle-timeout SECS]]
 //! ```
 //!

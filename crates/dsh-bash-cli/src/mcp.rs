@@ -106,9 +106,6 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     {
         tracing::warn!("the sweep of dead hosts' leftovers is still running after {START_SWEEP_BOUND:?}; serving anyway");
     }
-    if let (Some(provider), Some(secret)) = (&composed.provider, secrets.first()) {
-        exposed_token(provider, secret, args.http.allows_escalation()).await?;
-    }
     // On stdio the client is the person's own; over HTTP any token holder
     // would answer its own approval questions.
     let escalation = listening.is_none() || args.http.allows_escalation();
@@ -129,30 +126,4 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         None => dsh_bash_mcp::serve_stdio(hub).await?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Refuses (with `--allow-escalation`) or warns of a token file confined
-/// commands can read: Landlock cannot hide a file from the user it runs as,
-/// and a command holding its tokens (every one the file holds) could
-/// approve its own escalation or call this server as any client they admit.
-/// bubblewrap hides it (an empty file is bound over it).
-async fn exposed_token(
-    provider: &dsh_sandbox_local::LocalSandboxProvider,
-    token_file: &std::path::Path,
-    allow_escalation: bool,
-) -> anyhow::Result<()> {
-    if provider.backend().await != Ok(dsh_sandbox::SandboxBackend::Landlock) {
-        return Ok(());
-    }
-    if allow_escalation {
-        anyhow::bail!(
-            "refusing --allow-escalation: under the Landlock backend a confined command can read the token file {} (Landlock cannot hide a file from the user it runs as) and approve its own escalation; install bubblewrap (which hides it), or drop --allow-escalation",
-            token_file.display()
-        );
-    }
-    eprintln!(
-        "dsh-bash: warning: under the Landlock backend confined commands can read the token file {} (every token in it) and call this server as any client those tokens admit, reading and killing that client's tasks; bubblewrap hides it",
-        token_file.display()
-    );
-    Ok(())
 }

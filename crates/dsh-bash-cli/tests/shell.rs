@@ -197,7 +197,11 @@ fn confined_commands_get_the_snapshot_too() {
 
 #[test]
 fn a_hanging_bashrc_does_not_hold_the_server_up() {
-    let home = made_up_home("snapshot-home-slow", "sleep 30\n");
+    // It takes pyenv's lock first: stopped by its bound, it leaves no lock.
+    let home = made_up_home(
+        "snapshot-home-slow",
+        "mkdir -p ~/.pyenv/shims && : > ~/.pyenv/shims/.pyenv-shim\nsleep 30\n",
+    );
     let log = base().join("snapshot-slow.log");
     let mut server = serve_logged(&home, "/bin/bash", &[], &log);
     // Served at once, without the snapshot.
@@ -227,8 +231,51 @@ fn a_hanging_bashrc_does_not_hold_the_server_up() {
         "echo still-served; type -t greet || echo no-greet",
     );
     assert_eq!(text, "still-served\nno-greet\n");
+    assert!(
+        !home.join(".pyenv").exists(),
+        "the snapshot's shell wrote the home"
+    );
     let _ = server.child.kill();
     let _ = server.child.wait();
+}
+
+/// The snapshot's shell runs confined, as root and as uid 65534: start-up
+/// files that take a lock, append to a file and write a history leave the
+/// home byte for byte as it was, while what they export (and what they
+/// wrote in their own TMPDIR) still makes the snapshot.
+#[test]
+fn the_snapshot_leaves_the_home_exactly_as_it_was() {
+    use common::confined::{as_user, binary, chown_tree, tree, User, NOBODY};
+    for user in [User::Root, User::Nobody] {
+        let home = made_up_home(
+            &format!("snapshot-home-untouched-{user:?}"),
+            "mkdir -p ~/.pyenv/shims && : > ~/.pyenv/shims/.pyenv-shim\n\
+             echo ran >> ~/.rc-ran\n\
+             echo 'ls' >> ~/.bash_history\n\
+             echo scratch > \"${TMPDIR:-/tmp}/own\" && export TMP_WORKED=$(cat \"${TMPDIR:-/tmp}/own\")\n",
+        );
+        if user == User::Nobody {
+            chown_tree(&home, NOBODY);
+        }
+        let before = tree(&home);
+        let mut command = as_user(user, binary().to_str().unwrap());
+        command
+            .arg("mcp")
+            .env("HOME", &home)
+            .env("SHELL", "/bin/bash")
+            .env_remove("DSH_BASH_SHELL_SNAPSHOT");
+        let log = home.with_extension("log");
+        let mut server = RawServer::spawn_command(command, std::fs::File::create(&log).unwrap());
+        initialize(&mut server);
+        let id = until_snapshot(&mut server, "greet");
+        let text = call(&mut server, id, "echo tmp=${TMP_WORKED-unset}; greet me");
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(text, "tmp=scratch\nhello, me\n", "{user:?}: {logged}");
+        assert!(!logged.contains("runs unconfined"), "{user:?}: {logged}");
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        assert_eq!(tree(&home), before, "{user:?}: the home changed");
+    }
 }
 
 #[test]

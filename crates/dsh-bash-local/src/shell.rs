@@ -94,12 +94,22 @@ pub struct SnapshotSummary {
     pub dropped: Vec<String>,
     /// The rc file could not be read in time: only the profile was.
     pub without_rc: bool,
+    /// The shell ran confined (nothing in the home writable); false where
+    /// no sandbox could run it here.
+    pub confined: bool,
 }
 
 /// Why no snapshot could be taken.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SnapshotError {
+    /// The sandbox cannot confine the shell here (it then runs
+    /// unconfined).
+    #[error("the shell snapshot cannot be confined here: {detail}")]
+    Unconfinable {
+        /// Why.
+        detail: String,
+    },
     /// The shell is not one whose state can be carried to bash.
     #[error("shell snapshots are taken of bash and zsh; {shell} is neither (set SHELL, or --shell-snapshot FILE with a bash file)")]
     UnsupportedShell {

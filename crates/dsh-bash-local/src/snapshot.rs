@@ -19,6 +19,15 @@
 //!
 //! The finished script is sealed in memory and checked by sourcing it
 //! once, the way every command will.
+//!
+//! With a sandbox provider the shell runs confined (`workspace-write` over
+//! an empty directory of its own, which is also its `TMPDIR`; network
+//! off; credential files hidden): nothing in the home is writable, so a start-up file that takes a
+//! lock (`pyenv init`'s rehash), writes a history or a cache simply fails
+//! there, and a snapshot stopped at any moment (by its bound, or by a
+//! client restarting the server) leaves the home exactly as it was. With
+//! none, or none usable on this host, it runs unconfined and its summary
+//! says so (`confined: false`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -29,6 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_bash::{BashExecRequest, BashExecutor, BashRunResult};
+use dsh_sandbox::SandboxProvider;
 
 use crate::shell::{ShellSnapshot, SnapshotError, SnapshotSource, SnapshotSummary};
 use crate::{Invocation, LocalBashExecutor};
@@ -97,12 +107,30 @@ pub async fn take_shell_snapshot(
     executor: &LocalBashExecutor,
     source: &SnapshotSource,
     timeout: Duration,
+    sandbox: Option<&dyn SandboxProvider>,
 ) -> Result<ShellSnapshot, SnapshotError> {
     let (name, kind, attempts) = attempts(executor, source)?;
     let mut without_rc = false;
     let mut parts = None;
+    let mut confined = sandbox.is_some();
     for (index, argv) in attempts.iter().enumerate() {
-        match dump(executor, argv, file_environment(source), timeout, &name).await? {
+        let shell = Shell {
+            argv,
+            file: file_environment(source),
+            timeout,
+            name: &name,
+            sandbox: sandbox.filter(|_| confined),
+        };
+        let dumped = match dump(executor, &shell).await {
+            Err(SnapshotError::Unconfinable { detail }) => {
+                tracing::warn!(shell = %name, "the shell snapshot runs unconfined: no sandbox here ({detail})");
+                confined = false;
+                let shell = Shell { sandbox: None, ..shell };
+                dump(executor, &shell).await?
+            }
+            other => other?,
+        };
+        match dumped {
             Some(written) => {
                 without_rc = index > 0;
                 parts = Some(written);
@@ -121,6 +149,7 @@ pub async fn take_shell_snapshot(
     let mut summary = SnapshotSummary {
         source: name,
         without_rc,
+        confined,
         ..SnapshotSummary::default()
     };
     let vars = variables(&env, scrub, &mut summary);
@@ -207,13 +236,20 @@ fn bashrc_line() -> &'static str {
     }
 }
 
+/// One attempt: the shell's argv, the file it sources (if any), its
+/// bound, its name for errors, and the sandbox it runs in.
+struct Shell<'a> {
+    argv: &'a [OsString],
+    file: Option<(OsString, Option<OsString>)>,
+    timeout: Duration,
+    name: &'a str,
+    sandbox: Option<&'a dyn SandboxProvider>,
+}
+
 /// Runs one attempt; `None` when it ran over its time.
 async fn dump(
     executor: &LocalBashExecutor,
-    argv: &[OsString],
-    file: Option<(OsString, Option<OsString>)>,
-    timeout: Duration,
-    name: &str,
+    shell: &Shell<'_>,
 ) -> Result<Option<[Vec<u8>; 5]>, SnapshotError> {
     let files = PARTS
         .iter()
@@ -230,8 +266,21 @@ async fn dump(
             )
         })
         .collect();
-    environment.extend(file);
-    let result = run(executor, argv.to_vec(), files.clone(), environment, timeout).await?;
+    environment.extend(shell.file.clone());
+    let invocation = Invocation {
+        argv: shell.argv.to_vec(),
+        restriction: dsh_sandbox::Restriction {
+            keep_fds: files.clone(),
+            ..dsh_sandbox::Restriction::default()
+        },
+        environment,
+        held: Vec::new(),
+        takes_terminal: false,
+    };
+    let result = match shell.sandbox {
+        Some(sandbox) => run_confined(executor, sandbox, invocation, shell.timeout).await?,
+        None => launch(executor, invocation, shell.timeout).await?,
+    };
     if result.timed_out {
         return Ok(None);
     }
@@ -243,7 +292,7 @@ async fn dump(
         let stderr = result.stderr.text.trim();
         let tail = &stderr[stderr.len().saturating_sub(600)..];
         return Err(SnapshotError::Failed {
-            shell: name.to_owned(),
+            shell: shell.name.to_owned(),
             status,
             stderr: tail.chars().filter(|c| !c.is_control() || *c == '\n').collect(),
         });
@@ -255,6 +304,84 @@ async fn dump(
     Ok(Some(parts))
 }
 
+/// Runs `plain` confined by `sandbox` in `workspace-write` over an empty
+/// directory of its own (also its `TMPDIR`), removed after.
+async fn run_confined(
+    executor: &LocalBashExecutor,
+    sandbox: &dyn SandboxProvider,
+    plain: Invocation,
+    timeout: Duration,
+) -> Result<BashRunResult, SnapshotError> {
+    let unconfinable = |detail: String| SnapshotError::Unconfinable { detail };
+    let scratch = OwnDirectory::create().map_err(io_error("make the snapshot's own directory"))?;
+    let workspace =
+        dsh_sandbox::Workspace::open(scratch.path()).map_err(|err| unconfinable(err.to_string()))?;
+    let mut policy = dsh_sandbox::SandboxPolicy::new(dsh_sandbox::SandboxMode::WorkspaceWrite, workspace);
+    policy.private_tmp = Some(scratch.path().to_owned());
+    // Once, at start: a few dozen `lstat`s.
+    policy.hidden = dsh_sandbox::HiddenPaths::default().resolve(&dsh_sandbox::homes());
+    let mut confinement = sandbox
+        .confine(&plain.argv, &policy)
+        .await
+        .map_err(|err| unconfinable(err.to_string()))?;
+    let held = std::mem::take(&mut confinement.held);
+    let mut invocation = confinement.invocation;
+    invocation.restriction.keep_fds.extend(plain.restriction.keep_fds);
+    invocation.environment.extend(plain.environment);
+    let result = launch(executor, invocation, timeout).await;
+    // The tree is gone once the run returned: what it held goes, then its
+    // directory.
+    drop(held);
+    drop(scratch);
+    result
+}
+
+/// The confined shell's own directory, named like a command's private
+/// `TMPDIR` (so a dead server's is swept with those) and removed beneath
+/// descriptors, never through a link, when dropped.
+struct OwnDirectory {
+    path: std::path::PathBuf,
+    parent: std::fs::File,
+    name: OsString,
+}
+
+impl OwnDirectory {
+    fn create() -> std::io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = crate::scratch::temp_dir();
+        let path = tempfile::Builder::new()
+            .prefix(&format!(
+                "{}{}-",
+                crate::scratch::PRIVATE_TMP_PREFIX,
+                crate::scratch::owner_tag()
+            ))
+            .rand_bytes(crate::scratch::RANDOM_LEN)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&parent)?
+            .keep();
+        let name = path.file_name().map(ToOwned::to_owned).unwrap_or_default();
+        match std::fs::File::open(&parent) {
+            Ok(parent) => Ok(OwnDirectory { path, parent, name }),
+            Err(err) => {
+                let _ = std::fs::remove_dir(&path);
+                Err(err)
+            }
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for OwnDirectory {
+    fn drop(&mut self) {
+        if let Err(err) = crate::scratch::remove_tree_at(&self.parent, &self.name) {
+            tracing::warn!(path = %self.path.display(), "the shell snapshot's directory stays: {err}");
+        }
+    }
+}
+
 /// Runs `argv` through the executor's own launcher, keeping `files` open
 /// in it, with `environment` set.
 async fn run(
@@ -264,14 +391,6 @@ async fn run(
     environment: Vec<(OsString, Option<OsString>)>,
     timeout: Duration,
 ) -> Result<BashRunResult, SnapshotError> {
-    let mut request = BashExecRequest::new("");
-    request.timeout = Some(timeout);
-    request.workdir = std::env::var_os("HOME")
-        .map(std::path::PathBuf::from)
-        .filter(|home| home.is_dir());
-    let spec = executor.resolve(request).map_err(|err| SnapshotError::Io {
-        detail: err.to_string(),
-    })?;
     let invocation = Invocation {
         argv,
         restriction: dsh_sandbox::Restriction {
@@ -282,6 +401,23 @@ async fn run(
         held: Vec::new(),
         takes_terminal: false,
     };
+    launch(executor, invocation, timeout).await
+}
+
+/// Runs `invocation` through the executor's own launcher in the home.
+async fn launch(
+    executor: &LocalBashExecutor,
+    invocation: Invocation,
+    timeout: Duration,
+) -> Result<BashRunResult, SnapshotError> {
+    let mut request = BashExecRequest::new("");
+    request.timeout = Some(timeout);
+    request.workdir = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|home| home.is_dir());
+    let spec = executor.resolve(request).map_err(|err| SnapshotError::Io {
+        detail: err.to_string(),
+    })?;
     executor
         .run_invocation(spec, invocation)
         .await

@@ -145,6 +145,7 @@ pub async fn take_shell_snapshot(
     _executor: &LocalBashExecutor,
     _source: &crate::SnapshotSource,
     _timeout: std::time::Duration,
+    _sandbox: Option<&dyn dsh_sandbox::SandboxProvider>,
 ) -> Result<crate::ShellSnapshot, crate::SnapshotError> {
     Err(crate::SnapshotError::Unsupported)
 }

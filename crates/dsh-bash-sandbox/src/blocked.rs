@@ -20,6 +20,8 @@ pub(crate) struct WriteRights {
     pub(crate) workspace: PathBuf,
     /// The protected paths the backend kept read-only (absolute).
     pub(crate) protected: Vec<PathBuf>,
+    /// The files and directories the backend hid (absolute).
+    pub(crate) hidden: Vec<PathBuf>,
     pub(crate) caches: std::sync::Arc<SandboxCaches>,
     /// The command's private TMPDIR, as the command sees it.
     pub(crate) private_tmp: Option<PathBuf>,
@@ -89,6 +91,12 @@ impl WriteRights {
     /// Why `path` is read-only for the command, or `None` when it could
     /// write it (then stderr's word was not a refusal of the sandbox's).
     fn classify(&self, path: &Path) -> Option<BlockedPath> {
+        self.hidden_explained(path)
+            .or_else(|| self.classify_write(path))
+    }
+
+    /// Why `path` is not writable for the command, or `None`.
+    fn classify_write(&self, path: &Path) -> Option<BlockedPath> {
         let blocked = |class, why: String, instead: String| BlockedPath {
             path: path.to_owned(),
             class,
@@ -171,6 +179,26 @@ impl WriteRights {
                 }
             },
         ))
+    }
+
+    /// `path` explained as hidden, if it is (or lies in) a hidden one.
+    fn hidden_explained(&self, path: &Path) -> Option<BlockedPath> {
+        let hidden = self.hidden.iter().find(|hidden| path.starts_with(hidden))?;
+        let mut instead = format!(
+            "the operator can show it with --unhide {}",
+            hidden.display()
+        );
+        let ask = self.escalation(path, "danger-full-access");
+        if !ask.is_empty() {
+            instead.push_str("; ");
+            instead.push_str(&ask);
+        }
+        Some(BlockedPath {
+            path: path.to_owned(),
+            class: BlockedClass::Hidden,
+            why: "hidden: a credential file no confined command may read".into(),
+            instead,
+        })
     }
 
     /// The escalation that could open `path` for one call, if any: none
@@ -333,6 +361,7 @@ mod tests {
                 ws.join(".git/config"),
                 ws.join("home/.bashrc"),
             ],
+            hidden: vec![root.join("home/.ssh/id_rsa")],
             caches: Arc::new(caches),
             private_tmp: Some(root.join("tmp")),
             workdir: ws.join("sub"),
@@ -377,6 +406,21 @@ mod tests {
             .instead
             .contains("the sandbox's own npm cache at"));
         assert!(blocked[2].why.starts_with("outside the workspace"));
+    }
+
+    #[test]
+    fn a_hidden_credential_file_is_named_as_hidden() {
+        let (_dir, rights) = rights(SandboxMode::ReadOnly);
+        let key = rights.home.clone().unwrap().join(".ssh/id_rsa");
+        let stderr = format!("cat: {}: Permission denied", key.display());
+        let blocked = rights.explain(DenialEvidence::Stderr, &[], &stderr);
+        assert_eq!(blocked.len(), 1, "{blocked:#?}");
+        assert_eq!(blocked[0].class, BlockedClass::Hidden);
+        assert!(blocked[0].why.starts_with("hidden: a credential file"));
+        assert!(blocked[0].instead.starts_with(&format!(
+            "the operator can show it with --unhide {}",
+            key.display()
+        )));
     }
 
     #[test]

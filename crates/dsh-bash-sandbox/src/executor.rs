@@ -10,8 +10,9 @@ use dsh_bash_local::{
     ConfigError, Invocation, LocalBashExecutor, LocalConfig, SettleStamp, Settled,
 };
 use dsh_sandbox::{
-    Confinement, Held, HostRules, NetworkPolicy, ProtectedPaths, RunnerOutcome, SandboxCaches,
-    SandboxPolicy, SandboxProvider, SandboxUnavailable, Workspace, WorkspaceError,
+    Confinement, Held, HiddenPath, HiddenPaths, HostRules, NetworkPolicy, ProtectedPaths,
+    RunnerOutcome, SandboxCaches, SandboxPolicy, SandboxProvider, SandboxUnavailable, Workspace,
+    WorkspaceError,
 };
 use tokio_util::task::TaskTracker;
 
@@ -35,9 +36,10 @@ pub struct SandboxConfig {
     /// What stays read-only inside the workspace under `workspace-write`.
     /// Default [`dsh_sandbox::DEFAULT_PROTECTED_PATHS`].
     pub protected: ProtectedPaths,
-    /// The server's secrets no confined command may read (its token
-    /// files), absolute; see [`dsh_sandbox::SandboxPolicy::hidden`].
-    pub hidden: Vec<PathBuf>,
+    /// What no confined command may read: by default the credential files
+    /// of every home ([`dsh_sandbox::CREDENTIAL_FILES`]); the server adds
+    /// its own token files. See [`dsh_sandbox::SandboxPolicy::hidden`].
+    pub hidden: HiddenPaths,
     /// The hosts the network policy `allow` lets a command reach (and
     /// the ones it never may); a call's approved `allow_hosts` widen it for
     /// that call only.
@@ -55,7 +57,7 @@ impl Default for SandboxConfig {
             workspace_root: None,
             network: None,
             protected: ProtectedPaths::default(),
-            hidden: Vec::new(),
+            hidden: HiddenPaths::default(),
             hosts: HostRules::default(),
             caches: CacheConfig::default(),
         }
@@ -87,7 +89,7 @@ pub struct SandboxBashExecutor {
     mode: SandboxMode,
     network: Option<NetworkPolicy>,
     protected: ProtectedPaths,
-    hidden: Vec<PathBuf>,
+    hidden: Arc<HiddenPaths>,
     hosts: Arc<HostRules>,
     workspace: Workspace,
     /// The sandbox's own caches of this workspace.
@@ -157,6 +159,28 @@ impl Drop for Leftovers {
 
 /// A command's private TMPDIR. Making it (and sweeping dead owners'
 /// ones, the first time) touches the file system: off the runtime threads.
+/// What `hidden` hides now in every home, resolved off the runtime
+/// threads; a failure refuses the command rather than run it with
+/// credentials readable.
+async fn hidden_now(
+    hidden: &Arc<HiddenPaths>,
+    mode: SandboxMode,
+) -> Result<Vec<HiddenPath>, BashError> {
+    if hidden.is_empty() || !mode.confines() {
+        return Ok(Vec::new());
+    }
+    let hidden = Arc::clone(hidden);
+    tokio::task::spawn_blocking(move || hidden.resolve(&dsh_sandbox::homes()))
+        .await
+        .map_err(|err| {
+            SandboxUnavailable::new(
+                mode,
+                Some(format!("cannot find the credential files to hide: {err}")),
+            )
+            .into()
+        })
+}
+
 async fn private_tmp(mode: SandboxMode) -> Result<PrivateTmp, BashError> {
     let made = tokio::task::spawn_blocking(PrivateTmp::create)
         .await
@@ -333,6 +357,7 @@ fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) ->
         workspace: Some(workspace.path().to_owned()),
         network: Some(NetworkFacts::of(confinement.network)),
         protected: confinement.protected.clone(),
+        hidden: confinement.hidden.clone(),
         blocked: Vec::new(),
         planted: Vec::new(),
     }
@@ -413,7 +438,7 @@ impl SandboxBashExecutor {
             mode: config.mode,
             network: config.network,
             protected: config.protected,
-            hidden: config.hidden,
+            hidden: Arc::new(config.hidden),
             hosts: Arc::new(config.hosts),
             cleanups: TaskTracker::new(),
         })
@@ -505,6 +530,7 @@ impl SandboxBashExecutor {
             mode: policy.mode,
             workspace: self.workspace.path().to_owned(),
             protected: confinement.protected.clone(),
+            hidden: confinement.hidden.clone(),
             caches: Arc::clone(&policy.caches),
             // As the command sees it (bubblewrap shows it as /tmp).
             private_tmp: confinement
@@ -553,7 +579,7 @@ impl SandboxBashExecutor {
             private_tmp: private_tmp.as_ref().map(|dir| dir.path().to_owned()),
             // Full-output paths printed earlier stay readable.
             readable: self.local.spill_directory().into_iter().collect(),
-            hidden: self.hidden.clone(),
+            hidden: hidden_now(&self.hidden, mode).await?,
             protected,
             caches,
             network: self.network_of(spec.network, mode, !spec.allow_hosts.is_empty()),
@@ -619,6 +645,7 @@ impl SandboxBashExecutor {
                 workspace: None,
                 network: Some(NetworkFacts::of(NetworkPolicy::On)),
                 protected: Vec::new(),
+                hidden: Vec::new(),
                 blocked: Vec::new(),
                 planted: Vec::new(),
             });

@@ -79,6 +79,12 @@ pub struct BashSandboxInfo {
     /// cannot keep them, which `gaps` then names `protected-paths`).
     #[serde(default)]
     pub protected: Vec<PathBuf>,
+    /// The credential files (and the server's own token files) hidden from
+    /// the command: absolute paths, empty under bubblewrap, refused under
+    /// Landlock. What stays readable although the rule names it is named
+    /// by the `hidden-paths` gap.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<PathBuf>,
     /// Of a denied command, the paths it was refused (by `denial_evidence`:
     /// the kernel's records, or paths its stderr names beside the denial
     /// text) that the policy really keeps read-only, each with why and what
@@ -111,6 +117,9 @@ pub enum BlockedClass {
     OutsideWorkspace,
     /// The call runs `read-only`.
     ReadOnlyMode,
+    /// A credential file hidden from confined commands (not readable
+    /// either).
+    Hidden,
 }
 
 /// One path a confined command could not write, explained.

@@ -447,17 +447,55 @@ pub(crate) fn profile(
         profile.push(path.as_os_str().to_owned());
         profile.push(path.as_os_str().to_owned());
     }
-    // The server's secrets, last: an empty file over each, on top of every
-    // other bind.
-    for path in &policy.hidden {
-        profile.push("--ro-bind".into());
-        profile.push("/dev/null".into());
-        profile.push(path.as_os_str().to_owned());
+    // Credential files and the server's secrets, last: an empty file or
+    // directory over each, on top of every other bind.
+    for hidden in hidden_here(policy) {
+        let path = hidden.path.as_os_str();
+        if hidden.directory {
+            profile.extend(["--tmpfs".into(), path.to_owned()]);
+            profile.extend(["--remount-ro".into(), path.to_owned()]);
+        } else {
+            profile.extend(["--ro-bind".into(), "/dev/null".into(), path.to_owned()]);
+        }
     }
     profile.push("--json-status-fd".into());
     profile.push(status_fd.to_string().into());
     profile.push("--".into());
     profile
+}
+
+/// What bubblewrap leaves open for `policy`, with or without the scope and
+/// the filter.
+fn gaps(
+    policy: &SandboxPolicy,
+    scoped: bool,
+    filtered: bool,
+    protection: &Protection,
+) -> Vec<SandboxGap> {
+    let mut gaps = Vec::new();
+    // With the network cut, abstract sockets are in the sandbox's own
+    // network namespace; otherwise only the scope confines them.
+    if !scoped && policy.network == NetworkPolicy::On {
+        gaps.push(SandboxGap::AbstractSockets);
+    }
+    if protection.symlinked || protection.incomplete {
+        gaps.push(SandboxGap::ProtectedPaths);
+    }
+    // The network namespace holds the Internet families; vsock and the
+    // rest are refused by a filter bwrap (and so the command) runs under,
+    // with the terminal requests (TIOCSTI, TIOCLINUX).
+    if policy.network != NetworkPolicy::On && !filtered {
+        gaps.push(SandboxGap::Udp);
+    }
+    gaps
+}
+
+/// What to hide that is visible inside at all: the host's `/tmp` is not
+/// (but the workspace under it is).
+fn hidden_here(policy: &SandboxPolicy) -> impl Iterator<Item = &dsh_sandbox::HiddenPath> {
+    policy.hidden.iter().filter(|hidden| {
+        !hidden.path.starts_with("/tmp") || hidden.path.starts_with(policy.workspace.path())
+    })
 }
 
 /// The runner side of bwrap's `--json-status-fd`, read after it exited.
@@ -562,21 +600,7 @@ pub(crate) fn confine(
         wrapped.extend(["--ctty", "--wait"].map(OsString::from));
     }
     wrapped.extend_from_slice(argv);
-    let mut gaps = Vec::new();
-    // With the network cut, abstract sockets are in the sandbox's own
-    // network namespace; otherwise only the scope confines them.
-    if scope.is_none() && policy.network == NetworkPolicy::On {
-        gaps.push(SandboxGap::AbstractSockets);
-    }
-    if protection.symlinked || protection.incomplete {
-        gaps.push(SandboxGap::ProtectedPaths);
-    }
-    // The network namespace holds the Internet families; vsock and the
-    // rest are refused by a filter bwrap (and so the command) runs under,
-    // with the terminal requests (TIOCSTI, TIOCLINUX).
-    if policy.network != NetworkPolicy::On && filter.is_none() {
-        gaps.push(SandboxGap::Udp);
-    }
+    let gaps = gaps(policy, scope.is_some(), filter.is_some(), &protection);
     let seccomp_filter = filter;
     let keep_fds: Vec<Arc<OwnedFd>> = [Arc::new(write), workspace]
         .into_iter()
@@ -615,6 +639,7 @@ pub(crate) fn confine(
         // not log: the stderr guess.
         witness: None,
         protected: protection.kept,
+        hidden: hidden_here(policy).map(|h| h.path.clone()).collect(),
         network: policy.network,
         network_log: None,
         held,

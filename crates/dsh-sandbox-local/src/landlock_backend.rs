@@ -5,7 +5,7 @@
 //!
 //! Handled accesses are the write-type ones of ABI 5 (write, truncate,
 //! remove, make-*, refer, device ioctl), best effort downgraded to the
-//! running kernel; reads are never restricted. Scopes (ABI 6) confine
+//! running kernel; reads are restricted only to hide credential files (`READ_FILE` granted around them, see [`crate::reads`]). Scopes (ABI 6) confine
 //! signals and abstract unix sockets to the sandbox. Devices can never be
 //! created (`MAKE_CHAR`/`MAKE_BLOCK` are granted nowhere).
 //!
@@ -40,7 +40,8 @@
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, OnceLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use dsh_sandbox::{
     BpfInstruction, Confinement, Invocation, NetworkPolicy, Restriction, SandboxGap, SandboxMode,
@@ -52,6 +53,7 @@ use landlock::{
 };
 
 use crate::error::SandboxError;
+use crate::reads::Around;
 
 /// The backend's name in results.
 pub(crate) const NAME: &str = "landlock";
@@ -71,68 +73,123 @@ fn file_write() -> BitFlags<AccessFs> {
     AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
 }
 
-fn ruleset(policy: &SandboxPolicy, proxy_port: Option<u16>) -> Result<OwnedFd, SandboxError> {
-    let ruleset = |step: &'static str| {
-        move |err: landlock::RulesetError| SandboxError::Landlock {
-            step,
-            detail: err.to_string(),
-        }
-    };
+fn landlock_error(step: &'static str) -> impl Fn(landlock::RulesetError) -> SandboxError {
+    move |err| SandboxError::Landlock {
+        step,
+        detail: err.to_string(),
+    }
+}
+
+fn path_fd(path: &Path, step: &'static str) -> Result<PathFd, SandboxError> {
+    PathFd::new(path).map_err(|err| SandboxError::Landlock {
+        step,
+        detail: err.to_string(),
+    })
+}
+
+/// The trees a command reads whole: the workspace, what must stay
+/// readable, and under `workspace-write` its TMPDIR and the caches.
+fn read_whole(policy: &SandboxPolicy) -> Vec<&Path> {
+    let mut trees = vec![policy.workspace.path()];
+    trees.extend(policy.readable.iter().map(PathBuf::as_path));
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        trees.extend(policy.private_tmp.as_deref());
+        trees.extend(policy.caches.roots.iter().map(PathBuf::as_path));
+    }
+    trees
+}
+
+/// The hidden paths Landlock hides: the ones outside every tree the
+/// command reads whole.
+fn hidden_here(policy: &SandboxPolicy) -> Vec<PathBuf> {
+    let whole = read_whole(policy);
+    policy
+        .hidden
+        .iter()
+        .map(|hidden| &hidden.path)
+        .filter(|path| !whole.iter().any(|tree| path.starts_with(tree)))
+        .cloned()
+        .collect()
+}
+
+fn ruleset(
+    policy: &SandboxPolicy,
+    proxy_port: Option<u16>,
+    around: Option<&Around>,
+) -> Result<OwnedFd, SandboxError> {
+    let reads = around.map_or(BitFlags::empty(), |_| BitFlags::from(AccessFs::ReadFile));
     let mut base = Ruleset::default()
-        .handle_access(handled())
+        .handle_access(handled() | reads)
         .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
-        .map_err(ruleset("create the ruleset"))?;
+        .map_err(landlock_error("create the ruleset"))?;
     if policy.network != NetworkPolicy::On {
         // Off: no port is ever allowed, every TCP bind and connect is
         // refused; on an allow-list, only a connect to the proxy's port
         // (best effort: ignored below ABI 4, where the gap says so).
         base = base
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-            .map_err(ruleset("handle TCP"))?;
+            .map_err(landlock_error("handle TCP"))?;
     }
-    let mut created = base.create().map_err(ruleset("create the ruleset"))?;
+    let mut created = base
+        .create()
+        .map_err(landlock_error("create the ruleset"))?;
     if let (NetworkPolicy::Allow, Some(port)) = (policy.network, proxy_port) {
         created = created
             .add_rule(landlock::NetPort::new(port, AccessNet::ConnectTcp))
-            .map_err(ruleset("allow the proxy's port"))?;
+            .map_err(landlock_error("allow the proxy's port"))?;
     }
-    let dev_null = PathFd::new("/dev/null").map_err(|err| SandboxError::Landlock {
-        step: "open /dev/null",
-        detail: err.to_string(),
-    })?;
+    let dev_null = path_fd(Path::new("/dev/null"), "open /dev/null")?;
     created = created
-        .add_rule(PathBeneath::new(dev_null, file_write()))
-        .map_err(ruleset("allow /dev/null"))?;
+        .add_rule(PathBeneath::new(dev_null, file_write() | reads))
+        .map_err(landlock_error("allow /dev/null"))?;
     // A command's own controlling terminal, if it has one (bash opens it at
     // start-up; without a terminal the open fails with ENXIO either way):
     // writable, without device ioctls. Absent on some hosts: skipped.
     if let Ok(dev_tty) = PathFd::new("/dev/tty") {
         created = created
-            .add_rule(PathBeneath::new(dev_tty, AccessFs::WriteFile))
-            .map_err(ruleset("allow /dev/tty"))?;
+            .add_rule(PathBeneath::new(dev_tty, reads | AccessFs::WriteFile))
+            .map_err(landlock_error("allow /dev/tty"))?;
     }
     if policy.mode == SandboxMode::WorkspaceWrite {
         created = created
-            .add_rule(PathBeneath::new(policy.workspace.handle(), writable()))
-            .map_err(ruleset("allow the workspace"))?;
+            .add_rule(PathBeneath::new(
+                policy.workspace.handle(),
+                writable() | reads,
+            ))
+            .map_err(landlock_error("allow the workspace"))?;
         if let Some(tmp) = &policy.private_tmp {
-            let fd = PathFd::new(tmp).map_err(|err| SandboxError::Landlock {
-                step: "open the private TMPDIR",
-                detail: err.to_string(),
-            })?;
+            let fd = path_fd(tmp, "open the private TMPDIR")?;
             created = created
-                .add_rule(PathBeneath::new(fd, writable()))
-                .map_err(ruleset("allow the private TMPDIR"))?;
+                .add_rule(PathBeneath::new(fd, writable() | reads))
+                .map_err(landlock_error("allow the private TMPDIR"))?;
         }
         // The sandbox's caches (a directory gone meanwhile is left out:
         // its tool fails on it, nothing else).
         for root in &policy.caches.roots {
             if let Ok(fd) = PathFd::new(root) {
                 created = created
-                    .add_rule(PathBeneath::new(fd, writable()))
-                    .map_err(ruleset("allow the sandbox's caches"))?;
+                    .add_rule(PathBeneath::new(fd, writable() | reads))
+                    .map_err(landlock_error("allow the sandbox's caches"))?;
             }
         }
+    }
+    let Some(around) = around else {
+        return Option::<OwnedFd>::from(created).ok_or(SandboxError::LandlockUnsupported);
+    };
+    created = created
+        .add_rule(PathBeneath::new(policy.workspace.handle(), reads))
+        .map_err(landlock_error("allow reads of the workspace"))?;
+    for tree in &policy.readable {
+        if let Ok(fd) = PathFd::new(tree) {
+            created = created
+                .add_rule(PathBeneath::new(fd, reads))
+                .map_err(landlock_error("allow reads of a readable path"))?;
+        }
+    }
+    for fd in around.grants() {
+        created = created
+            .add_rule(PathBeneath::new(fd, reads))
+            .map_err(landlock_error("allow reads around a hidden path"))?;
     }
     Option::<OwnedFd>::from(created).ok_or(SandboxError::LandlockUnsupported)
 }
@@ -189,12 +246,22 @@ pub(crate) fn gaps(policy: &SandboxPolicy, abi: i64, filtered: bool) -> Vec<Sand
 }
 
 /// What does not change from one command to the next, built once per
-/// provider: the syscall filter of each mode and network policy, and the
-/// read-only rulesets (a ruleset fd can be enforced any number of times).
+/// provider: the syscall filter of each mode and network policy, the reads
+/// around the hidden paths (rebuilt when they change, see
+/// [`crate::reads`]), and the read-only rulesets built on them (a ruleset
+/// fd can be enforced any number of times).
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
     filters: [OnceLock<Option<Arc<[BpfInstruction]>>>; 6],
-    read_only: [OnceLock<Arc<OwnedFd>>; 2],
+    around: Mutex<Option<Arc<Around>>>,
+    read_only: Mutex<[Option<ReadOnly>; 2]>,
+}
+
+/// A read-only ruleset and the reads around it was built with.
+#[derive(Debug)]
+struct ReadOnly {
+    around: Option<Arc<Around>>,
+    ruleset: Arc<OwnedFd>,
 }
 
 impl Prepared {
@@ -210,21 +277,64 @@ impl Prepared {
             .clone()
     }
 
+    /// The reads around `policy`'s hidden paths, rebuilt off the runtime
+    /// threads when they changed; `None` when nothing is hidden.
+    pub(crate) async fn around(
+        &self,
+        policy: &SandboxPolicy,
+    ) -> Result<Option<Arc<Around>>, SandboxError> {
+        if policy.hidden.is_empty() {
+            return Ok(None);
+        }
+        let current = self
+            .around
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(current) = current.filter(|around| around.fits(&policy.hidden)) {
+            return Ok(Some(current));
+        }
+        let hidden = policy.hidden.clone();
+        let built = tokio::task::spawn_blocking(move || Around::build(&hidden))
+            .await
+            .map_err(|err| SandboxError::Landlock {
+                step: "read the directories above the hidden paths",
+                detail: err.to_string(),
+            })?;
+        let built = Arc::new(built);
+        *self.around.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&built));
+        Ok(Some(built))
+    }
+
     fn ruleset(
         &self,
         policy: &SandboxPolicy,
         proxy_port: Option<u16>,
+        around: Option<&Arc<Around>>,
     ) -> Result<Arc<OwnedFd>, SandboxError> {
         // A workspace or a proxy port of its own: built for this command.
         if policy.mode != SandboxMode::ReadOnly || policy.network == NetworkPolicy::Allow {
-            return ruleset(policy, proxy_port).map(Arc::new);
+            return ruleset(policy, proxy_port, around.map(Arc::as_ref)).map(Arc::new);
         }
-        let slot = &self.read_only[usize::from(policy.network == NetworkPolicy::Off)];
-        if let Some(cached) = slot.get() {
-            return Ok(Arc::clone(cached));
+        let index = usize::from(policy.network == NetworkPolicy::Off);
+        let same = |cached: &ReadOnly| match (&cached.around, around) {
+            (None, None) => true,
+            (Some(was), Some(now)) => Arc::ptr_eq(was, now),
+            _ => false,
+        };
+        let mut slots = self
+            .read_only
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(cached) = slots[index].as_ref().filter(|cached| same(cached)) {
+            return Ok(Arc::clone(&cached.ruleset));
         }
-        let built = Arc::new(ruleset(policy, None)?);
-        Ok(Arc::clone(slot.get_or_init(|| built)))
+        let built = Arc::new(ruleset(policy, None, around.map(Arc::as_ref))?);
+        slots[index] = Some(ReadOnly {
+            around: around.cloned(),
+            ruleset: Arc::clone(&built),
+        });
+        Ok(built)
     }
 }
 
@@ -236,10 +346,15 @@ pub(crate) fn confine(
     abi: i64,
     prepared: &Prepared,
     proxy_port: Option<u16>,
+    around: Option<&Arc<Around>>,
 ) -> Result<Confinement, SandboxError> {
-    let ruleset = prepared.ruleset(policy, proxy_port)?;
+    let ruleset = prepared.ruleset(policy, proxy_port, around)?;
     let filter = prepared.filter(policy.mode, policy.network);
-    let gaps = gaps(policy, abi, filter.is_some());
+    let hidden = hidden_here(policy);
+    let mut gaps = gaps(policy, abi, filter.is_some());
+    if hidden.len() < policy.hidden.len() {
+        gaps.push(SandboxGap::HiddenPaths);
+    }
     let mut environment = crate::provider::environment();
     if let (SandboxMode::WorkspaceWrite, Some(tmp)) = (policy.mode, &policy.private_tmp) {
         environment.push(("TMPDIR".into(), Some(tmp.clone().into_os_string())));
@@ -273,6 +388,7 @@ pub(crate) fn confine(
         runner_report: None,
         witness: watch.map(|watch| Arc::new(watch) as Arc<dyn dsh_sandbox::DenialWitness>),
         protected: Vec::new(),
+        hidden,
         network: policy.network,
         network_log: None,
         held: Vec::new(),

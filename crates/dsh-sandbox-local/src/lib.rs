@@ -56,6 +56,15 @@
 //!   created. Gap `protected-paths` under Landlock (it cannot carve a
 //!   read-only hole out of a writable tree), and under bwrap when one of
 //!   them is a symlink (a mount pins its target, not the link);
+//! - **read a credential file** ([`dsh_sandbox::CREDENTIAL_FILES`] in every
+//!   home, the server's token file, `--hide` paths; see
+//!   [`dsh_sandbox::HiddenPaths`]): bwrap binds an empty file or directory
+//!   over each (on a `nodev` mount, so opening one is refused); Landlock
+//!   handles `READ_FILE` and grants it around them. Both by real path, a
+//!   link's target and every other mount of the same file; a hard link
+//!   made to one is refused (a cross-mount link under bwrap, `REFER`
+//!   under Landlock). Gap `hidden-paths` under Landlock for a credential
+//!   inside a tree the command reads whole (workspace, `TMPDIR`, caches);
 //! - **use the network** with the policy `off` (the default in both
 //!   confining modes): no TCP, UDP, raw socket or DNS query leaves the
 //!   sandbox, the host's loopback services included (bwrap: its own
@@ -206,6 +215,8 @@ mod network;
 #[cfg(target_os = "linux")]
 mod probe;
 mod provider;
+#[cfg(target_os = "linux")]
+mod reads;
 #[cfg(target_os = "linux")]
 mod seccomp;
 #[cfg(target_os = "linux")]

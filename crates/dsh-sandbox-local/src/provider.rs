@@ -262,6 +262,7 @@ impl LocalSandboxProvider {
                             abi,
                             &crate::landlock_backend::Prepared::default(),
                             None,
+                            None,
                         )
                     },
                     timeout,
@@ -419,8 +420,15 @@ impl LocalSandboxProvider {
             None
         };
         let port = door.as_ref().and_then(crate::network::OpenDoor::port);
-        let mut confinement =
-            crate::landlock_backend::confine(argv, &policy, abi, &self.landlock, port)?;
+        let around = self.landlock.around(&policy).await?;
+        let mut confinement = crate::landlock_backend::confine(
+            argv,
+            &policy,
+            abi,
+            &self.landlock,
+            port,
+            around.as_ref(),
+        )?;
         if let (Some(door), Some(port)) = (door, port) {
             crate::network::attach(&mut confinement, door, port);
         }

@@ -39,6 +39,10 @@ pub enum SandboxGap {
     /// that same port without the proxy, and listen on a port the kernel
     /// picks (Landlock governs TCP `connect` and `bind` by port only).
     ProxyPort,
+    /// Some credential files stay readable: they lie inside a tree the
+    /// command must read whole (its workspace, TMPDIR or caches), which
+    /// Landlock cannot carve a hole out of, or past [`crate::MAX_HIDDEN`].
+    HiddenPaths,
 }
 
 impl SandboxGap {
@@ -64,6 +68,7 @@ impl SandboxGap {
             SandboxGap::Tcp => "tcp",
             SandboxGap::Udp => "udp",
             SandboxGap::ProxyPort => "proxy-port",
+            SandboxGap::HiddenPaths => "hidden-paths",
         }
     }
 }
@@ -89,6 +94,8 @@ mod tests {
             SandboxGap::ProtectedPaths,
             SandboxGap::Tcp,
             SandboxGap::Udp,
+            SandboxGap::ProxyPort,
+            SandboxGap::HiddenPaths,
         ] {
             let json = serde_json::to_string(&gap).unwrap();
             assert_eq!(json, format!("\"{gap}\""));

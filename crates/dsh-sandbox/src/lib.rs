@@ -57,6 +57,7 @@
 mod caches;
 mod gap;
 mod git;
+mod hidden;
 mod hosts;
 mod mode;
 mod network;
@@ -69,6 +70,9 @@ pub use caches::{
 };
 pub use gap::SandboxGap;
 pub use git::lexically_clean;
+pub use hidden::{
+    homes, mount_aliases, HiddenPath, HiddenPaths, HideError, CREDENTIAL_FILES, MAX_HIDDEN,
+};
 pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, ParseHostError};
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};

@@ -86,12 +86,13 @@ pub struct SandboxPolicy {
     /// hide them (for example the directory of earlier full-output files,
     /// under a private `/tmp`): bound read-only where needed.
     pub readable: Vec<PathBuf>,
-    /// The server's own secrets (its token files): files a command must not
-    /// read. A backend that can hide a file hides each (bubblewrap binds an
-    /// empty file over it); one that cannot (Landlock cannot hide a file
-    /// from the user it runs as) leaves them readable, and the server must
-    /// not rely on their secrecy there.
-    pub hidden: Vec<PathBuf>,
+    /// Files and directories a command must not read (credential files,
+    /// the server's own token files), resolved for this command
+    /// ([`crate::HiddenPaths::resolve`]): bubblewrap binds an empty one
+    /// over each, Landlock grants reads around them. What a backend leaves
+    /// readable is named by the gap `hidden-paths`, and the confinement's
+    /// `hidden` lists what it did hide.
+    pub hidden: Vec<crate::HiddenPath>,
     /// What stays read-only inside the workspace under `workspace-write`
     /// (ignored in the other modes). A backend that keeps them resolves
     /// them against the workspace itself ([`ProtectedPaths::resolve`]),
@@ -241,6 +242,9 @@ pub struct Confinement {
     /// The protected paths kept read-only (absolute); the ones the backend
     /// cannot keep are named by the `protected-paths` gap instead.
     pub protected: Vec<PathBuf>,
+    /// The files and directories hidden from the command (absolute); what
+    /// the backend could not hide is named by the `hidden-paths` gap.
+    pub hidden: Vec<PathBuf>,
     /// The network policy in force (its holes, if any, are in `gaps`).
     pub network: NetworkPolicy,
     /// Under the network policy `allow`: the proxy's account of what this
@@ -267,6 +271,7 @@ impl Confinement {
             runner_report: None,
             witness: None,
             protected: Vec::new(),
+            hidden: Vec::new(),
             network: NetworkPolicy::On,
             network_log: None,
             held: Vec::new(),

@@ -686,6 +686,7 @@ mod tests {
             workspace: Some("/ws".into()),
             network: Some(network),
             protected: Vec::new(),
+            hidden: Vec::new(),
             blocked: Vec::new(),
             planted: Vec::new(),
         }
