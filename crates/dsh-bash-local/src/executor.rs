@@ -362,6 +362,7 @@ impl Inner {
             program: PathBuf::from(program),
             args: argv.collect(),
             workdir: spec.workdir.clone(),
+            workdir_pinned: spec.workdir_pinned,
             env,
             piped_stdin: spec.stdin.is_some() || spec.interactive,
             restriction: invocation.restriction,
@@ -568,6 +569,7 @@ impl BashExecutor for LocalBashExecutor {
             terminal: request.terminal,
             interactive: request.interactive,
             report_cwd: request.report_cwd,
+            workdir_pinned: request.workdir_pinned,
         })
     }
 

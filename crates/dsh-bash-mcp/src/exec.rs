@@ -216,6 +216,7 @@ async fn run(
     request.terminal = extras.terminal;
     request.interactive = extras.interactive;
     request.report_cwd = extras.report_cwd;
+    request.workdir_pinned = extras.workdir_pinned;
     if call.background {
         request.owner = Some(session.owner());
     }

@@ -320,6 +320,7 @@ impl Inner {
             terminal: spec.terminal,
             interactive: spec.interactive,
             report_cwd: spec.report_cwd,
+            workdir_pinned: spec.workdir_pinned,
         }
     }
 
@@ -643,6 +644,7 @@ impl BashExecutor for RemoteBashExecutor {
             terminal: request.terminal,
             interactive: request.interactive,
             report_cwd: request.report_cwd,
+            workdir_pinned: request.workdir_pinned,
         })
     }
 

@@ -53,6 +53,11 @@ pub struct BashExecRequest {
     /// `EXIT` trap writing to a descriptor), never from its output;
     /// executors whose shell is not bash report none.
     pub report_cwd: bool,
+    /// The working directory is canonical as a person approved it: an
+    /// executor refuses to start the command if a symlink is on its path
+    /// when it starts ([`BashError::WorkdirMoved`](crate::BashError)),
+    /// rather than start where the link points.
+    pub workdir_pinned: bool,
 }
 
 /// The most columns (and rows) a terminal may have: a screen is kept in
@@ -153,6 +158,8 @@ pub struct BashExecSpec {
     pub interactive: bool,
     /// Whether to report the final directory, carried through verbatim.
     pub report_cwd: bool,
+    /// Whether the working directory is pinned (see the request's).
+    pub workdir_pinned: bool,
 }
 
 impl BashExecSpec {

@@ -68,6 +68,9 @@ pub struct ExecExtras {
     /// Report the directory the command's shell ended in.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub report_cwd: bool,
+    /// Refuse to start where a symlink now leads (an approved workdir).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workdir_pinned: bool,
 }
 
 /// What a server tells a remote executor about itself.

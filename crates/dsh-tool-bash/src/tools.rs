@@ -544,7 +544,7 @@ impl BashTools {
         let confining = self.confining();
         let call = args::bash_call(args, args::Caller::Model { confining })?;
         let mut request = BashExecRequest::new(call.command.clone());
-        let gone = self.followed_dir_gone(ctx);
+        let gone = self.followed_dir_checked(ctx).await;
         request.workdir = session_workdir(ctx.session.as_deref(), call.workdir.as_deref());
         // Only a call that starts in the session's own directory moves it.
         let follows = self.persist_cwd && ctx.session.is_some() && call.workdir.is_none();
@@ -565,7 +565,7 @@ impl BashTools {
         // bad timeout) is refused before anyone is asked about it; what the
         // person is asked shows the call as it would run.
         let asked = if call.escalation.is_some() {
-            Some(self.executor.resolve(request.clone())?)
+            Some(self.pin_workdir(&mut request).await?)
         } else {
             None
         };
@@ -615,21 +615,56 @@ impl BashTools {
         Ok(ToolOutput { structured, text })
     }
 
-    /// When the directory a session followed is gone, it starts over in
-    /// its configured one: the line that says so.
-    fn followed_dir_gone(&self, ctx: &CallContext) -> Option<String> {
+    /// Pins `request`'s working directory for a question to a person: its
+    /// canonical path now (what the question shows, where a symlink on the
+    /// way leads), which the executor then refuses to start in if a link
+    /// is put on its path before the command starts. The spec as asked.
+    async fn pin_workdir(
+        &self,
+        request: &mut BashExecRequest,
+    ) -> Result<dsh_bash::BashExecSpec, ToolError> {
+        let spec = self.executor.resolve(request.clone())?;
+        let real = tokio::fs::canonicalize(&spec.workdir)
+            .await
+            .map_err(|cause| BashError::WorkdirInaccessible {
+                path: spec.workdir.clone(),
+                cause,
+            })?;
+        request.workdir = Some(real);
+        request.workdir_pinned = true;
+        Ok(self.executor.resolve(request.clone())?)
+    }
+
+    /// The directory a session followed, re-checked now: when it is gone,
+    /// or a symlink was put on its path since (it was followed as a
+    /// canonical path, so its canonical path changed), the session starts
+    /// over in its configured one: the line that says so.
+    async fn followed_dir_checked(&self, ctx: &CallContext) -> Option<String> {
         let session = ctx.session.as_deref().filter(|_| self.persist_cwd)?;
         let current = session.current_dir()?;
-        if current.is_dir() || Some(current.as_path()) == session.cwd() {
+        if Some(current.as_path()) == session.cwd() {
             return None;
         }
+        let real = tokio::fs::canonicalize(&current).await.ok();
+        let is_dir = match &real {
+            Some(real) => tokio::fs::metadata(real).await.is_ok_and(|m| m.is_dir()),
+            None => false,
+        };
+        let what = match real {
+            Some(real) if is_dir && real == current => return None,
+            Some(real) if is_dir => format!(
+                "now leads to {} (a symbolic link was put on its path)",
+                real.display()
+            ),
+            _ => "is gone".to_owned(),
+        };
         session.follow(None);
         let back = session.cwd().map_or_else(
             || "the default directory".to_owned(),
             |d| d.display().to_string(),
         );
         Some(format!(
-            "[cwd: {} is gone; this call ran in {back}]",
+            "[cwd: {} {what}; this call ran in {back}]",
             current.display()
         ))
     }

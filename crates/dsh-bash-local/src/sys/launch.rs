@@ -28,6 +28,8 @@ pub(crate) struct Launch {
     pub(crate) program: PathBuf,
     pub(crate) args: Vec<OsString>,
     pub(crate) workdir: PathBuf,
+    /// Refuse a symlink on the workdir's path (see [`dsh_bash::BashExecRequest::workdir_pinned`]).
+    pub(crate) workdir_pinned: bool,
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) piped_stdin: bool,
     pub(crate) restriction: dsh_sandbox::Restriction,
@@ -178,12 +180,49 @@ fn resolve(program: &Path, path: &OsStr) -> io::Result<PathBuf> {
     ))
 }
 
+/// The working directory, opened once here and entered by descriptor in
+/// the child: the directory checked is the one the command starts in. A
+/// pinned one (canonical, as a person approved it) is opened without
+/// following any symlink: one put on its path since is refused, never
+/// followed.
+fn open_workdir(workdir: &Path, pinned: bool) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if !pinned {
+        return Ok(rustix::fs::open(workdir, flags, Mode::empty())?);
+    }
+    let moved = |err: rustix::io::Errno| {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the working directory {} has a symbolic link on its path since it was approved ({err}); the command did not run: ask again to be shown where it leads now",
+                workdir.display()
+            ),
+        )
+    };
+    match rustix::fs::openat2(CWD, workdir, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::NOSYS) => {
+            // Before Linux 5.6: one component at a time, none followed.
+            let mut at = rustix::fs::open("/", flags, Mode::empty())?;
+            for part in workdir.components().skip(1) {
+                at = rustix::fs::openat(&at, part.as_os_str(), flags | OFlags::NOFOLLOW, Mode::empty())
+                    .map_err(moved)?;
+            }
+            Ok(at)
+        }
+        Err(err @ rustix::io::Errno::LOOP) => Err(moved(err)),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// Everything the child reads, by raw pointer, while the parent waits.
 struct ChildArgs {
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
-    cwd: *const libc::c_char,
+    /// The working directory, opened by the parent (close-on-exec).
+    cwd: RawFd,
     stdio: [RawFd; 3],
     report: RawFd,
     parent: libc::pid_t,
@@ -300,9 +339,10 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     if let Err(errno) = unsafe { restrict::apply(&*args.restriction) } {
         fail(args.report, errno);
     }
-    // SAFETY: chdir and execve with NUL-terminated strings and arrays the parent prepared.
+    // SAFETY: fchdir to a descriptor the parent holds open; execve with
+    // NUL-terminated strings and arrays the parent prepared.
     unsafe {
-        if libc::chdir(args.cwd) != 0 {
+        if libc::fchdir(args.cwd) != 0 {
             fail(args.report, errno());
         }
         libc::execve(args.path, args.argv, args.envp);
@@ -498,7 +538,6 @@ unsafe fn clone_into_cgroup(
 struct ExecStrings {
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
-    cwd: CString,
     /// Owns what `argv` and `envp` point into.
     _owned: (Vec<CString>, Vec<CString>),
 }
@@ -529,7 +568,6 @@ impl ExecStrings {
         Ok(ExecStrings {
             argv: pointers(&argv_owned),
             envp: pointers(&envp_owned),
-            cwd: cstring(OsStr::new(&launch.workdir).as_bytes())?,
             _owned: (argv_owned, envp_owned),
         })
     }
@@ -547,6 +585,7 @@ pub(crate) fn launch(
 ) -> io::Result<(libc::pid_t, Pipes)> {
     let path = launcher.path_of(&launch.program)?;
     let strings = ExecStrings::new(launch)?;
+    let cwd = open_workdir(&launch.workdir, launch.workdir_pinned)?;
     let restriction = Prepared::new(&launch.restriction);
     let standard = Standard::new(launch)?;
     let (report_read, report_write) = pipe()?;
@@ -554,7 +593,7 @@ pub(crate) fn launch(
         path: path.as_ptr(),
         argv: strings.argv.as_ptr(),
         envp: strings.envp.as_ptr(),
-        cwd: strings.cwd.as_ptr(),
+        cwd: cwd.as_raw_fd(),
         stdio: standard.child,
         report: report_write.as_raw_fd(),
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
