@@ -18,6 +18,19 @@ mod compose;
 mod mcp;
 mod run;
 
+/// Starts one blocking thread that stays (see the runtime's keep-alive).
+/// Where even that is refused the process runs on: `spawn_blocking`'s
+/// panic is caught here, and later ones start their thread then.
+async fn warm_blocking_threads() {
+    let started = std::panic::catch_unwind(|| tokio::task::spawn_blocking(|| ()));
+    match started {
+        Ok(job) => {
+            let _ = job.await;
+        }
+        Err(_) => tracing::warn!("cannot start a blocking thread now"),
+    }
+}
+
 /// Exit status for "the command could not run at all".
 const COULD_NOT_RUN: u8 = 125;
 
@@ -89,8 +102,13 @@ fn main() -> ExitCode {
     if let Err(err) = dsh_bash_local::raise_open_file_limit() {
         tracing::debug!(%err, "cannot raise the open-file limit");
     }
+    // Blocking threads, once started, stay: tokio's `spawn_blocking` panics
+    // when no blocking thread exists and the OS refuses a new one (a fork
+    // bomb at the user's process ceiling); with these kept it waits for
+    // one of them instead.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_keep_alive(std::time::Duration::from_secs(u64::from(u32::MAX)))
         .enable_all()
         .build()
     {
@@ -100,6 +118,7 @@ fn main() -> ExitCode {
             return ExitCode::from(COULD_NOT_RUN);
         }
     };
+    runtime.block_on(warm_blocking_threads());
     let outcome = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Mcp(args) => runtime.block_on(mcp::serve(args)),

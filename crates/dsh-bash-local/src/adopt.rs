@@ -92,9 +92,33 @@ pub(crate) fn unregister(pid: libc::pid_t) {
     }
 }
 
+/// True if and only if `entry` is an orphan the host adopted from the
+/// command whose session is `session` and whose number is `command`: still
+/// in that session, or (a `setsid` daemon) carrying `DSH_BASH_COMMAND` of
+/// that command. Another command's orphans are never this one's, so they
+/// are never counted (or stopped during their own grace) as its leftovers.
+/// One that clears its environment after `setsid` is nobody's: a stated
+/// limit. Call under [`scanning`].
+pub(crate) fn adopted_by(entry: &ProcEntry, session: libc::pid_t, command: u64) -> bool {
+    adopted(entry) && (entry.session == session || carries(entry.pid, command))
+}
+
+/// The environment entry that names command `command`.
+pub(crate) fn command_marker(command: u64) -> (&'static str, String) {
+    ("DSH_BASH_COMMAND", format!("{}.{command}", std::process::id()))
+}
+
+/// True if and only if `pid`'s environment names command `command`.
+fn carries(pid: libc::pid_t, command: u64) -> bool {
+    let (name, value) = command_marker(command);
+    let wanted = format!("{name}={value}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|b| *b == 0).any(|e| e == wanted.as_bytes()))
+}
+
 /// True if and only if `entry` is an orphan the host adopted: its child,
 /// not one it registered. Call under [`scanning`].
-pub(crate) fn adopted(entry: &ProcEntry) -> bool {
+fn adopted(entry: &ProcEntry) -> bool {
     if !enabled() || entry.ppid != host() || entry.session == host_session() {
         return false;
     }
@@ -138,9 +162,10 @@ fn unregistered_children() -> Vec<ProcEntry> {
         .collect()
 }
 
-/// The orphans the host holds now that are still running (zombies
-/// awaiting the reaper excluded; blocking reads of `/proc/self`).
-pub(crate) fn live_orphans() -> Vec<libc::pid_t> {
+/// The orphans of the command (`session`, `command`) the host holds now
+/// that are still running (zombies awaiting the reaper excluded; blocking
+/// reads of `/proc/self`).
+pub(crate) fn live_orphans_of(session: libc::pid_t, command: u64) -> Vec<libc::pid_t> {
     if !enabled() {
         return Vec::new();
     }
@@ -148,6 +173,7 @@ pub(crate) fn live_orphans() -> Vec<libc::pid_t> {
     unregistered_children()
         .into_iter()
         .filter(|entry| !entry.exited)
+        .filter(|entry| entry.session == session || carries(entry.pid, command))
         .map(|entry| entry.pid)
         .collect()
 }

@@ -412,8 +412,11 @@ impl CommandCgroup {
     /// kernel's cgroup mutex, which another cgroup operation may hold.
     pub(crate) async fn kill_off_thread(&self) {
         let path = self.path.clone();
-        // The blocking pool is gone (the runtime shuts down): in place.
-        if tokio::task::spawn_blocking(move || write_kill(&path)).await.is_err() {
+        // No stop thread (or the write panicked): in place.
+        if crate::offload::run(crate::offload::Lane::Stop, move || write_kill(&path))
+            .await
+            .is_err()
+        {
             self.kill();
         }
     }

@@ -26,6 +26,7 @@ use dsh_bash::{BashLimits, Containment};
 
 use crate::cgroup::{CgroupHost, CommandCgroup};
 use crate::limits::CommandLimits;
+use crate::offload::{self, Lane};
 use crate::spawn;
 use crate::sys::{self, ExitStatus};
 use crate::tree::{self, Stopping, Tree};
@@ -50,6 +51,8 @@ pub(crate) struct Contained {
     rlimits: Option<CommandLimits>,
     /// Until the shell is reaped and its leftovers are handed on.
     armed: bool,
+    /// Its number (`DSH_BASH_COMMAND`), for its orphans.
+    command: u64,
 }
 
 /// What a command left running when its shell exited on its own.
@@ -72,6 +75,7 @@ impl Contained {
         pidfd: OwnedFd,
         cgroup: Option<CommandCgroup>,
         rlimits: Option<CommandLimits>,
+        command: u64,
     ) -> io::Result<Contained> {
         let kind = if cgroup.is_some() {
             Containment::Cgroup
@@ -87,6 +91,7 @@ impl Contained {
             kind,
             rlimits,
             armed: true,
+            command,
         })
     }
 
@@ -157,7 +162,11 @@ impl Contained {
         };
         let group = lingering(|| sys::group_alive(pid)).await;
         settling.armed = false;
-        let orphans = crate::adopt::enabled() && !crate::adopt::live_orphans().is_empty();
+        let command = self.command;
+        let orphans = crate::adopt::enabled()
+            && offload::run(Lane::Stop, move || crate::adopt::live_orphans_of(pid, command))
+                .await
+                .map_or(true, |orphans| !orphans.is_empty());
         if !(group || orphans) {
             spawn::release(pid);
             return Leftovers::None;
@@ -169,6 +178,7 @@ impl Contained {
             pgid: pid,
             from_root: false,
             group,
+            command,
         };
         Leftovers::Tree(Stopping::freeze(tree, None).await, pid)
     }
@@ -197,6 +207,7 @@ impl Contained {
                     pgid: self.pid,
                     from_root: true,
                     group: true,
+                    command: self.command,
                 };
                 let stopping = Stopping::freeze(tree, Some(root)).await;
                 let (status, ()) = tokio::join!(self.exit(), stopping.finish(grace_over));
@@ -273,20 +284,21 @@ impl Drop for Contained {
             );
             return;
         };
-        let (pid, walk) = (self.pid, self.kind == Containment::ProcessTree);
-        let reaper = std::thread::Builder::new()
-            .name("dsh-bash-reaper".into())
-            .spawn(move || {
-                if walk {
-                    tree::kill_now(pid, &pidfd);
-                    spawn::release(pid);
-                }
-                // SIGKILL is immediate; the wait only collects the zombie.
-                sys::reap_blocking(pidfd.as_fd());
-                crate::adopt::unregister(pid);
-            });
+        let (pid, walk, command) = (self.pid, self.kind == Containment::ProcessTree, self.command);
+        // On a stop thread (started before any command): a drop creates no
+        // thread, so a fork bomb cannot keep it from killing.
+        let reaper = offload::submit(Lane::Stop, move || {
+            if walk {
+                tree::kill_now(pid, command, &pidfd);
+                spawn::release(pid);
+            }
+            // SIGKILL is immediate; the wait only collects the zombie.
+            sys::reap_blocking(pidfd.as_fd());
+            crate::adopt::unregister(pid);
+        });
         if let Err(err) = reaper {
-            tracing::warn!(%err, pid = self.pid, "cannot start a reaper thread; the dropped command was SIGKILLed but its descendants may linger");
+            sys::signal_group(self.pid, libc::SIGKILL);
+            tracing::warn!(%err, pid = self.pid, "no stop thread; the dropped command's group was SIGKILLed, what left it may linger");
         }
     }
 }
@@ -330,7 +342,7 @@ async fn stop_strays() -> usize {
     let strays = host.strays();
     let count = strays.count();
     if !strays.cgroups.is_empty() {
-        let _ = tokio::task::spawn_blocking(move || strays.remove()).await;
+        let _ = offload::run(Lane::Stop, move || strays.remove()).await;
     }
     count
 }

@@ -7,10 +7,10 @@ use std::io::{self, Write as _};
 use std::sync::Arc;
 
 use tokio::io::AsyncReadExt;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::input::Source;
+use crate::offload::{self, Lane};
 use crate::output::{Pushed, Spill, Stream};
 use crate::spill::SpillDir;
 
@@ -24,7 +24,7 @@ const SPILL_BATCH: usize = 1 << 20;
 
 /// A batch being written on the blocking pool; hands the file and the
 /// buffer back.
-type Landing = JoinHandle<io::Result<(File, Vec<u8>)>>;
+type Landing = offload::Handle<io::Result<(File, Vec<u8>)>>;
 
 /// Writes a spill file from the async reader without blocking it: batches
 /// are written on the blocking pool, one batch in flight while the next
@@ -99,7 +99,7 @@ impl SpillWriter {
     async fn land(&mut self) -> io::Result<Vec<u8>> {
         match self.in_flight.take() {
             Some(handle) => {
-                let (file, mut buffer) = handle.await.map_err(io::Error::other)??;
+                let (file, mut buffer) = handle.await??;
                 self.file = Some(file);
                 buffer.clear();
                 Ok(buffer)
@@ -118,10 +118,10 @@ impl SpillWriter {
         };
         self.written += batch.len() as u64;
         let room = self.room.clone();
-        self.in_flight = Some(tokio::task::spawn_blocking(move || {
+        self.in_flight = Some(offload::spawn(Lane::Io, move || {
             write_making_room(&mut file, &batch, &room)?;
             Ok((file, batch))
-        }));
+        })?);
         Ok(())
     }
 
@@ -275,17 +275,13 @@ impl Drain {
         let spill = Arc::clone(&self.spill);
         let label = self.label;
         let owner = self.owner.clone();
-        let created = tokio::task::spawn_blocking(move || spill.create(label, &owner)).await;
-        let (file, path) = match created {
-            Ok(Ok(created)) => created,
-            Ok(Err(err)) => {
-                tracing::warn!(%err, "cannot create a spill file; keeping the tail only");
-                self.stream
-                    .spill_lost(format!("the spill file could not be created: {err}"));
-                return None;
-            }
+        // Out of threads or out of disk alike: the tail stays, the reason is
+        // in the result.
+        let created = offload::run(Lane::Io, move || spill.create(label, &owner)).await;
+        let (file, path) = match created.and_then(|made| made) {
+            Ok(created) => created,
             Err(err) => {
-                tracing::warn!(%err, "spill file creation panicked");
+                tracing::warn!(%err, "cannot create a spill file; keeping the tail only");
                 self.stream
                     .spill_lost(format!("the spill file could not be created: {err}"));
                 return None;
@@ -312,12 +308,10 @@ impl Drain {
         };
         tracing::warn!(%err, path = %path.display(), "writing a spill file failed; keeping it as partial");
         let measured = path.clone();
-        let bytes =
-            tokio::task::spawn_blocking(move || std::fs::metadata(measured).map(|m| m.len()))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or(0);
+        let bytes = offload::run(Lane::Io, move || std::fs::metadata(measured).map(|m| m.len()))
+            .await
+            .and_then(|len| len)
+            .unwrap_or(0);
         self.stream.spill_cut(format!("{err} after {bytes} bytes"));
         self.retain(path, bytes).await;
     }
@@ -328,10 +322,9 @@ impl Drain {
         let spill = Arc::clone(&self.spill);
         let stream = Arc::downgrade(&self.stream);
         let owner = self.owner.clone();
-        let retained =
-            tokio::task::spawn_blocking(move || spill.retain(path, bytes, stream, owner)).await;
+        let retained = offload::run(Lane::Io, move || spill.retain(path, bytes, stream, owner)).await;
         if let Err(err) = retained {
-            tracing::warn!(%err, "spill retention panicked");
+            tracing::warn!(%err, "spill retention did not run");
         }
     }
 

@@ -155,7 +155,16 @@ impl LocalBashExecutor {
         // when the next host starts, not at its first command (on a thread
         // of its own: killing a stale tree may take a moment).
         let swept = config.clone();
-        std::thread::spawn(move || sweep_dead_hosts(&swept));
+        if let Err(err) = std::thread::Builder::new()
+            .name("dsh-bash-sweep".into())
+            .spawn(move || sweep_dead_hosts(&swept))
+        {
+            tracing::warn!(%err, "cannot sweep what dead hosts left");
+        }
+        // The stop threads, before the first request.
+        if let Err(err) = crate::offload::start() {
+            tracing::warn!(%err, "cannot start the stop threads; commands will not be spawned");
+        }
         let spill = SpillDir::new(
             config.spill_parent.clone(),
             SpillLimits {
@@ -338,10 +347,13 @@ impl Inner {
         // watchdog finds, at host death, what no group or cgroup holds.
         // (Overwritten: a host running inside another one's command has
         // its own.)
-        let (name, value) = crate::watchdog::marker();
-        match env.binary_search_by(|(k, _)| k.as_os_str().cmp(name.as_ref())) {
-            Ok(at) => env[at].1 = value.into(),
-            Err(at) => env.insert(at, (name.into(), value.into())),
+        static COMMANDS: AtomicU64 = AtomicU64::new(0);
+        let command = COMMANDS.fetch_add(1, Ordering::Relaxed) + 1;
+        for (name, value) in [crate::watchdog::marker(), crate::adopt::command_marker(command)] {
+            match env.binary_search_by(|(k, _)| k.as_os_str().cmp(name.as_ref())) {
+                Ok(at) => env[at].1 = value.into(),
+                Err(at) => env.insert(at, (name.into(), value.into())),
+            }
         }
         if spec.terminal.is_some() {
             // A real terminal: full-screen programs draw, prompts prompt.
@@ -370,6 +382,7 @@ impl Inner {
             limits: self.config.limits,
             terminal: spec.terminal,
             takes_terminal: invocation.takes_terminal,
+            command,
         }
     }
 
@@ -520,7 +533,7 @@ impl Inner {
         let paths: Vec<PathBuf> = evicted.iter().flat_map(|e| e.spill_paths()).collect();
         if !paths.is_empty() {
             let spill = Arc::clone(&self.spill);
-            let _ = tokio::task::spawn_blocking(move || spill.discard(&paths)).await;
+            let _ = crate::offload::run(crate::offload::Lane::Io, move || spill.discard(&paths)).await;
         }
     }
 }
@@ -679,7 +692,7 @@ impl BashExecutor for LocalBashExecutor {
             inner.registry().clear();
             if inner.config.discard_spill_on_shutdown {
                 let spill = Arc::clone(&inner.spill);
-                let _ = tokio::task::spawn_blocking(move || spill.remove()).await;
+                let _ = crate::offload::run(crate::offload::Lane::Io, move || spill.remove()).await;
             }
         })
     }

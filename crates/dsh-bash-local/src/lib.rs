@@ -204,6 +204,7 @@ linux! {
     mod executor;
     mod input;
     mod limits;
+    mod offload;
     mod output;
     mod secrets;
     mod shell_run;

@@ -70,6 +70,8 @@ fn spawners() -> io::Result<&'static Spawners> {
         // never told anything, yet kills the host's parent cgroup at host
         // death.
         watchdog::ensure_started();
+        // The threads every stop runs on, before any command can take them.
+        crate::offload::start().map_err(|err| err.to_string())?;
         let mut queues = Vec::with_capacity(SPAWNER_THREADS);
         for index in 0..SPAWNER_THREADS {
             let (jobs, queue) = mpsc::channel::<Job>();

@@ -278,8 +278,15 @@ pub(crate) async fn supervise(
     patience: Patience<'_>,
     mut held: Vec<Arc<dyn dsh_sandbox::Held>>,
 ) -> io::Result<Ended> {
+    let command = launch.command;
     let spawned = spawn::spawn(launch).await?;
-    let contained = Contained::new(spawned.pid, spawned.pidfd, spawned.cgroup, spawned.rlimits);
+    let contained = Contained::new(
+        spawned.pid,
+        spawned.pidfd,
+        spawned.cgroup,
+        spawned.rlimits,
+        command,
+    );
     let plumbing = Plumbing::start(spawned.pipes, &capture).await?;
     let contained = contained?;
     let containment = contained.kind();

@@ -86,9 +86,9 @@ pub(crate) trait ProcessTable {
     /// whose parent is frozen, so it cannot be reaped and its pid cannot be
     /// recycled before the signal lands.
     fn signal_pid(&mut self, pid: libc::pid_t, signal: libc::c_int);
-    /// True if and only if `entry` is an orphan the host adopted (see
-    /// `adopt.rs`): a member whatever its group.
-    fn adopted(&mut self, _entry: &ProcEntry) -> bool {
+    /// True if and only if `entry` is an orphan the host adopted from
+    /// `tree`'s command (see `adopt.rs`): a member whatever its group.
+    fn adopted(&mut self, _entry: &ProcEntry, _tree: &Tree) -> bool {
         false
     }
 }
@@ -115,8 +115,8 @@ impl ProcessTable for Proc {
         sys::signal_pid(pid, signal);
     }
 
-    fn adopted(&mut self, entry: &ProcEntry) -> bool {
-        crate::adopt::adopted(entry)
+    fn adopted(&mut self, entry: &ProcEntry, tree: &Tree) -> bool {
+        crate::adopt::adopted_by(entry, tree.pgid, tree.command)
     }
 }
 
@@ -162,6 +162,9 @@ pub(crate) struct Tree {
     /// Whether the process group is matched and signalled (false once it
     /// is empty and its number may be reused).
     pub(crate) group: bool,
+    /// The command's number (`DSH_BASH_COMMAND`): which adopted orphans
+    /// that left its session are its own.
+    pub(crate) command: u64,
 }
 
 /// Freezes every process of `tree` not yet in `members` and adds it there.
@@ -193,7 +196,7 @@ pub(crate) fn freeze_in<T: ProcessTable>(
             // whatever its group (see `adopt.rs`).
             let parent_frozen = (tree.from_root && entry.ppid == tree.pgid)
                 || members.pids.contains(&entry.ppid)
-                || table.adopted(&entry);
+                || table.adopted(&entry, &tree);
             if !((tree.group && entry.pgrp == tree.pgid) || parent_frozen) {
                 continue;
             }
@@ -202,7 +205,7 @@ pub(crate) fn freeze_in<T: ProcessTable>(
                     table.signal(&handle, libc::SIGSTOP);
                     members.held.push(handle);
                 }
-                Err(err) if table.adopted(&entry) => {
+                Err(err) if table.adopted(&entry, &tree) => {
                     // The host is its parent and does not reap it while the
                     // scan holds the gate: killed now, by pid, while that
                     // pid is surely its own (later it may not be).
@@ -276,9 +279,17 @@ pub(crate) struct Stopping {
 }
 
 impl Stopping {
-    /// Freezes the tree (step 1). Runs the `/proc` walk on a blocking thread.
+    /// Freezes the tree (step 1): the root and the group at once, here
+    /// (two syscalls: a bomb in the group stops forking now), then the
+    /// `/proc` walk for what left the group, on a stop thread.
     pub(crate) async fn freeze(tree: Tree, root: Option<OwnedFd>) -> Stopping {
-        let frozen = tokio::task::spawn_blocking(move || {
+        if let Some(root) = &root {
+            sys::pidfd_signal(root.as_fd(), libc::SIGSTOP);
+        }
+        if tree.group {
+            sys::signal_group(tree.pgid, libc::SIGSTOP);
+        }
+        let frozen = crate::offload::run(crate::offload::Lane::Stop, move || {
             let mut members = Members::default();
             freeze(tree, root.as_ref(), &mut members);
             Stopping {
@@ -291,7 +302,10 @@ impl Stopping {
         match frozen {
             Ok(stopping) => stopping,
             Err(err) => {
-                tracing::error!(%err, "freezing a process tree failed; falling back to the group");
+                // Only when the stop threads never started (no command
+                // spawns then) or the walk panicked: the group is killed.
+                tracing::error!(%err, "freezing a process tree failed; killing its group");
+                sys::signal_group(tree.pgid, libc::SIGKILL);
                 Stopping {
                     tree,
                     root: None,
@@ -337,11 +351,14 @@ impl Stopping {
         // no orphan the shell left the host, such as one forked in its
         // SIGTERM handler.
         let group = self.tree.group && sys::group_alive(self.tree.pgid);
+        let (pgid, command) = (self.tree.pgid, self.tree.command);
         if exited_in_time
             && !group
-            && tokio::task::spawn_blocking(crate::adopt::live_orphans)
-                .await
-                .map_or(true, |orphans| orphans.is_empty())
+            && crate::offload::run(crate::offload::Lane::Stop, move || {
+                crate::adopt::live_orphans_of(pgid, command)
+            })
+            .await
+            .map_or(true, |orphans| orphans.is_empty())
         {
             return;
         }
@@ -354,7 +371,7 @@ impl Stopping {
         }
         // Survivors: freeze again (their new children too) and kill.
         let tree = self.tree;
-        let refrozen = tokio::task::spawn_blocking(move || {
+        let refrozen = crate::offload::run(crate::offload::Lane::Stop, move || {
             freeze(tree, self.root.as_ref(), &mut self.members);
             self
         })
@@ -402,13 +419,14 @@ impl Drop for Stopping {
 
 /// Kills a whole tree synchronously, without a grace: for a supervisor that
 /// is dropped before its command ended. Blocking (reads `/proc`).
-pub(crate) fn kill_now(pgid: libc::pid_t, root: &OwnedFd) {
+pub(crate) fn kill_now(pgid: libc::pid_t, command: u64, root: &OwnedFd) {
     let mut members = Members::default();
     freeze(
         Tree {
             pgid,
             from_root: true,
             group: true,
+            command,
         },
         Some(root),
         &mut members,
@@ -518,6 +536,7 @@ mod tests {
         pgid: 100,
         from_root: true,
         group: true,
+        command: 1,
     };
 
     #[test]

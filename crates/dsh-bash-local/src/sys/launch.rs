@@ -41,6 +41,8 @@ pub(crate) struct Launch {
     /// The command takes the terminal as controlling terminal itself (a
     /// runner's new session): the launcher leaves it nobody's.
     pub(crate) takes_terminal: bool,
+    /// The host-unique number in its `DSH_BASH_COMMAND` (see `adopt.rs`).
+    pub(crate) command: u64,
 }
 
 /// Our ends of a started command's pipes, or of its terminal.
