@@ -219,6 +219,7 @@ impl LocalBashExecutor {
                 restriction: Restriction::default(),
                 environment: Vec::new(),
                 held: Vec::new(),
+                observers: Vec::new(),
                 takes_terminal: false,
             });
         }
@@ -244,6 +245,7 @@ impl LocalBashExecutor {
             },
             environment: Vec::new(),
             held: Vec::new(),
+            observers: Vec::new(),
             takes_terminal: false,
         })
     }
@@ -383,6 +385,7 @@ impl Inner {
             terminal: spec.terminal,
             takes_terminal: invocation.takes_terminal,
             command,
+            observers: invocation.observers,
         }
     }
 

@@ -275,6 +275,7 @@ async fn dump(
         },
         environment,
         held: Vec::new(),
+        observers: Vec::new(),
         takes_terminal: false,
     };
     let result = match shell.sandbox {
@@ -399,6 +400,7 @@ async fn run(
         },
         environment,
         held: Vec::new(),
+        observers: Vec::new(),
         takes_terminal: false,
     };
     launch(executor, invocation, timeout).await

@@ -272,14 +272,18 @@ async fn first_end(
 /// is gone (after this returns when leftovers are still being stopped).
 /// `Err` only when it could not be spawned or supervised.
 pub(crate) async fn supervise(
-    launch: Launch,
+    mut launch: Launch,
     capture: Capture<'_>,
     ends: Deadlines<'_>,
     patience: Patience<'_>,
     mut held: Vec<Arc<dyn dsh_sandbox::Held>>,
 ) -> io::Result<Ended> {
     let command = launch.command;
+    let observers = std::mem::take(&mut launch.observers);
     let spawned = spawn::spawn(launch).await?;
+    for observer in &observers {
+        observer.started(u32::try_from(spawned.pid).unwrap_or(0));
+    }
     let contained = Contained::new(
         spawned.pid,
         spawned.pidfd,

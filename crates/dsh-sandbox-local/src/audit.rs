@@ -21,8 +21,18 @@
 //! every record the command caused has arrived by then.
 //!
 //! A command cannot forge a record (it holds no capability and its
-//! `AUDIT_USER` messages are refused); one that names its own nested
-//! Landlock domain like ours can at most report a real refusal. When the
+//! `AUDIT_USER` messages are refused). The name is not what a refusal is
+//! filed by alone: a `LANDLOCK_DOMAIN` record also names the pid of the
+//! domain's creator, and the server knows the pid of each command's child
+//! (the launcher tells the watch as the child starts, [`SpawnObserver`]);
+//! a domain counts for a command only when both match. So a command that
+//! learns or predicts another command's name and names its own nested
+//! domain after it is not believed (its creator pid is its own process,
+//! never the other command's child, which is alive while its account can
+//! be asked for); a command's own nested domain made by its first process
+//! (the same pid) is the command's own, so it can at most report a real
+//! refusal of its own. The audit pid is the initial pid namespace's, like
+//! the server's (the audit multicast is refused in any other). When the
 //! account may be incomplete (records lost by the kernel or by our socket,
 //! audit switched off meanwhile, a marker that did not come back within a
 //! second) or would be slow (the kernel's audit queue over half full: the
@@ -33,11 +43,11 @@ use std::ffi::CString;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use dsh_sandbox::{BoxFuture, DenialWitness};
+use dsh_sandbox::{BoxFuture, DenialWitness, SpawnObserver};
 
 const NETLINK_AUDIT: libc::c_int = 9;
 const AUDIT_GET: u16 = 1000;
@@ -65,10 +75,12 @@ struct AuditStatus {
 /// What the reader thread has filed.
 #[derive(Debug, Default)]
 struct Filed {
-    /// Live commands by name: what the kernel refused each so far.
-    watched: HashMap<String, Vec<String>>,
-    /// Domains met: ours by command name, or `None` (another program's).
-    domains: HashMap<u64, Option<String>>,
+    /// Live commands by name: what the kernel refused each so far, each
+    /// with the pid that created the refusing domain.
+    watched: HashMap<String, Vec<(u32, String)>>,
+    /// Domains met: ours by command name with the creator's pid, or `None`
+    /// (another program's).
+    domains: HashMap<u64, Option<(String, u32)>>,
     /// Refusals of domains whose creator record has not come yet.
     unnamed: HashMap<u64, Vec<String>>,
     /// Bumped whenever our socket dropped records (`ENOBUFS`).
@@ -144,6 +156,7 @@ impl Listener {
                 name,
                 lost: status.lost,
                 overruns,
+                child: Arc::new(AtomicU32::new(0)),
             },
         })
     }
@@ -251,14 +264,17 @@ impl Listener {
         let mut filed = self.filed();
         let filed = &mut *filed;
         match filed.domains.get(&domain) {
-            Some(Some(name)) => {
+            Some(Some((name, creator))) => {
                 if let Some(list) = filed.watched.get_mut(name) {
-                    add(list, refusal);
+                    add(list, (*creator, refusal));
                 }
             }
             Some(None) => {}
             None if filed.unnamed.len() < MAX_UNNAMED || filed.unnamed.contains_key(&domain) => {
-                add(filed.unnamed.entry(domain).or_default(), refusal);
+                let list = filed.unnamed.entry(domain).or_default();
+                if list.len() < dsh_bash::MAX_REFUSALS && !list.contains(&refusal) {
+                    list.push(refusal);
+                }
             }
             None => {}
         }
@@ -274,12 +290,17 @@ impl Listener {
             Some("allocated") => {
                 let early = filed.unnamed.remove(&domain).unwrap_or_default();
                 let name = field(text, "comm").filter(|n| filed.watched.contains_key(n));
-                if let Some(list) = name.as_ref().and_then(|n| filed.watched.get_mut(n)) {
+                let creator = field(text, "pid").and_then(|p| p.parse::<u32>().ok());
+                let ours = name.zip(creator);
+                if let Some((list, creator)) = ours
+                    .as_ref()
+                    .and_then(|(n, c)| Some((filed.watched.get_mut(n)?, *c)))
+                {
                     for refusal in early {
-                        add(list, refusal);
+                        add(list, (creator, refusal));
                     }
                 }
-                filed.domains.insert(domain, name);
+                filed.domains.insert(domain, ours);
             }
             Some("deallocated") => {
                 filed.domains.remove(&domain);
@@ -311,7 +332,7 @@ fn domain_of(text: &str) -> Option<u64> {
 }
 
 /// Adds `refusal` to `list` unless it is there or the list is full.
-fn add(list: &mut Vec<String>, refusal: String) {
+fn add(list: &mut Vec<(u32, String)>, refusal: (u32, String)) {
     if list.len() < dsh_bash::MAX_REFUSALS && !list.contains(&refusal) {
         list.push(refusal);
     }
@@ -370,6 +391,8 @@ struct Claim {
     lost: u32,
     /// Our socket's overruns when the command started.
     overruns: u64,
+    /// The pid of the command's child once started (0 before).
+    child: Arc<AtomicU32>,
 }
 
 impl Claim {
@@ -396,7 +419,11 @@ impl Claim {
         if waited.timed_out() || filed.overruns != self.overruns {
             return None;
         }
-        filed.watched.get(&self.name).cloned()
+        let child = self.child.load(Ordering::Relaxed);
+        if child == 0 {
+            return None;
+        }
+        Some(made_by(filed.watched.get(&self.name)?, child))
     }
 }
 
@@ -423,6 +450,12 @@ impl DenialWitness for Watch {
                 .ok()
                 .flatten()
         })
+    }
+}
+
+impl SpawnObserver for Watch {
+    fn started(&self, pid: u32) {
+        self.claim.child.store(pid, Ordering::Relaxed);
     }
 }
 
@@ -532,6 +565,16 @@ fn recv(fd: &OwnedFd, buffer: &mut [u8]) -> io::Result<usize> {
     Ok(got as usize)
 }
 
+/// The refusals of domains `child` created: another process's domain of
+/// the same name is a forgery.
+fn made_by(refused: &[(u32, String)], child: u32) -> Vec<String> {
+    refused
+        .iter()
+        .filter(|(creator, _)| *creator == child)
+        .map(|(_, refusal)| refusal.clone())
+        .collect()
+}
+
 /// The netlink messages of one datagram: (type, sequence, payload).
 fn messages(mut data: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     std::iter::from_fn(move || {
@@ -573,6 +616,37 @@ fn random_tag() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_domain_named_like_a_command_by_another_process_is_not_its_own() {
+        let listener = Listener {
+            control: Mutex::new(std::fs::File::open("/dev/null").unwrap().into()),
+            filed: Mutex::new(Filed::default()),
+            arrived: Condvar::new(),
+            next: AtomicU64::new(1),
+            tag: 1,
+            marker: "dsh-bash sync 00000001 ".into(),
+        };
+        listener
+            .filed()
+            .watched
+            .insert("dsh00000100002".into(), Vec::new());
+        // The forger's domain, then the command's own; each refuses once
+        // (the forger's access arrives before its domain record).
+        listener.file_access(
+            r#"audit(1.2:3): domain=2a blockers=fs.make_reg path="/etc" dev="sda" ino=2"#,
+        );
+        listener.file_domain(r#"audit(1.2:4): domain=2a status=allocated mode=enforcing pid=4242 uid=0 exe="/usr/bin/python3" comm="dsh00000100002""#);
+        listener.file_domain(r#"audit(1.2:5): domain=2b status=allocated mode=enforcing pid=777 uid=0 exe="/srv/dsh-bash" comm="dsh00000100002""#);
+        listener.file_access(
+            r#"audit(1.2:6): domain=2b blockers=fs.make_reg path="/usr" dev="sda" ino=3"#,
+        );
+        let filed = listener.filed();
+        let refused = &filed.watched["dsh00000100002"];
+        assert_eq!(made_by(refused, 777), ["fs.make_reg on /usr"]);
+        assert_eq!(made_by(refused, 4242), ["fs.make_reg on /etc"]);
+        assert!(made_by(refused, 1).is_empty());
+    }
 
     #[test]
     fn records_read_as_refusals() {

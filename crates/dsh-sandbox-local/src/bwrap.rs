@@ -625,6 +625,7 @@ pub(crate) fn confine(
             },
             environment,
             held: Vec::new(),
+            observers: Vec::new(),
             takes_terminal: policy.terminal,
         },
         backend: backend.into(),

@@ -366,19 +366,24 @@ pub(crate) fn confine(
     let watch = (abi >= 7)
         .then(crate::audit::Listener::get)
         .flatten()
-        .and_then(|listener| listener.watch());
+        .and_then(|listener| listener.watch())
+        .map(Arc::new);
     Ok(Confinement {
         invocation: Invocation {
             argv: argv.to_vec(),
             restriction: Restriction {
                 drop_capabilities: true,
                 landlock_ruleset: Some(ruleset),
-                landlock_audit_name: watch.as_ref().map(crate::audit::Watch::name),
+                landlock_audit_name: watch.as_deref().map(crate::audit::Watch::name),
                 seccomp_filter: filter,
                 keep_fds: Vec::new(),
             },
             environment,
             held: Vec::new(),
+            observers: watch
+                .iter()
+                .map(|watch| Arc::clone(watch) as Arc<dyn dsh_sandbox::SpawnObserver>)
+                .collect(),
             takes_terminal: false,
         },
         backend: NAME.into(),
@@ -386,7 +391,7 @@ pub(crate) fn confine(
         gaps,
         denial_signatures: vec![DENIAL.into()],
         runner_report: None,
-        witness: watch.map(|watch| Arc::new(watch) as Arc<dyn dsh_sandbox::DenialWitness>),
+        witness: watch.map(|watch| watch as Arc<dyn dsh_sandbox::DenialWitness>),
         protected: Vec::new(),
         hidden,
         network: policy.network,

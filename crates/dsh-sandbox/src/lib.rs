@@ -84,6 +84,7 @@ pub use protect::{
 pub use provider::{
     BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, NetworkLog,
     Restriction, RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+    SpawnObserver,
 };
 pub use workspace::{Workspace, WorkspaceError};
 

@@ -136,6 +136,14 @@ impl SandboxPolicy {
     }
 }
 
+/// Told the pid of a command's first process once the launcher started it
+/// (before the command may have done anything, or after: it runs
+/// meanwhile).
+pub trait SpawnObserver: Send + Sync + fmt::Debug {
+    /// The command's first process is `pid` (this process's pid namespace).
+    fn started(&self, pid: u32);
+}
+
 /// Something a confinement needs in place until the command's whole tree
 /// is gone, released by dropping it (for example the stand-ins
 /// bubblewrap binds read-only over protected paths that do not exist yet).
@@ -211,6 +219,9 @@ pub struct Invocation {
     /// a channel's sender). Dropped on a runtime thread: nothing here may
     /// block as it drops.
     pub held: Vec<Arc<dyn Held>>,
+    /// Told the pid of the process the launcher started, as soon as it
+    /// exists (the kernel's records name processes by pid).
+    pub observers: Vec<Arc<dyn SpawnObserver>>,
     /// The wrapped command takes its terminal as controlling terminal
     /// itself, in a session of its own (a runner that starts a new
     /// session wraps it so): the launcher leaves the terminal nobody's

@@ -43,6 +43,8 @@ pub(crate) struct Launch {
     pub(crate) takes_terminal: bool,
     /// The host-unique number in its `DSH_BASH_COMMAND` (see `adopt.rs`).
     pub(crate) command: u64,
+    /// Told the child's pid once it exists.
+    pub(crate) observers: Vec<std::sync::Arc<dyn dsh_sandbox::SpawnObserver>>,
 }
 
 /// Our ends of a started command's pipes, or of its terminal.
