@@ -268,8 +268,12 @@ fn join(procs: *const libc::c_char, report: RawFd) {
 extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points at the ChildArgs the suspended parent keeps alive.
     let args = unsafe { &*(arg as *const ChildArgs) };
-    // Default dispositions for every signal with a handler (ours would run
-    // on the parent's memory), then an empty mask.
+    // Default dispositions for every signal, then an empty mask. A handler
+    // of ours would run on the parent's memory; a signal the host ignores
+    // was ignored by whoever started the host (`host &` in a script ignores
+    // SIGINT and SIGQUIT, `nohup` SIGHUP), not chosen by the command:
+    // inherited, ^C in a terminal reaches nothing and `trap ... INT` is
+    // silently void (a shell cannot trap what was ignored at its entry).
     for signal in 1..65 {
         if signal == libc::SIGKILL || signal == libc::SIGSTOP {
             continue;
@@ -281,7 +285,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         }
         // SAFETY: sigaction succeeded, so `old` is initialised.
         let handler = unsafe { old.assume_init() }.sa_sigaction;
-        if handler != libc::SIG_DFL && (handler != libc::SIG_IGN || signal == libc::SIGPIPE) {
+        if handler != libc::SIG_DFL {
             // SAFETY: installing SIG_DFL via a zeroed sigaction.
             unsafe {
                 let mut default: libc::sigaction = std::mem::zeroed();

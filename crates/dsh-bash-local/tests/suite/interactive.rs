@@ -58,23 +58,25 @@ async fn a_prompt_in_a_terminal_is_answered() {
 #[tokio::test]
 async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_goes_on() {
     let executor = executor();
+    // The foreground job is `cat`: once it has copied a typed line back,
+    // it has execed (default SIGINT) and blocks reading the terminal
+    // again, so a single ^C typed then interrupts it, with no retries.
     let command =
-        "trap 'echo caught' INT; echo ready; for i in 1 2; do sleep 100; echo \"next $i\"; done";
+        "trap 'echo caught' INT; echo ready; for i in 1 2; do cat; echo \"next $i\"; done";
     let id = start(&executor, command, true).await;
     let mut seen = String::new();
-    until(&executor, &id, &mut seen, "ready").await;
-    // The loop's first `sleep` may not have started yet: interrupt until
-    // the next iteration prints.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !seen.contains("next 1") {
-        executor.write_input(&id, b"\x03").await.unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        seen.push_str(&executor.read_output(&id).unwrap().delta);
-        assert!(
-            Instant::now() < deadline,
-            "^C never interrupted sleep: {seen:?}"
-        );
-    }
+    until(&executor, &id, &mut seen, "ready\r\n").await;
+    executor.write_input(&id, b"probe\r").await.unwrap();
+    // The terminal's echo, then cat's copy.
+    until(&executor, &id, &mut seen, "probe\r\nprobe\r\n").await;
+    executor.write_input(&id, b"\x03").await.unwrap();
+    until(&executor, &id, &mut seen, "next 1").await;
+    // The shell's own INT trap ran: the signal was not ignored.
+    assert!(
+        seen.find("caught")
+            .is_some_and(|at| at < seen.find("next 1").unwrap_or(0)),
+        "{seen:?}"
+    );
     assert_eq!(
         executor.get(&id).unwrap().status,
         TaskStatus::Running,
