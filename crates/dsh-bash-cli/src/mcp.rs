@@ -85,7 +85,9 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         .collect();
     // The user's shell: taken in the background, bounded; commands run
     // without it until it is ready.
-    if let Some(source) = compose::snapshot_source(&args.executor, true)? {
+    let snapshot = compose::snapshot_source(&args.executor, true)?;
+    let snapshot_loaded = snapshot.is_some();
+    if let Some(source) = snapshot {
         let slot = dsh_bash_local::SnapshotSlot::pending();
         local.shell_snapshot = Some(Arc::clone(&slot));
         let capture = local.clone();
@@ -119,7 +121,8 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         )
         .with_escalation(escalation)
         .with_yield(yield_after)
-        .with_persist_cwd(!args.no_persist_cwd),
+        .with_persist_cwd(!args.no_persist_cwd)
+        .with_snapshot(snapshot_loaded),
     );
     match listening {
         Some(listening) => dsh_bash_mcp::http::serve(listening, hub).await?,

@@ -4,7 +4,10 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::RawServer;
+use serde_json::Value;
 
 #[test]
 fn malformed_messages_get_their_json_rpc_errors() {
@@ -182,4 +185,65 @@ fn an_escalation_question_carries_no_progress_token() {
     let result = server.next();
     assert_eq!(result["id"], 2, "{result}");
     assert!(result.to_string().contains("rejected"), "{result}");
+}
+
+/// The tool definitions (sent with every request of every turn) weigh at
+/// most 6 KB together, with everything a server can offer on (a sandbox
+/// with escalation, a yield, the session's cwd, the user's snapshot); and
+/// `bash`'s description says what this server does: the cwd follows `cd`
+/// or it does not, a snapshot is loaded or not, escalation only where a
+/// person can be asked.
+#[test]
+fn the_tools_weigh_at_most_6_kb_and_say_what_this_server_does() {
+    fn listed(args: &[&str], snapshot: &str) -> Vec<Value> {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let workdir = dir.path().display().to_string();
+        let mut all = vec!["--workdir", workdir.as_str()];
+        all.extend_from_slice(args);
+        let mut server = RawServer::spawn_in(
+            &all,
+            &[
+                ("DSH_BASH_SHELL_SNAPSHOT", Path::new(snapshot)),
+                ("HOME", &home),
+            ],
+        );
+        server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+        assert_eq!(server.next()["id"], 1);
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
+        let listed = server.next();
+        listed["result"]["tools"].as_array().unwrap().clone()
+    }
+    let description = |tools: &[Value]| tools[0]["description"].as_str().unwrap().to_owned();
+    let widest = listed(&["--sandbox", "read-only", "--yield-ms", "10000"], "auto");
+    let bytes: usize = widest
+        .iter()
+        .map(|tool| serde_json::to_string(tool).unwrap().len())
+        .sum();
+    eprintln!("the four tool definitions: {bytes} bytes");
+    assert!(bytes <= 6 * 1024, "{bytes} bytes: {widest:#?}");
+    let said = description(&widest);
+    for true_here in [
+        "follows `cd`",
+        "aliases are loaded",
+        "Sandboxed: read-only",
+        "network off",
+        "sandbox_permissions",
+        "becomes a background task",
+    ] {
+        assert!(said.contains(true_here), "{true_here}: {said}");
+    }
+    let plain = description(&listed(&["--no-persist-cwd"], "off"));
+    assert!(plain.contains("pass workdir, not `cd`"), "{plain}");
+    for not_here in [
+        "follows `cd`",
+        "aliases",
+        "Sandboxed",
+        "justification",
+        "background task (the result",
+    ] {
+        assert!(!plain.contains(not_here), "{not_here}: {plain}");
+    }
 }

@@ -127,30 +127,54 @@ impl Hub {
     /// `after` over as a background task (`--yield-ms`; a call's `yieldMs`
     /// wins).
     pub fn with_yield(mut self, after: Option<Duration>) -> Self {
-        self.tools = self.rebuilt(after, self.tools.persist_cwd());
+        self.tools = self.rebuilt(after, self.tools.persist_cwd(), self.tools.told());
         self
     }
 
-    /// The tools over the same executor, with `after` and `persist`.
-    fn rebuilt(&self, after: Option<Duration>, persist: bool) -> Arc<BashTools> {
+    /// The tools over the same executor, with `after`, `persist` and
+    /// `told`.
+    fn rebuilt(
+        &self,
+        after: Option<Duration>,
+        persist: bool,
+        told: dsh_tool_bash::Told,
+    ) -> Arc<BashTools> {
         let executor = Arc::clone(self.tools.executor());
         Arc::new(
             BashTools::new(executor)
                 .with_yield(after)
-                .with_persist_cwd(persist),
+                .with_persist_cwd(persist)
+                .with_told(told),
         )
     }
 
     /// The same hub, with each session's working directory following `cd`
     /// or not ([`dsh_tool_bash::BashTools::with_persist_cwd`]).
     pub fn with_persist_cwd(mut self, persist: bool) -> Self {
-        self.tools = self.rebuilt(self.tools.yield_after(), persist);
+        self.tools = self.rebuilt(self.tools.yield_after(), persist, self.tools.told());
         self
     }
 
-    /// The same hub, with escalation approvals allowed or not.
+    /// The same hub, with escalation approvals allowed or not (the
+    /// escalation fields are offered only where they are).
     pub fn with_escalation(mut self, allowed: bool) -> Self {
         self.escalation = allowed;
+        let told = dsh_tool_bash::Told {
+            escalation: allowed,
+            ..self.tools.told()
+        };
+        self.tools = self.rebuilt(self.tools.yield_after(), self.tools.persist_cwd(), told);
+        self
+    }
+
+    /// The same hub, telling the model that the user's shell snapshot is
+    /// loaded into every command (or not).
+    pub fn with_snapshot(mut self, loaded: bool) -> Self {
+        let told = dsh_tool_bash::Told {
+            snapshot: loaded,
+            ..self.tools.told()
+        };
+        self.tools = self.rebuilt(self.tools.yield_after(), self.tools.persist_cwd(), told);
         self
     }
 
@@ -478,12 +502,14 @@ impl Notices {
 /// Notices kept for the next result, at most.
 const MAX_KEPT_NOTICES: usize = 256;
 
-/// The property results carry their kept notices in.
+/// The property results carry their kept notices in: background tasks
+/// that finished since the previous tool result (for clients on MCP
+/// 2026-07-28, which has no unsolicited notifications), also appended to
+/// `text`. Undescribed, as every fact: the schema goes with every request.
 fn notices_property() -> Value {
     serde_json::json!({
         "type": "array",
-        "items": {"type": "string"},
-        "description": "Background tasks that finished since the previous tool result (clients on MCP 2026-07-28, which has no unsolicited notifications); also appended to `text`."
+        "items": {"type": "string"}
     })
 }
 

@@ -36,21 +36,21 @@ impl From<Escalation> for SandboxMode {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)] // the fields exist for the schema; `BashCall` carries the values
 struct BashParams {
-    /// The command line, run as a fresh `bash -c` (no state carries over between calls).
+    /// The command line.
     command: String,
-    /// What the command does, in 5-10 words, for display only.
+    /// What it does, in 5-10 words (shown to the user).
     description: String,
-    /// Timeout in milliseconds, a positive integer (foreground only).
+    /// Timeout in ms (foreground).
     #[serde(rename = "timeoutMs")]
     #[schemars(range(min = 1))]
     timeout_ms: Option<u64>,
-    /// Working directory; relative paths resolve against the session's working directory.
+    /// Working directory (relative: to the session's).
     workdir: Option<String>,
-    /// Start the command as a background task and return its id at once.
+    /// Run as a background task; returns its id.
     run_in_background: Option<bool>,
-    /// Run it in a terminal (120x40): for REPLs, prompts and full-screen programs. Type into a background one with bash_write; read its screen with bash_output.
+    /// Run in a terminal (REPLs, prompts, full-screen programs): type with bash_write, see its screen with bash_output.
     tty: Option<bool>,
-    /// Milliseconds to wait before handing a command still running over as a background task (instead of its timeout): the result then says its task id.
+    /// After this many ms a command still running becomes a background task.
     #[serde(rename = "yieldMs")]
     #[schemars(range(min = 1))]
     yield_ms: Option<u64>,
@@ -70,13 +70,13 @@ enum NetworkAsk {
 struct ConfinedBashParams {
     #[serde(flatten)]
     base: BashParams,
-    /// Ask the user to run this one call under a wider sandbox mode.
+    /// A wider mode for this one call (a person approves).
     sandbox_permissions: Option<Escalation>,
-    /// One sentence: why this command needs the wider access. Required with sandbox_permissions, network or allow_hosts.
+    /// Why this call needs more, in one sentence (required with sandbox_permissions, network, allow_hosts).
     justification: Option<String>,
-    /// Ask the user to let this one call use the network, which is off in the sandbox.
+    /// The network for this one call (a person approves).
     network: Option<NetworkAsk>,
-    /// Ask the user to let this one call reach these hosts (exact names or addresses, optional :port, at most 8) through the sandbox's network allow-list; the result's network line names the hosts that were refused.
+    /// Hosts this one call may reach (exact, optional :port, at most 8; a person approves).
     allow_hosts: Option<Vec<String>>,
 }
 
@@ -84,7 +84,7 @@ struct ConfinedBashParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
 struct TaskParams {
-    /// The background task id returned by `bash` (for example `bash-1`).
+    /// A task id from bash (bash-1).
     task_id: String,
 }
 
@@ -92,9 +92,9 @@ struct TaskParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
 struct OutputParams {
-    /// The background task id returned by `bash` (for example `bash-1`).
+    /// A task id from bash (bash-1).
     task_id: String,
-    /// Also return the current screen of a task run with tty (what `top`, `vi` or an installer shows).
+    /// Also return a tty task's screen.
     screen: Option<bool>,
 }
 
@@ -151,13 +151,13 @@ impl Key {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
 struct WriteParams {
-    /// The background task id returned by `bash` (for example `bash-1`).
+    /// A task id from bash (bash-1).
     task_id: String,
-    /// Text to type; "\n" is Enter. Empty (or absent, without keys): just wait for new output.
+    /// Text to type ("\n" is Enter); none: just wait for output.
     input: Option<String>,
-    /// Keys to press after the text, in order.
+    /// Keys pressed after the text.
     keys: Option<Vec<Key>>,
-    /// Milliseconds to wait at most for the output to go quiet (default 1000, at most 30000).
+    /// Wait at most this many ms for output to go quiet (default 1000).
     #[serde(rename = "yieldMs")]
     #[schemars(range(min = 1, max = 30000))]
     yield_ms: Option<u64>,

@@ -55,6 +55,7 @@ mod approval;
 mod args;
 pub mod clean;
 mod cwd;
+mod describe;
 mod render;
 mod session;
 mod structured;
@@ -70,6 +71,6 @@ pub use session::{
     effective_sandbox_mode, set_sandbox_mode, NoticeSink, Session, SessionEvent, SANDBOX_MODE_EVENT,
 };
 pub use tools::{
-    completion_notice, notice_is_about, owned_task, session_workdir, BashTools, CallContext, Tool,
-    ToolAnnotations, ToolError, ToolOutput, STANDING_INSTRUCTION,
+    completion_notice, notice_is_about, owned_task, session_workdir, BashTools, CallContext, Told,
+    Tool, ToolAnnotations, ToolError, ToolOutput, STANDING_INSTRUCTION,
 };

@@ -261,6 +261,16 @@ pub(crate) fn schema<T: JsonSchema>() -> Value {
         .into_root_schema_for::<T>()
         .to_value();
     strip(&mut schema);
+    // A nested fact (`sandbox`) is an object, its fields left open: every
+    // request of every turn carries these schemas, and the nested fields
+    // are documented in the crate.
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for property in properties.values_mut() {
+            if property.get("properties").is_some() {
+                *property = serde_json::json!({"type": "object"});
+            }
+        }
+    }
     schema
 }
 
@@ -274,6 +284,11 @@ fn strip(value: &mut Value) {
         Value::Object(map) => {
             for key in ["format", "$schema", "title"] {
                 map.remove(key);
+            }
+            // The facts' documentation is for hosts (the crate docs): every
+            // request of every turn carries these schemas.
+            if map.get("description").is_some_and(Value::is_string) {
+                map.remove("description");
             }
             if let Some(Value::Array(types)) = map.get("type") {
                 let named: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();

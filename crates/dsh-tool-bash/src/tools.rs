@@ -21,15 +21,11 @@ use crate::structured;
 /// carries it in its instructions).
 pub const STANDING_INSTRUCTION: &str = "Every bash result ends with a status marker when something went wrong: check for \"[exit code: N]\", \"[killed by signal: …]\", \"[timed out after …]\" and \"[sandbox: …]\" on every result, and investigate a failure before moving on.";
 
-const BASH_DESCRIPTION: &str = "Run a shell command. Each call is a fresh, non-interactive `bash -c`: no shell state (variables, aliases, `cd`) carries over between calls, so pass `workdir` instead of `cd`. A non-zero exit is not a tool error: the result ends with \"[exit code: N]\" (or \"[killed by signal: SIG]\", after \"[timed out after Nms]\" when the timeout fired). Long output is cut: \"[output truncated: N bytes in all, shown: …; full output: <path>]\" comes first and names a file with everything, then the first lines and the last lines around a count of what was left out. A \"[sandbox: the kernel refused under <mode> mode: …]\" marker names what the sandbox refused; \"[sandbox: stderr looks like a permission error …]\" means the output reads like a refusal (a guess: a program can print the same words). The sandbox's limits are a policy decision, not a bug, so do not work around them. Long-running work (servers, watchers, builds, anything over a minute) belongs in the background: set run_in_background, then read new output with bash_output and stop it with bash_kill. A foreground call that leaves a process running stops it when the command exits.";
+const OUTPUT_DESCRIPTION: &str = "Read a background task's new output, then its status line (\"[status: running]\", \"[status: completed, exit code: N]\", \"[status: killed]\").";
 
-const ESCALATION_DESCRIPTION: &str = " If a command was denied by the sandbox and genuinely needs wider file access, retry the same command once with sandbox_permissions set to the narrowest wider mode that suffices and a one-sentence justification; the user is asked to approve that single call. The network is off in the sandbox (or limited to an allow-list): a command that genuinely needs it (installing packages, fetching) may ask with network: \"on\", or for the exact hosts it needs with allow_hosts: [\"files.example.org\"], and a justification, the same way. Never ask speculatively, and treat a rejection as final for that command.";
+const WRITE_DESCRIPTION: &str = "Type into a background tty task (a REPL, a prompt, vi): text, then keys (C-c interrupts, C-d ends input). Returns its new output once quiet, as bash_output does.";
 
-const OUTPUT_DESCRIPTION: &str = "Read the output a background bash task produced since the previous read, followed by its status line (\"[status: running]\", \"[status: completed, exit code: N]\", \"[status: killed]\"). Output that slid out of memory is named by a file path.";
-
-const WRITE_DESCRIPTION: &str = "Type into a background bash task started with tty (a REPL, a prompt, vi): input is text (\"\\n\" is Enter), keys are named keys pressed after it (C-c interrupts, C-d ends input). Waits until the output goes quiet (at most yieldMs, default 1000) and returns what the task printed since the previous read, then its status line, as bash_output does.";
-
-const KILL_DESCRIPTION: &str = "Stop a background bash task and everything it started (SIGTERM, then SIGKILL after a grace period).";
+const KILL_DESCRIPTION: &str = "Stop a background task and everything it started.";
 
 /// Hints a host can show about a tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,6 +206,28 @@ pub struct BashTools {
     yield_after: Option<std::time::Duration>,
     /// Each session's next call starts where its last one ended.
     persist_cwd: bool,
+    /// What the descriptions say beyond what the tools know themselves.
+    told: Told,
+}
+
+/// What the server tells the model about itself beyond what the tools
+/// know: each said in the descriptions only when true.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Told {
+    /// The user's shell snapshot (PATH, functions, aliases) is loaded into
+    /// every command.
+    pub snapshot: bool,
+    /// A person can be asked to widen one call (the escalation fields).
+    pub escalation: bool,
+}
+
+impl Default for Told {
+    fn default() -> Self {
+        Told {
+            snapshot: false,
+            escalation: true,
+        }
+    }
 }
 
 impl std::fmt::Debug for BashTools {
@@ -277,6 +295,7 @@ impl BashTools {
             listener: Some(listener),
             yield_after: None,
             persist_cwd: false,
+            told: Told::default(),
         }
     }
 
@@ -300,6 +319,17 @@ impl BashTools {
         self
     }
 
+    /// The same tools, telling the model `told`.
+    pub fn with_told(mut self, told: Told) -> Self {
+        self.told = told;
+        self
+    }
+
+    /// What the descriptions tell beyond the tools' own settings.
+    pub fn told(&self) -> Told {
+        self.told
+    }
+
     /// Whether each session's directory follows `cd`.
     pub fn persist_cwd(&self) -> bool {
         self.persist_cwd
@@ -316,24 +346,41 @@ impl BashTools {
     }
 
     /// True if and only if the executor confines in a mode something is
-    /// wider than (escalation can be offered).
+    /// wider than and a person can be asked (escalation is offered).
     fn confining(&self) -> bool {
-        self.executor
-            .sandbox_mode()
-            .is_some_and(|mode| mode != SandboxMode::DangerFullAccess)
+        self.told.escalation
+            && self
+                .executor
+                .sandbox_mode()
+                .is_some_and(|mode| mode != SandboxMode::DangerFullAccess)
     }
 
-    /// The three tools, as data.
-    pub fn tools(&self) -> Vec<Tool> {
-        let mut bash = BASH_DESCRIPTION.to_owned();
-        if self.confining() {
-            bash.push_str(ESCALATION_DESCRIPTION);
+    /// What `bash`'s description says, from this server's settings.
+    fn described(&self) -> crate::describe::Described {
+        let mode = self.executor.sandbox_mode();
+        crate::describe::Described {
+            persist_cwd: self.persist_cwd,
+            snapshot: self.told.snapshot,
+            sandbox: mode.filter(|mode| mode.confines()).map(|mode| {
+                let network = self.executor.network_policy(mode);
+                (
+                    mode,
+                    network.unwrap_or_else(|| NetworkPolicy::default_for(mode)),
+                )
+            }),
+            escalation: self.confining(),
+            yields: self.yield_after.is_some(),
         }
+    }
+
+    /// The four tools, as data.
+    pub fn tools(&self) -> Vec<Tool> {
+        let escalation = self.confining();
         vec![
             Tool {
                 name: "bash",
-                description: bash,
-                parameters: args::bash_schema(self.executor.sandbox_mode()),
+                description: crate::describe::bash(&self.described()),
+                parameters: args::bash_schema(self.executor.sandbox_mode().filter(|_| escalation)),
                 output_schema: structured::schema::<structured::BashContent>(),
                 annotations: ToolAnnotations {
                     read_only: false,
