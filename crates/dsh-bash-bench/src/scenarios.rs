@@ -755,9 +755,39 @@ async fn cache_sweep(options: &Options) -> Vec<Row> {
     ]
 }
 
-async fn mcp_round_trip(options: &Options) -> Option<Row> {
-    let binary = options.mcp_binary.as_ref()?;
-    let mut client = McpClient::start(binary).await.ok()?;
+async fn mcp_round_trip(options: &Options) -> Vec<Row> {
+    let Some(binary) = options.mcp_binary.as_ref() else {
+        return Vec::new();
+    };
+    let Ok(mut client) = McpClient::start(binary).await else {
+        return vec![Row::skipped("7 MCP", "ms/call", "the server did not start")];
+    };
+    let definitions = tool_definitions(&mut client).await;
+    let round_trip = round_trip(options, &mut client).await;
+    client.close().await;
+    definitions.into_iter().chain(round_trip).collect()
+}
+
+/// The bytes of the four tool definitions (`tools/list`, as sent: compact
+/// JSON), which every request of every turn carries.
+async fn tool_definitions(client: &mut McpClient) -> Option<Row> {
+    let listed = client
+        .request("tools/list", serde_json::json!({}))
+        .await
+        .ok()?;
+    let tools = listed["result"]["tools"].as_array()?;
+    let bytes: usize = tools.iter().map(|tool| tool.to_string().len()).sum();
+    Some(Row {
+        scenario: "7a the four tool definitions (tools/list)".into(),
+        ours: Stats::of(vec![bytes as f64]),
+        baseline: None,
+        unit: "bytes",
+        peak_rss_mib: None,
+        note: "target <= 6144 bytes with everything on (14270 before issue 35)".into(),
+    })
+}
+
+async fn round_trip(options: &Options, client: &mut McpClient) -> Option<Row> {
     let direct = LocalBashExecutor::new(local(options)).ok()?;
     let call = serde_json::json!({"name": "bash", "arguments": {"command": "true", "description": "benchmark a trivial command"}});
     for _ in 0..5 {
@@ -773,7 +803,6 @@ async fn mcp_round_trip(options: &Options) -> Option<Row> {
         ours.push(ms(started.elapsed()) / options.commands as f64);
         base.push(per_command(&direct, "true", options.commands).await);
     }
-    client.close().await;
     direct.shutdown().await;
     let added = Stats::of(ours.clone()).median - Stats::of(base.clone()).median;
     Some(Row {

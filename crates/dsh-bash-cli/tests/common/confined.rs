@@ -49,29 +49,84 @@ pub fn usable_as_or_skip(user: User, sandbox: &[&str], what: &str) -> bool {
 }
 
 /// The binary, copied where every user can run it (the checkout may live
-/// under a directory the unprivileged user cannot enter).
+/// under a directory the unprivileged user cannot enter): one copy per
+/// build, shared by every test binary of a run (a copy each would fill a
+/// CI machine's disk), named by its size and time and made whole before
+/// it gets its name; older builds' copies go.
 pub fn binary() -> &'static Path {
     static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     COPY.get_or_init(|| {
-        let dir = base().join("bin");
+        let built = Path::new(env!("CARGO_BIN_EXE_dsh-bash"));
+        let meta = std::fs::metadata(built).unwrap();
+        let stamp = meta
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = root().join("dsh-test-bin");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let copy = dir.join("dsh-bash");
-        std::fs::copy(env!("CARGO_BIN_EXE_dsh-bash"), &copy).unwrap();
-        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let name = format!("dsh-bash-{}-{stamp}", meta.len());
+        let copy = dir.join(&name);
+        if !copy.exists() {
+            let partial = dir.join(format!(".{name}.{}", std::process::id()));
+            std::fs::copy(built, &partial).unwrap();
+            std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&partial, &copy).unwrap();
+        }
+        for old in std::fs::read_dir(&dir).unwrap().flatten() {
+            let stale = old
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() > 3600));
+            if old.file_name() != name.as_str() && stale {
+                let _ = std::fs::remove_file(old.path());
+            }
+        }
         copy
     })
 }
 
-/// Where targets and workspaces live: outside /tmp and reachable by every
+/// Where every run's directory lives: outside /tmp and reachable by every
 /// user.
-pub fn base() -> PathBuf {
-    let root = if Path::new("/var/tmp").is_dir() {
+fn root() -> PathBuf {
+    if Path::new("/var/tmp").is_dir() {
         PathBuf::from("/var/tmp")
     } else {
         PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-    };
-    root.join(format!("dsh-escape-{}", std::process::id()))
+    }
+}
+
+/// Where targets and workspaces live: a directory of this test process's
+/// own. The first call removes the ones of test processes that are gone
+/// (as root, whatever their owner or mode).
+pub fn base() -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(root()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("dsh-escape-"))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = Command::new("chattr")
+                    .arg("-R")
+                    .arg("-i")
+                    .arg(entry.path())
+                    .output();
+                let _ = Command::new("rm").arg("-rf").arg(entry.path()).status();
+            }
+        }
+    });
+    root().join(format!("dsh-escape-{}", std::process::id()))
 }
 
 /// A command run as `user` (through `setpriv` for the unprivileged one).
