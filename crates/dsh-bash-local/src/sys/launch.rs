@@ -184,17 +184,14 @@ fn resolve(program: &Path, path: &OsStr) -> io::Result<PathBuf> {
     ))
 }
 
-/// The working directory, opened once here and entered by descriptor in
-/// the child: the directory checked is the one the command starts in. A
-/// pinned one (canonical, as a person approved it) is opened without
-/// following any symlink: one put on its path since is refused, never
-/// followed.
-fn open_workdir(workdir: &Path, pinned: bool) -> io::Result<OwnedFd> {
+/// A pinned working directory (canonical, as a person approved it),
+/// opened here without following any symlink and entered by descriptor in
+/// the child: one put on its path since is refused, never followed. (An
+/// unpinned one is entered by path: a descriptor more per command would
+/// cost a host at its descriptor limit its commands.)
+fn open_pinned(workdir: &Path) -> io::Result<OwnedFd> {
     use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    if !pinned {
-        return Ok(rustix::fs::open(workdir, flags, Mode::empty())?);
-    }
     let moved = |err: rustix::io::Errno| {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -225,8 +222,10 @@ struct ChildArgs {
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
-    /// The working directory, opened by the parent (close-on-exec).
-    cwd: RawFd,
+    /// The working directory by path, or (`pinned`) by a descriptor the
+    /// parent opened (close-on-exec), `-1` when by path.
+    cwd: *const libc::c_char,
+    pinned: RawFd,
     stdio: [RawFd; 3],
     report: RawFd,
     parent: libc::pid_t,
@@ -347,10 +346,16 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     if let Err(errno) = unsafe { restrict::apply(&*args.restriction) } {
         fail(args.report, errno);
     }
-    // SAFETY: fchdir to a descriptor the parent holds open; execve with
-    // NUL-terminated strings and arrays the parent prepared.
+    // SAFETY: fchdir to a descriptor the parent holds open, or chdir to a
+    // NUL-terminated path it prepared; execve with NUL-terminated strings
+    // and arrays the parent prepared.
     unsafe {
-        if libc::fchdir(args.cwd) != 0 {
+        let entered = if args.pinned >= 0 {
+            libc::fchdir(args.pinned)
+        } else {
+            libc::chdir(args.cwd)
+        };
+        if entered != 0 {
             fail(args.report, errno());
         }
         libc::execve(args.path, args.argv, args.envp);
@@ -546,6 +551,7 @@ unsafe fn clone_into_cgroup(
 struct ExecStrings {
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
+    cwd: CString,
     /// Owns what `argv` and `envp` point into.
     _owned: (Vec<CString>, Vec<CString>),
 }
@@ -576,6 +582,7 @@ impl ExecStrings {
         Ok(ExecStrings {
             argv: pointers(&argv_owned),
             envp: pointers(&envp_owned),
+            cwd: cstring(OsStr::new(&launch.workdir).as_bytes())?,
             _owned: (argv_owned, envp_owned),
         })
     }
@@ -593,7 +600,10 @@ pub(crate) fn launch(
 ) -> io::Result<(libc::pid_t, Pipes)> {
     let path = launcher.path_of(&launch.program)?;
     let strings = ExecStrings::new(launch)?;
-    let cwd = open_workdir(&launch.workdir, launch.workdir_pinned)?;
+    let pinned = launch
+        .workdir_pinned
+        .then(|| open_pinned(&launch.workdir))
+        .transpose()?;
     let restriction = Prepared::new(&launch.restriction);
     let standard = Standard::new(launch)?;
     let (report_read, report_write) = pipe()?;
@@ -601,7 +611,8 @@ pub(crate) fn launch(
         path: path.as_ptr(),
         argv: strings.argv.as_ptr(),
         envp: strings.envp.as_ptr(),
-        cwd: cwd.as_raw_fd(),
+        cwd: strings.cwd.as_ptr(),
+        pinned: pinned.as_ref().map_or(-1, AsRawFd::as_raw_fd),
         stdio: standard.child,
         report: report_write.as_raw_fd(),
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
