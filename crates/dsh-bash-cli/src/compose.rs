@@ -313,6 +313,7 @@ pub fn snapshot_source(
 /// warning, where no backend works here), and settles `slot`, logging what
 /// it kept or why there is none.
 pub async fn take_snapshot(
+    backend: Backend,
     local: &LocalConfig,
     source: dsh_bash_local::SnapshotSource,
     slot: Arc<dsh_bash_local::SnapshotSlot>,
@@ -324,9 +325,12 @@ pub async fn take_snapshot(
     };
     let taken = match LocalBashExecutor::new(capture) {
         Ok(executor) => {
-            let sandbox = LocalSandboxProvider::new(LocalSandboxConfig::default())
-                .map_err(|err| tracing::warn!("the shell snapshot runs unconfined: {err}"))
-                .ok();
+            let sandbox = LocalSandboxProvider::new(LocalSandboxConfig {
+                backend,
+                ..LocalSandboxConfig::default()
+            })
+            .map_err(|err| tracing::warn!("the shell snapshot runs unconfined: {err}"))
+            .ok();
             let taken = dsh_bash_local::take_shell_snapshot(
                 &executor,
                 &source,
@@ -358,6 +362,16 @@ pub async fn take_snapshot(
         Err(err) => tracing::warn!("no shell snapshot: {err}"),
     }
     slot.settle(taken);
+}
+
+/// The sandbox backend the flags name (`auto` by default): the commands'
+/// and the shell snapshot's.
+pub fn backend_of(args: &ExecutorArgs) -> Backend {
+    match args.sandbox_backend.as_str() {
+        "bwrap" => Backend::Bwrap,
+        "landlock" => Backend::Landlock,
+        _ => Backend::Auto,
+    }
 }
 
 /// The output a result shows the model, in bytes, and the tail of each
@@ -392,11 +406,7 @@ pub fn compose(
             executor: Arc::new(LocalBashExecutor::new(local)?),
         });
     };
-    let backend = match args.sandbox_backend.as_str() {
-        "bwrap" => Backend::Bwrap,
-        "landlock" => Backend::Landlock,
-        _ => Backend::Auto,
-    };
+    let backend = backend_of(args);
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend,
         // This binary runs the allow-list's forwarder (`main`), by its real

@@ -91,7 +91,8 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         let slot = dsh_bash_local::SnapshotSlot::pending();
         local.shell_snapshot = Some(Arc::clone(&slot));
         let capture = local.clone();
-        tokio::spawn(async move { compose::take_snapshot(&capture, source, slot).await });
+        let backend = compose::backend_of(&args.executor);
+        tokio::spawn(async move { compose::take_snapshot(backend, &capture, source, slot).await });
     }
     let swept = local.clone();
     let composed = compose::compose(&args.executor, local, secrets.clone())?;

@@ -42,7 +42,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Asked for on one command: taken first, then the command runs.
     if let Some(source) = compose::snapshot_source(&args.executor, false)? {
         let slot = dsh_bash_local::SnapshotSlot::pending();
-        compose::take_snapshot(&local, source, std::sync::Arc::clone(&slot)).await;
+        compose::take_snapshot(
+            compose::backend_of(&args.executor),
+            &local,
+            source,
+            std::sync::Arc::clone(&slot),
+        )
+        .await;
         local.shell_snapshot = Some(slot);
     }
     let executor = compose::executor(&args.executor, local)?;

@@ -134,3 +134,86 @@ fn an_approved_escalation_runs_where_the_person_was_told() {
         let _ = server.child.wait();
     });
 }
+
+/// On MCP 2026-07-28 the question goes back with the call's result and the
+/// client retries with the answer: a link put on the working directory's
+/// path in between makes the answer stale (the question would now read
+/// differently), never a yes for where the link points.
+#[test]
+fn a_retried_answer_counts_only_for_the_question_the_person_read() {
+    each_backend_and_user(
+        "the 2026-07-28 retry's working directory",
+        |user, backend| {
+            let root = base().join(format!("escalation-retry-{backend}-{user:?}"));
+            let (ws, outside) = (root.join("ws"), root.join("outside"));
+            std::fs::create_dir_all(ws.join("sub")).unwrap();
+            std::fs::create_dir_all(&outside).unwrap();
+            if user == User::Nobody {
+                chown_tree(&root, NOBODY);
+            }
+            let ws = std::fs::canonicalize(&ws).unwrap();
+            let mut command = as_user(user, binary().to_str().unwrap());
+            command
+                .args([
+                    "mcp",
+                    "--sandbox",
+                    "workspace-write",
+                    "--sandbox-backend",
+                    backend,
+                ])
+                .arg("--workdir")
+                .arg(&ws)
+                .env("DSH_BASH_SHELL_SNAPSHOT", "off");
+            let mut server = RawServer::spawn_command(command, std::process::Stdio::null());
+            let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+            let escalated = json!({"command": "pwd -P; touch there", "description": "d",
+            "workdir": "sub", "sandbox_permissions": "danger-full-access", "justification": "a test"});
+            let send = |server: &mut RawServer, id: u64, params: Value| {
+                let mut params = params;
+                params["_meta"] = meta.clone();
+                server.send(
+                    &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+                        .to_string(),
+                );
+                server.next()
+            };
+            let asked = send(
+                &mut server,
+                1,
+                json!({"name": "bash", "arguments": escalated}),
+            );
+            let state = asked["result"]["requestState"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{asked}"))
+                .to_owned();
+            assert!(
+                asked
+                    .to_string()
+                    .contains(&format!("Working directory: {}", ws.join("sub").display())),
+                "{asked}"
+            );
+            let swap = format!("mv sub sub.old && ln -s {} sub", outside.display());
+            let swapped = send(
+                &mut server,
+                2,
+                json!({"name": "bash", "arguments": {"command": swap, "description": "d"}}),
+            );
+            assert!(ws.join("sub").is_symlink(), "{swapped}");
+            let retried = send(
+                &mut server,
+                3,
+                json!({"name": "bash", "arguments": escalated,
+            "requestState": state, "inputResponses": {"approval": {"action": "accept"}}}),
+            );
+            let said = retried.to_string();
+            assert!(said.contains("now reads differently"), "{said}");
+            assert!(
+                !outside.join("there").exists(),
+                "ran where the link points: {said}"
+            );
+            drop(server.stdin.take());
+            let _ = server.child.wait();
+        },
+    );
+}

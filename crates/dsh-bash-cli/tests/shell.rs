@@ -239,28 +239,47 @@ fn a_hanging_bashrc_does_not_hold_the_server_up() {
     let _ = server.child.wait();
 }
 
-/// The snapshot's shell runs confined, as root and as uid 65534: start-up
-/// files that take a lock, append to a file and write a history leave the
-/// home byte for byte as it was, while what they export (and what they
-/// wrote in their own TMPDIR) still makes the snapshot.
+/// The snapshot's shell runs confined, under each backend, as root and as
+/// uid 65534: start-up files that take a lock, append to a file, write a
+/// history, change a mode and a time, and hide a line of code inside an
+/// alias leave the home exactly as it was (contents, modes, times), while
+/// what they export still makes the snapshot (and, under bubblewrap, what
+/// they wrote in its in-memory /tmp).
 #[test]
 fn the_snapshot_leaves_the_home_exactly_as_it_was() {
-    use common::confined::{as_user, binary, chown_tree, tree, User, NOBODY};
-    for user in [User::Root, User::Nobody] {
+    use common::confined::{each_backend_and_user, tree, NOBODY};
+    each_backend_and_user("the confined snapshot", |user, backend| {
         let home = made_up_home(
-            &format!("snapshot-home-untouched-{user:?}"),
+            &format!("snapshot-home-untouched-{backend}-{user:?}"),
             "mkdir -p ~/.pyenv/shims && : > ~/.pyenv/shims/.pyenv-shim\n\
              echo ran >> ~/.rc-ran\n\
              echo 'ls' >> ~/.bash_history\n\
-             echo scratch > \"${TMPDIR:-/tmp}/own\" && export TMP_WORKED=$(cat \"${TMPDIR:-/tmp}/own\")\n",
+             chmod 0777 ~/.profile; touch -d 2001-01-01 ~/.profile\n\
+             alias x=$'echo ghp_0123456789abcdefghijABCDEFGHIJ0123456789\\nalias y=1; echo PWNED >> \"$HOME/pwned_by_alias\" #'\n\
+             echo scratch > /tmp/own && export TMP_WORKED=$(cat /tmp/own)\n",
         );
-        if user == User::Nobody {
-            chown_tree(&home, NOBODY);
+        if user == common::confined::User::Nobody {
+            common::confined::chown_tree(&home, NOBODY);
         }
         let before = tree(&home);
-        let mut command = as_user(user, binary().to_str().unwrap());
+        let stamp = |path: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(path).unwrap();
+            (meta.mode(), meta.mtime(), meta.mtime_nsec())
+        };
+        let profile = stamp(&home.join(".profile"));
+        let mut command =
+            common::confined::as_user(user, common::confined::binary().to_str().unwrap());
         command
-            .arg("mcp")
+            .args([
+                "mcp",
+                "--sandbox",
+                "read-only",
+                "--sandbox-backend",
+                backend,
+            ])
+            .arg("--workdir")
+            .arg(&home)
             .env("HOME", &home)
             .env("SHELL", "/bin/bash")
             .env_remove("DSH_BASH_SHELL_SNAPSHOT");
@@ -268,14 +287,30 @@ fn the_snapshot_leaves_the_home_exactly_as_it_was() {
         let mut server = RawServer::spawn_command(command, std::fs::File::create(&log).unwrap());
         initialize(&mut server);
         let id = until_snapshot(&mut server, "greet");
-        let text = call(&mut server, id, "echo tmp=${TMP_WORKED-unset}; greet me");
+        let text = call(
+            &mut server,
+            id,
+            "echo tmp=${TMP_WORKED-unset}; greet me; type -t y || true",
+        );
         let logged = std::fs::read_to_string(&log).unwrap_or_default();
-        assert_eq!(text, "tmp=scratch\nhello, me\n", "{user:?}: {logged}");
-        assert!(!logged.contains("runs unconfined"), "{user:?}: {logged}");
+        // Landlock's read-only mode has no writable /tmp.
+        let tmp = if backend == "bwrap" {
+            "scratch"
+        } else {
+            "unset"
+        };
+        let what = format!("{backend} as {user:?}");
+        assert_eq!(text, format!("tmp={tmp}\nhello, me\n"), "{what}: {logged}");
+        assert!(!logged.contains("runs unconfined"), "{what}: {logged}");
         let _ = server.child.kill();
         let _ = server.child.wait();
-        assert_eq!(tree(&home), before, "{user:?}: the home changed");
-    }
+        assert_eq!(tree(&home), before, "{what}: the home changed");
+        assert_eq!(
+            stamp(&home.join(".profile")),
+            profile,
+            "{what}: a mode or time in the home changed"
+        );
+    });
 }
 
 #[test]

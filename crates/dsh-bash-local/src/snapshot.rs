@@ -20,9 +20,9 @@
 //! The finished script is sealed in memory and checked by sourcing it
 //! once, the way every command will.
 //!
-//! With a sandbox provider the shell runs confined (`workspace-write` over
-//! an empty directory of its own, which is also its `TMPDIR`; network
-//! off; credential files hidden): nothing in the home is writable, so a start-up file that takes a
+//! With a sandbox provider the shell runs confined (`read-only`, its
+//! workspace an empty directory of its own; network off; credential files
+//! hidden; under bubblewrap an in-memory `/tmp`): nothing in the home is writable, so a start-up file that takes a
 //! lock (`pyenv init`'s rehash), writes a history or a cache simply fails
 //! there, and a snapshot stopped at any moment (by its bound, or by a
 //! client restarting the server) leaves the home exactly as it was. With
@@ -71,7 +71,9 @@ const BASH_DUMP: &str = r#"builtin command -p env -0 >&"$DSH_SNAP_ENV" || builti
 for __dsh_f in $(builtin compgen -A function); do
   builtin declare -f -- "$__dsh_f"; builtin printf '\0'
 done >&"$DSH_SNAP_FUNCTIONS"
-builtin alias -p >&"$DSH_SNAP_ALIASES"
+for __dsh_a in "${!BASH_ALIASES[@]}"; do
+  builtin printf 'alias %s=%q\0' "$__dsh_a" "${BASH_ALIASES[$__dsh_a]}"
+done >&"$DSH_SNAP_ALIASES"
 builtin shopt -p >&"$DSH_SNAP_OPTIONS"
 builtin complete -p >&"$DSH_SNAP_COMPLETIONS" 2>/dev/null
 builtin exit 0
@@ -305,8 +307,8 @@ async fn dump(
     Ok(Some(parts))
 }
 
-/// Runs `plain` confined by `sandbox` in `workspace-write` over an empty
-/// directory of its own (also its `TMPDIR`), removed after.
+/// Runs `plain` confined by `sandbox` in `read-only` mode over an empty
+/// directory of its own, removed after.
 async fn run_confined(
     executor: &LocalBashExecutor,
     sandbox: &dyn SandboxProvider,
@@ -317,8 +319,12 @@ async fn run_confined(
     let scratch = OwnDirectory::create().map_err(io_error("make the snapshot's own directory"))?;
     let workspace =
         dsh_sandbox::Workspace::open(scratch.path()).map_err(|err| unconfinable(err.to_string()))?;
-    let mut policy = dsh_sandbox::SandboxPolicy::new(dsh_sandbox::SandboxMode::WorkspaceWrite, workspace);
-    policy.private_tmp = Some(scratch.path().to_owned());
+    // Read-only: under Landlock `workspace-write` leaves modes and times
+    // outside the workspace changeable (the `metadata` gap), read-only
+    // with its syscall filter does not; bubblewrap gives it an in-memory
+    // /tmp either way.
+    let mut policy =
+        dsh_sandbox::SandboxPolicy::new(dsh_sandbox::SandboxMode::ReadOnly, workspace);
     // Once, at start: a few dozen `lstat`s.
     policy.hidden = dsh_sandbox::HiddenPaths::default().resolve(&dsh_sandbox::homes());
     let mut confinement = sandbox
@@ -524,11 +530,21 @@ fn chunks(functions: &[u8], aliases: &[u8], kind: Kind) -> Vec<Chunk> {
             text,
         });
     }
-    for line in String::from_utf8_lossy(aliases).lines() {
+    // bash's aliases come one per NUL, each value quoted by `printf %q`
+    // (a newline in it is `$'\n'`); zsh's `alias -rL` quotes newlines the
+    // same way, one per line. A definition that still spans lines is not
+    // one: a line of it could be anything (`alias y=1; code`), so it is
+    // left out whole.
+    let aliases = String::from_utf8_lossy(aliases);
+    let definitions: Vec<&str> = match kind {
+        Kind::Bash => aliases.split('\0').collect(),
+        Kind::Zsh => aliases.lines().collect(),
+    };
+    for line in definitions {
         let Some(rest) = line.strip_prefix("alias ") else {
             continue;
         };
-        if rest.starts_with('-') {
+        if rest.starts_with('-') || line.contains('\n') || line.contains('\r') {
             continue;
         }
         let name = rest.split('=').next().unwrap_or_default().to_owned();
@@ -807,5 +823,15 @@ mod tests {
         let chunks = chunks(functions, aliases, Kind::Zsh);
         let names: Vec<_> = chunks.iter().map(|c| (c.what, c.name.as_str())).collect();
         assert_eq!(names, [("function", "greet"), ("alias", "ll")]);
+    }
+
+    #[test]
+    fn a_line_inside_an_alias_never_becomes_a_definition_of_its_own() {
+        // Unquoted, as `alias -p` printed it: the second line would have
+        // been an alias of its own, and its code would run on sourcing.
+        let aliases = b"alias x='echo a\nalias y=1; touch /tmp/pwned #'\0alias ok=$'echo a\\nb'\0";
+        let chunks = chunks(b"", aliases, Kind::Bash);
+        let names: Vec<_> = chunks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["ok"]);
     }
 }

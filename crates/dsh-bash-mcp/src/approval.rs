@@ -238,13 +238,34 @@ impl ApprovalService for Deferral {
     }
 }
 
-/// The answer a retried call brought back.
-pub(super) struct Answered(pub(super) ApprovalOutcome);
+/// The answer a retried call brought back, and the question it answered
+/// as the person read it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Answered {
+    pub(super) outcome: ApprovalOutcome,
+    pub(super) shown: String,
+}
 
 impl ApprovalService for Answered {
-    fn request(&self, _request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
-        let outcome = self.0;
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'_, ApprovalOutcome> {
+        // The retry's question, worked out again now (its working
+        // directory canonical now): an answer counts only for the very
+        // question the person read.
+        let now = question(&request).map(|params| message_of(&params).to_owned());
+        let outcome = if now.as_deref() == Some(self.shown.as_str()) {
+            self.outcome
+        } else {
+            ApprovalOutcome::Stale
+        };
         Box::pin(async move { outcome })
+    }
+}
+
+/// The text of a question.
+fn message_of(params: &ElicitRequestParams) -> &str {
+    match params {
+        ElicitRequestParams::FormElicitationParams { message, .. } => message,
+        _ => "",
     }
 }
 
@@ -261,6 +282,8 @@ struct Pending {
     /// What the call was (see [`Questions::fingerprint`]): the arguments
     /// themselves, up to megabytes of command, are not kept.
     call: u128,
+    /// The question as the person reads it (its command shortened).
+    shown: String,
     asked: Instant,
 }
 
@@ -308,6 +331,7 @@ impl Questions {
             state.clone(),
             Pending {
                 call,
+                shown: message_of(&params).to_owned(),
                 asked: Instant::now(),
             },
         );
@@ -328,7 +352,7 @@ impl Questions {
         tool: &str,
         arguments: &Value,
         responses: Option<&InputResponses>,
-    ) -> Result<ApprovalOutcome, String> {
+    ) -> Result<Answered, String> {
         let asked = self
             .pending
             .lock()
@@ -351,7 +375,10 @@ impl Questions {
                 "inputResponses.{KEY} is not an elicitation result ({err}); call again to be asked"
             )
         })?;
-        Ok(outcome(&answer.action))
+        Ok(Answered {
+            outcome: outcome(&answer.action),
+            shown: asked.shown,
+        })
     }
 }
 
@@ -415,7 +442,9 @@ mod tests {
             .request_state
             .expect("a state");
         assert_eq!(
-            questions.answer(&state, "bash", &args, Some(&answered("accept"))),
+            questions
+                .answer(&state, "bash", &args, Some(&answered("accept")))
+                .map(|a| a.outcome),
             Ok(ApprovalOutcome::AllowedOnce)
         );
         let state = questions
@@ -423,7 +452,9 @@ mod tests {
             .request_state
             .expect("a state");
         assert_eq!(
-            questions.answer(&state, "bash", &args, Some(&answered("decline"))),
+            questions
+                .answer(&state, "bash", &args, Some(&answered("decline")))
+                .map(|a| a.outcome),
             Ok(ApprovalOutcome::Rejected)
         );
         let state = questions

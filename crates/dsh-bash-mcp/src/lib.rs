@@ -660,13 +660,13 @@ impl BashServer {
             return Ok(Asker::new(asks));
         }
         if let Some(state) = &request.request_state {
-            let outcome = self.state.questions.answer(
+            let answered = self.state.questions.answer(
                 state,
                 &request.name,
                 arguments,
                 request.input_responses.as_ref(),
             )?;
-            return Ok(Asker::new(approval::Answered(outcome)));
+            return Ok(Asker::new(answered));
         }
         let deferral = Arc::new(approval::Deferral::default());
         Ok(Asker {

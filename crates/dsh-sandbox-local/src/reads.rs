@@ -13,7 +13,11 @@
 //!
 //! A hard link made by a confined command cannot lead out: Landlock's
 //! `REFER` right refuses a link that would gain a right the file lacks
-//! where it is. A second mount of a home is another path to the same
+//! where it is. A grant attaches to an inode, not a name: an entry beside
+//! the way to a hidden file that is a hard link to it (`~/.aws/creds_backup`
+//! made before the run) would grant the hidden file itself, so an entry
+//! with a hidden file's inode is never granted. A hard link elsewhere (in
+//! a directory granted whole) stays readable at its own path: a limit. A second mount of a home is another path to the same
 //! inodes, so [`dsh_sandbox::HiddenPaths::resolve`] lists it too.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -69,6 +73,12 @@ impl Around {
         above.dedup();
         let mut stamps = Vec::with_capacity(above.len());
         let mut grants = Vec::new();
+        let hidden_inodes: Vec<(u64, u64)> = hidden
+            .iter()
+            .filter(|h| !h.directory)
+            .filter_map(|h| rustix::fs::lstat(&h.path).ok())
+            .map(|stat| (stat.st_dev, stat.st_ino))
+            .collect();
         for directory in &above {
             let fd = open_directory(directory);
             stamps.push((
@@ -94,10 +104,13 @@ impl Around {
                     continue;
                 };
                 // A link's own inode grants nothing (an access is decided
-                // on the path it resolves to): left out.
-                let is_link = rustix::fs::fstat(&opened)
-                    .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Symlink);
-                if !is_link {
+                // on the path it resolves to), and a hard link to a hidden
+                // file would grant that file: both left out.
+                let Ok(stat) = rustix::fs::fstat(&opened) else {
+                    continue;
+                };
+                let is_link = FileType::from_raw_mode(stat.st_mode) == FileType::Symlink;
+                if !is_link && !hidden_inodes.contains(&(stat.st_dev, stat.st_ino)) {
                     grants.push(opened);
                 }
             }
@@ -138,6 +151,7 @@ mod tests {
             std::fs::write(home.join(file), "x").unwrap();
         }
         std::os::unix::fs::symlink(".ssh/id_rsa", home.join("key")).unwrap();
+        std::fs::hard_link(home.join(".ssh/id_rsa"), home.join("backup_key")).unwrap();
         let hidden = [HiddenPath {
             path: home.join(".ssh/id_rsa"),
             directory: false,
@@ -156,7 +170,13 @@ mod tests {
             assert!(!granted.contains(&never), "{never:?} in {granted:?}");
         }
         assert!(granted.iter().all(|p| !p.ends_with("key")), "no link");
-        assert!(around.fits(&hidden));
+        assert!(
+            granted.iter().all(|p| !p.ends_with("backup_key")),
+            "no hard link to a hidden file: {granted:?}"
+        );
+        // Fits while nothing above changed (the shared temp dir above it
+        // may change under a busy machine: built again until it holds).
+        assert!((0..20).any(|_| Around::build(&hidden).fits(&hidden)));
         std::fs::write(home.join("new"), "x").unwrap();
         assert!(!around.fits(&hidden), "a new entry above: rebuilt");
     }

@@ -17,6 +17,9 @@ pub enum ApprovalOutcome {
     /// answer (MCP 2026-07-28's input-required results). The command does
     /// not run on this call.
     Deferred,
+    /// The answer was to a question that would now read differently (the
+    /// working directory now leads elsewhere): not a yes for this call.
+    Stale,
 }
 
 /// One escalation question.

@@ -581,6 +581,9 @@ impl BashTools {
             ApprovalOutcome::Unavailable => Err(ToolError::Escalation(format!(
                 "{unavailable} requires approval, but no approval channel is available"
             ))),
+            ApprovalOutcome::Stale => Err(ToolError::Escalation(format!(
+                "the answer about {unavailable} was to a question that now reads differently (the working directory leads elsewhere since); the command did not run: call again without the answer to be asked"
+            ))),
             ApprovalOutcome::Deferred => Err(ToolError::Escalation(format!(
                 "{unavailable} awaits the user's answer; the command did not run"
             ))),
