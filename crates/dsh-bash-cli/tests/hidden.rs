@@ -130,6 +130,18 @@ fn credential_files_are_hidden_and_the_rest_of_the_home_is_not() {
             );
             assert!(stdout.contains("id_ed25519"), "names are listed: {what}");
             assert!(stderr.contains("id_ed25519"), "the refusal is said: {what}");
+            // The refusal is explained as hiding, under either backend.
+            let blocked = result["sandbox"]["blocked"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                blocked.iter().any(|b| b["class"] == "hidden"
+                    && b["path"]
+                        .as_str()
+                        .is_some_and(|p| p.ends_with(".ssh/id_ed25519"))),
+                "{what}"
+            );
             let listed = hidden(&result);
             for file in [
                 ".ssh/id_ed25519",

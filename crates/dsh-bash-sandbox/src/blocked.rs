@@ -58,10 +58,7 @@ impl WriteRights {
                         .map(|(_, path)| PathBuf::from(path))
                 })
                 .collect(),
-            _ => paths_named(stderr)
-                .filter_map(|word| self.absolute(word))
-                .take(MAX_CANDIDATES)
-                .collect(),
+            _ => self.candidates(stderr),
         };
         let mut blocked: Vec<BlockedPath> = Vec::new();
         for path in candidates {
@@ -76,6 +73,46 @@ impl WriteRights {
             }
         }
         blocked
+    }
+
+    /// True if and only if `stderr` mentions a hidden path at all (cheap:
+    /// no file system).
+    pub(crate) fn names_hidden(&self, stderr: &str) -> bool {
+        self.hidden.iter().any(|hidden| {
+            hidden
+                .file_name()
+                .is_some_and(|name| stderr.contains(&*name.to_string_lossy()))
+        })
+    }
+
+    /// The hidden files a refusal on `stderr` names, explained. Blocking.
+    pub(crate) fn explain_hidden(&self, stderr: &str) -> Vec<BlockedPath> {
+        let mut blocked: Vec<BlockedPath> = Vec::new();
+        for path in self.candidates(stderr) {
+            if blocked.len() == MAX_BLOCKED || blocked.iter().any(|b| b.path == path) {
+                continue;
+            }
+            blocked.extend(self.hidden_explained(&path));
+        }
+        blocked
+    }
+
+    /// The paths the refusals on `stderr` name: each word from the working
+    /// directory, and a relative one (the command may have changed
+    /// directory) also as the end of a hidden path.
+    fn candidates(&self, stderr: &str) -> Vec<PathBuf> {
+        paths_named(stderr)
+            .take(MAX_CANDIDATES)
+            .flat_map(|word| {
+                let relative = !word.starts_with('/') && !word.starts_with("~/");
+                let ending = self
+                    .hidden
+                    .iter()
+                    .filter(move |hidden| relative && hidden.ends_with(word))
+                    .cloned();
+                self.absolute(word).into_iter().chain(ending)
+            })
+            .collect()
     }
 
     /// `word` as a clean absolute path (`~/` from the home, relative from

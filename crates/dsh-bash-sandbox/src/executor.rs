@@ -298,6 +298,15 @@ async fn judge_denial(
 /// read-only, explained (asks the file system: on the blocking pool).
 async fn explain_denial(info: &mut BashSandboxInfo, rights: WriteRights, stderr: &str) {
     if !info.denied {
+        // A hidden file's refusal need not read as this backend's denial
+        // (bubblewrap's is a plain "Permission denied"): the hidden files a
+        // refusal on stderr names, and nothing else.
+        if rights.names_hidden(stderr) {
+            let stderr = stderr.to_owned();
+            info.blocked = tokio::task::spawn_blocking(move || rights.explain_hidden(&stderr))
+                .await
+                .unwrap_or_default();
+        }
         return;
     }
     let (evidence, refused, stderr) = (

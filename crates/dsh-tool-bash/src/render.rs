@@ -20,18 +20,24 @@ fn denial_marker(facts: &dsh_bash::BashSandboxInfo) -> String {
     // never the output's word alone): why, and what works instead.
     for blocked in &facts.blocked {
         let named = if kernel { "refused" } else { "stderr names" };
-        let instead = if blocked.instead.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", blocked.instead)
-        };
-        marker.push_str(&format!(
-            "\n[sandbox: {named} {}: {}{instead}]",
-            blocked.path.display(),
-            blocked.why
-        ));
+        marker.push('\n');
+        marker.push_str(&blocked_line(named, blocked));
     }
     marker
+}
+
+/// One explained path: `[sandbox: <named> <path>: <why>; <instead>]`.
+fn blocked_line(named: &str, blocked: &dsh_bash::BlockedPath) -> String {
+    let instead = if blocked.instead.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", blocked.instead)
+    };
+    format!(
+        "[sandbox: {named} {}: {}{instead}]",
+        blocked.path.display(),
+        blocked.why
+    )
 }
 
 /// One line per repository the command added to the workspace's index as
@@ -354,8 +360,17 @@ pub fn render_run_result_with(result: &BashRunResult, heads: &Heads) -> String {
             &format!("[stopped {n} leftover {noun} still running when the command exited; start servers and watchers with run_in_background]"),
         );
     }
-    if let Some(sandbox) = result.sandbox.as_ref().filter(|s| s.denied) {
-        push_line(&mut text, &denial_marker(sandbox));
+    if let Some(sandbox) = result.sandbox.as_ref() {
+        if sandbox.denied {
+            push_line(&mut text, &denial_marker(sandbox));
+        } else {
+            // Not a denial by this backend's signs (bubblewrap's hidden
+            // file reads as a plain "Permission denied"): the hidden files
+            // stderr names, from the server's own list.
+            for blocked in &sandbox.blocked {
+                push_line(&mut text, &blocked_line("stderr names", blocked));
+            }
+        }
     }
     for marker in planted_markers(result.sandbox.as_ref()) {
         push_line(&mut text, &marker);
