@@ -305,3 +305,45 @@ fn landlock_names_a_credential_inside_the_workspace_instead_of_claiming_it() {
         assert!(home.join(".ssh/id_ed25519").exists());
     });
 }
+
+/// `~/.npmrc` is hidden, yet npm keeps its settings under
+/// `workspace-write`: a copy without the credential lines is in the
+/// command's TMPDIR and `NPM_CONFIG_USERCONFIG` names it.
+#[test]
+fn npm_keeps_its_registry_and_loses_its_token() {
+    if Command::new("npm").arg("--version").output().is_err() {
+        assert!(
+            !common::confined::require_sandbox(),
+            "npm is required (.ci/run installs it)"
+        );
+        return common::confined::skip("npm is not installed");
+    }
+    each_backend_and_user("~/.npmrc without its token", |user, backend| {
+        let root = base().join(format!("hidden-npmrc-{backend}-{user:?}"));
+        let home = home(&root, user);
+        std::fs::write(
+            home.join(".npmrc"),
+            format!("registry=http://npm.corp.example/\n//npm.corp.example/:_authToken={SECRET}\n"),
+        )
+        .unwrap();
+        if user == User::Nobody {
+            chown_tree(&root, NOBODY);
+        }
+        let result = run(
+            user,
+            backend,
+            "workspace-write",
+            &root,
+            &[],
+            "npm config get registry; cat ~/.npmrc 2>/dev/null; cat \"$NPM_CONFIG_USERCONFIG\"",
+        );
+        let what = format!("{backend} as {user:?}: {result:#}");
+        let stdout = text(&result, "stdout");
+        assert!(stdout.starts_with("http://npm.corp.example/\n"), "{what}");
+        assert!(
+            stdout.contains("registry=http://npm.corp.example/"),
+            "{what}"
+        );
+        assert!(!stdout.contains(SECRET), "{what}");
+    });
+}

@@ -181,6 +181,49 @@ async fn hidden_now(
         })
 }
 
+/// Where the user's `~/.npmrc` is hidden, its copy without credentials in
+/// the command's private TMPDIR `tmp`, named to npm by
+/// `NPM_CONFIG_USERCONFIG` (see [`crate::npmrc`]); nothing when it is not
+/// hidden, or cannot be read.
+async fn npmrc_copy(policy: &SandboxPolicy, tmp: &std::path::Path, confinement: &mut Confinement) {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+        return;
+    };
+    let hidden: Vec<PathBuf> = policy
+        .hidden
+        .iter()
+        .filter(|hidden| !hidden.directory)
+        .map(|hidden| hidden.path.clone())
+        .collect();
+    let (dir, wanted) = (tmp.to_owned(), home.join(".npmrc"));
+    let written = tokio::task::spawn_blocking(move || {
+        let real = std::fs::canonicalize(&wanted).ok()?;
+        hidden
+            .contains(&real)
+            .then(|| crate::npmrc::write_redacted(&real, &dir))
+    })
+    .await;
+    if let Ok(Some(Err(err))) = &written {
+        tracing::warn!(%err, "cannot copy ~/.npmrc without its credentials; npm runs without its settings");
+    }
+    if !matches!(written, Ok(Some(Ok(())))) {
+        return;
+    }
+    // As the command sees its TMPDIR (bubblewrap shows it as /tmp).
+    let inside = confinement
+        .invocation
+        .environment
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "TMPDIR")
+        .and_then(|(_, value)| value.clone().map(PathBuf::from))
+        .unwrap_or_else(|| tmp.to_owned());
+    confinement.invocation.environment.push((
+        "NPM_CONFIG_USERCONFIG".into(),
+        Some(inside.join(crate::npmrc::COPY).into_os_string()),
+    ));
+}
+
 async fn private_tmp(mode: SandboxMode) -> Result<PrivateTmp, BashError> {
     let made = tokio::task::spawn_blocking(PrivateTmp::create)
         .await
@@ -612,6 +655,9 @@ impl SandboxBashExecutor {
             let held = std::mem::take(&mut confinement.held);
             discard(&self.cleanups, Leftovers { private_tmp, held });
             return Err(refused);
+        }
+        if let Some(tmp) = &private_tmp {
+            npmrc_copy(&policy, tmp.path(), &mut confinement).await;
         }
         let held = std::mem::take(&mut confinement.held);
         let (tree_alive, gone) = tokio::sync::oneshot::channel::<()>();

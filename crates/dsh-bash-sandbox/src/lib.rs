@@ -103,6 +103,7 @@
 mod blocked;
 mod caches;
 mod executor;
+mod npmrc;
 mod planted;
 mod private_tmp;
 
