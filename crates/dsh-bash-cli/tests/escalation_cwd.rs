@@ -10,13 +10,14 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::confined::{as_user, base, binary, chown_tree, each_backend_and_user, User, NOBODY};
 use common::RawServer;
 use serde_json::{json, Value};
 
-fn start(user: User, backend: &str, ws: &Path) -> RawServer {
+/// `mcp` under `workspace-write` in `ws`, as `user`, nothing sent yet.
+fn spawn(user: User, backend: &str, ws: &Path) -> RawServer {
     let mut command = as_user(user, binary().to_str().unwrap());
     command
         .args([
@@ -29,7 +30,25 @@ fn start(user: User, backend: &str, ws: &Path) -> RawServer {
         .arg("--workdir")
         .arg(ws)
         .env("DSH_BASH_SHELL_SNAPSHOT", "off");
-    let mut server = RawServer::spawn_command(command, std::process::Stdio::null());
+    RawServer::spawn_command(command, std::process::Stdio::null())
+}
+
+/// A workspace with a `sub` directory and a directory outside it, made
+/// for `user`: the workspace's canonical path and the outside one.
+fn places(name: &str, user: User) -> (PathBuf, PathBuf) {
+    let root = base().join(name);
+    let (ws, outside) = (root.join("ws"), root.join("outside"));
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    if user == User::Nobody {
+        chown_tree(&root, NOBODY);
+    }
+    (std::fs::canonicalize(&ws).unwrap(), outside)
+}
+
+/// [`spawn`], initialized with elicitation declared (2025-06-18).
+fn start(user: User, backend: &str, ws: &Path) -> RawServer {
+    let mut server = spawn(user, backend, ws);
     server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"0"}}}"#);
     assert_eq!(server.next()["id"], 1);
     server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
@@ -57,14 +76,7 @@ fn answer(server: &mut RawServer, asked: &Value, action: &str) {
 #[test]
 fn an_approved_escalation_runs_where_the_person_was_told() {
     each_backend_and_user("the escalation's working directory", |user, backend| {
-        let root = base().join(format!("escalation-cwd-{backend}-{user:?}"));
-        let (ws, outside) = (root.join("ws"), root.join("outside"));
-        std::fs::create_dir_all(ws.join("sub")).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        if user == User::Nobody {
-            chown_tree(&root, NOBODY);
-        }
-        let ws = std::fs::canonicalize(&ws).unwrap();
+        let (ws, outside) = places(&format!("escalation-cwd-{backend}-{user:?}"), user);
         let mut server = start(user, backend, &ws);
 
         // The session follows `cd d2`; a confined call swaps d2 for a link.
@@ -144,27 +156,8 @@ fn a_retried_answer_counts_only_for_the_question_the_person_read() {
     each_backend_and_user(
         "the 2026-07-28 retry's working directory",
         |user, backend| {
-            let root = base().join(format!("escalation-retry-{backend}-{user:?}"));
-            let (ws, outside) = (root.join("ws"), root.join("outside"));
-            std::fs::create_dir_all(ws.join("sub")).unwrap();
-            std::fs::create_dir_all(&outside).unwrap();
-            if user == User::Nobody {
-                chown_tree(&root, NOBODY);
-            }
-            let ws = std::fs::canonicalize(&ws).unwrap();
-            let mut command = as_user(user, binary().to_str().unwrap());
-            command
-                .args([
-                    "mcp",
-                    "--sandbox",
-                    "workspace-write",
-                    "--sandbox-backend",
-                    backend,
-                ])
-                .arg("--workdir")
-                .arg(&ws)
-                .env("DSH_BASH_SHELL_SNAPSHOT", "off");
-            let mut server = RawServer::spawn_command(command, std::process::Stdio::null());
+            let (ws, outside) = places(&format!("escalation-retry-{backend}-{user:?}"), user);
+            let mut server = spawn(user, backend, &ws);
             let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
             let escalated = json!({"command": "pwd -P; touch there", "description": "d",

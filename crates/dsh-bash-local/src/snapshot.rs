@@ -269,17 +269,7 @@ async fn dump(
         })
         .collect();
     environment.extend(shell.file.clone());
-    let invocation = Invocation {
-        argv: shell.argv.to_vec(),
-        restriction: dsh_sandbox::Restriction {
-            keep_fds: files.clone(),
-            ..dsh_sandbox::Restriction::default()
-        },
-        environment,
-        held: Vec::new(),
-        observers: Vec::new(),
-        takes_terminal: false,
-    };
+    let invocation = plain(shell.argv.to_vec(), files.clone(), environment);
     let result = match shell.sandbox {
         Some(sandbox) => run_confined(executor, sandbox, invocation, shell.timeout).await?,
         None => launch(executor, invocation, shell.timeout).await?,
@@ -398,18 +388,24 @@ async fn run(
     environment: Vec<(OsString, Option<OsString>)>,
     timeout: Duration,
 ) -> Result<BashRunResult, SnapshotError> {
-    let invocation = Invocation {
+    launch(executor, plain(argv, files, environment), timeout).await
+}
+
+/// `argv` unconfined, keeping `files` open in it, with `environment` set.
+fn plain(
+    argv: Vec<OsString>,
+    files: Vec<Arc<OwnedFd>>,
+    environment: Vec<(OsString, Option<OsString>)>,
+) -> Invocation {
+    Invocation {
         argv,
         restriction: dsh_sandbox::Restriction {
             keep_fds: files,
             ..dsh_sandbox::Restriction::default()
         },
         environment,
-        held: Vec::new(),
-        observers: Vec::new(),
-        takes_terminal: false,
-    };
-    launch(executor, invocation, timeout).await
+        ..Invocation::default()
+    }
 }
 
 /// Runs `invocation` through the executor's own launcher in the home.

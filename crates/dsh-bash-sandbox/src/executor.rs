@@ -181,6 +181,18 @@ async fn hidden_now(
         })
 }
 
+/// The command's TMPDIR as the command sees it (bubblewrap shows it as
+/// /tmp): what the confinement sets it to, if it does.
+fn tmpdir_inside(confinement: &Confinement) -> Option<PathBuf> {
+    confinement
+        .invocation
+        .environment
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "TMPDIR")
+        .and_then(|(_, value)| value.clone().map(PathBuf::from))
+}
+
 /// Where the user's `~/.npmrc` is hidden, its copy without credentials in
 /// the command's private TMPDIR `tmp`, named to npm by
 /// `NPM_CONFIG_USERCONFIG` (see [`crate::npmrc`]); nothing when it is not
@@ -209,15 +221,7 @@ async fn npmrc_copy(policy: &SandboxPolicy, tmp: &std::path::Path, confinement: 
     if !matches!(written, Ok(Some(Ok(())))) {
         return;
     }
-    // As the command sees its TMPDIR (bubblewrap shows it as /tmp).
-    let inside = confinement
-        .invocation
-        .environment
-        .iter()
-        .rev()
-        .find(|(name, _)| name == "TMPDIR")
-        .and_then(|(_, value)| value.clone().map(PathBuf::from))
-        .unwrap_or_else(|| tmp.to_owned());
+    let inside = tmpdir_inside(confinement).unwrap_or_else(|| tmp.to_owned());
     confinement.invocation.environment.push((
         "NPM_CONFIG_USERCONFIG".into(),
         Some(inside.join(crate::npmrc::COPY).into_os_string()),
@@ -584,15 +588,7 @@ impl SandboxBashExecutor {
             protected: confinement.protected.clone(),
             hidden: confinement.hidden.clone(),
             caches: Arc::clone(&policy.caches),
-            // As the command sees it (bubblewrap shows it as /tmp).
-            private_tmp: confinement
-                .invocation
-                .environment
-                .iter()
-                .rev()
-                .find(|(name, _)| name == "TMPDIR")
-                .and_then(|(_, value)| value.clone().map(PathBuf::from))
-                .or_else(|| policy.private_tmp.clone()),
+            private_tmp: tmpdir_inside(confinement).or_else(|| policy.private_tmp.clone()),
             workdir: spec.workdir.clone(),
             home: std::env::var_os("HOME").map(PathBuf::from),
             host_caches_bound: confinement.runner_report.is_some(),

@@ -36,8 +36,14 @@ struct Stamp {
 }
 
 fn stamp(fd: BorrowedFd<'_>) -> Option<Stamp> {
+    stamp_at(fd, "", AtFlags::EMPTY_PATH)
+}
+
+/// The stamp of `path` relative to `at` (the file `at` itself with an
+/// empty path and `EMPTY_PATH`).
+fn stamp_at<P: rustix::path::Arg>(at: impl AsFd, path: P, flags: AtFlags) -> Option<Stamp> {
     let want = StatxFlags::INO | StatxFlags::MTIME | StatxFlags::CTIME;
-    let stat = rustix::fs::statx(fd, "", AtFlags::EMPTY_PATH, want).ok()?;
+    let stat = rustix::fs::statx(at, path, flags, want).ok()?;
     Some(Stamp {
         device: (stat.stx_dev_major, stat.stx_dev_minor),
         inode: stat.stx_ino,
@@ -125,10 +131,10 @@ impl Around {
     /// True if and only if these grants still fit `hidden`: the same
     /// paths, and no directory above them changed since.
     pub(crate) fn fits(&self, hidden: &[HiddenPath]) -> bool {
+        // One `statx` per directory, by path (before every command).
         self.hidden == hidden
             && self.stamps.iter().all(|(directory, was)| {
-                let now = open_directory(directory).and_then(|fd| stamp(fd.as_fd()));
-                now == *was
+                stamp_at(rustix::fs::CWD, directory, AtFlags::SYMLINK_NOFOLLOW) == *was
             })
     }
 
