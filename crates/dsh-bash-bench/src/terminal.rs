@@ -47,7 +47,7 @@ async fn through_the_executor(executor: &LocalBashExecutor, n: usize) -> f64 {
         while seen.matches('x').count() < 2 {
             seen.push_str(
                 &executor
-                    .read_output(&task.id)
+                    .read_output(&task.id, None)
                     .map(|r| r.delta)
                     .unwrap_or_default(),
             );

@@ -391,6 +391,9 @@ pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<d
 /// The executor.
 pub struct Composed {
     pub executor: Arc<dyn BashExecutor>,
+    /// Whether results list what changed in the workspace; `Err` says why
+    /// changes asked for are not tracked.
+    pub tracks_changes: Result<bool, String>,
 }
 
 /// The executor, keeping the server's `secrets` (absolute paths of its
@@ -402,8 +405,10 @@ pub fn compose(
     secrets: Vec<PathBuf>,
 ) -> anyhow::Result<Composed> {
     let Some(mode) = args.sandbox else {
+        let executor = LocalBashExecutor::new(local)?;
         return Ok(Composed {
-            executor: Arc::new(LocalBashExecutor::new(local)?),
+            tracks_changes: executor.tracks_changes(),
+            executor: Arc::new(executor),
         });
     };
     let backend = backend_of(args);
@@ -455,6 +460,7 @@ pub fn compose(
         );
     }
     Ok(Composed {
+        tracks_changes: executor.tracks_changes(),
         executor: Arc::new(executor),
     })
 }

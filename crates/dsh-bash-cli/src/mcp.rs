@@ -41,6 +41,12 @@ pub struct McpArgs {
     /// left it.
     #[arg(long)]
     no_persist_cwd: bool,
+    /// List in each result the files a command created, modified or
+    /// deleted in the workspace (--workspace, else --workdir; none without
+    /// either), unless it has more than this many directories (0: never).
+    /// Watched with inotify, set up once.
+    #[arg(long, value_name = "N", default_value_t = dsh_bash_local::ChangeTracking::MAX_DIRS)]
+    changes_max_dirs: usize,
     /// Serve MCP over Streamable HTTP on this address (e.g.
     /// `127.0.0.1:8700`) instead of stdio. Every request needs the bearer
     /// token (see --token-file).
@@ -94,6 +100,19 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         let backend = compose::backend_of(&args.executor);
         tokio::spawn(async move { compose::take_snapshot(backend, &capture, source, slot).await });
     }
+    // The workspace named (--workspace, else --workdir); a server started
+    // in whatever directory it was started in lists no changes.
+    if args.changes_max_dirs > 0 {
+        let root = args
+            .executor
+            .workspace
+            .clone()
+            .or_else(|| local.cwd.clone());
+        local.changes = root.map(|root| dsh_bash_local::ChangeTracking {
+            root,
+            max_dirs: args.changes_max_dirs,
+        });
+    }
     let swept = local.clone();
     let composed = compose::compose(&args.executor, local, secrets.clone())?;
     // What dead hosts left (their cgroups, processes killed first; their
@@ -123,11 +142,17 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         .with_escalation(escalation)
         .with_yield(yield_after)
         .with_persist_cwd(!args.no_persist_cwd)
-        .with_snapshot(snapshot_loaded),
+        .with_snapshot(snapshot_loaded)
+        .with_changes(composed.tracks_changes.unwrap_or(false)),
     );
+    // The binary owns the process's signals; the library only stops when
+    // told.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let signals = dsh_bash_mcp::stop_on_signals(shutdown.clone());
     match listening {
-        Some(listening) => dsh_bash_mcp::http::serve(listening, hub).await?,
-        None => dsh_bash_mcp::serve_stdio(hub).await?,
+        Some(listening) => dsh_bash_mcp::http::serve(listening, hub, shutdown).await?,
+        None => dsh_bash_mcp::serve_stdio(hub, shutdown).await?,
     }
+    signals.abort();
     Ok(ExitCode::SUCCESS)
 }

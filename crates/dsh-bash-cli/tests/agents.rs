@@ -27,6 +27,28 @@ fn readme() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap()
 }
 
+/// The server the agents start: the binary, its log (`RUST_LOG=info`)
+/// appended to `server.log` beside the workspace, printed with the agent's
+/// own when a test fails.
+fn logged_server(workspace: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = workspace.parent().unwrap();
+    let wrapper = dir.join("dsh-bash-logged");
+    let script = format!(
+        "#!/bin/sh\nRUST_LOG=info exec '{}' \"$@\" 2>>'{}'\n",
+        confined::binary().display(),
+        dir.join("server.log").display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+/// What the servers the agent started logged.
+fn server_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+}
+
 /// The README's fenced block that follows the marker
 /// `<!-- agent snippet: NAME -->`, with the placeholder paths replaced.
 fn snippet(name: &str, workspace: &Path) -> String {
@@ -44,7 +66,7 @@ fn snippet(name: &str, workspace: &Path) -> String {
         .join("\n")
         .replace(
             "/path/to/dsh-bash/target/release/dsh-bash",
-            confined::binary().to_str().unwrap(),
+            logged_server(workspace).to_str().unwrap(),
         )
         .replace("/path/to/project", workspace.to_str().unwrap())
         .replace(
@@ -184,7 +206,45 @@ fn calls(outside: &Path) -> Vec<Value> {
             "description": "write outside", "sandbox_permissions": "danger-full-access",
             "justification": "the test asks to write outside the workspace: decline"}),
         ),
+        bash(json!({"command": "touch made.txt", "description": "make a file"})),
+        bash(
+            json!({"command": "curl -sS --max-time 10 https://pypi.org/simple/", "description": "reach the network"}),
+        ),
+        bash(
+            json!({"command": "echo alpha-line; touch alpha.done", "description": "background", "run_in_background": true}),
+        ),
+        bash(
+            json!({"command": "until [ -e alpha.done ]; do sleep 0.05; done", "description": "wait for it"}),
+        ),
+        json!({"tool": "bash_output", "arguments": {"task_id": "bash-2"}}),
+        // The answer to the read before is "lost": read it again.
+        json!({"tool": "bash_output", "arguments": {"task_id": "bash-2", "since": "0:0"}}),
     ]
+}
+
+/// Our `bash` description as the agent gave it to its model: the longest
+/// description in any request that opens as ours does.
+fn our_description(requests: &[Value]) -> String {
+    fn walk(value: &Value, found: &mut String) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(text)) = map.get("description") {
+                    if text.starts_with("Run a command with `bash -c`.") && text.len() > found.len()
+                    {
+                        found.clone_from(text);
+                    }
+                }
+                map.values().for_each(|v| walk(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    let mut found = String::new();
+    for request in requests {
+        walk(&request["body"], &mut found);
+    }
+    found
 }
 
 /// The text of a tool result as the agent gave it to the model: a string,
@@ -253,7 +313,7 @@ fn claude_results(requests: &[Value], calls: usize) -> Vec<String> {
 }
 
 /// Runs Codex CLI (`codex exec`) on the script; what its model received.
-fn run_codex(program: &Path, dir: &Path, calls: &[Value]) -> Vec<String> {
+fn run_codex(program: &Path, dir: &Path, calls: &[Value]) -> (Vec<String>, String) {
     let model = FakeModel::start(dir, calls);
     let home = dir.join("home/codex");
     std::fs::create_dir_all(&home).unwrap();
@@ -276,12 +336,16 @@ fn run_codex(program: &Path, dir: &Path, calls: &[Value]) -> Vec<String> {
         .env("CODEX_HOME", &home)
         .env("OPENAI_API_KEY", "dummy");
     let log = finish(command, "codex exec");
-    println!("{log}");
-    codex_results(&model.requests(), calls.len())
+    println!("{log}\n--- the server's log ---\n{}", server_log(dir));
+    let requests = model.requests();
+    (
+        codex_results(&requests, calls.len()),
+        our_description(&requests),
+    )
 }
 
 /// Runs Claude Code (`claude -p`) on the script; what its model received.
-fn run_claude(program: &Path, dir: &Path, calls: &[Value]) -> Vec<String> {
+fn run_claude(program: &Path, dir: &Path, calls: &[Value]) -> (Vec<String>, String) {
     let model = FakeModel::start(dir, calls);
     let mcp = dir.join("mcp.json");
     std::fs::write(&mcp, snippet("claude-mcp", &dir.join("workspace"))).unwrap();
@@ -314,8 +378,12 @@ fn run_claude(program: &Path, dir: &Path, calls: &[Value]) -> Vec<String> {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1");
     let log = finish(command, "claude -p");
-    println!("{log}");
-    claude_results(&model.requests(), calls.len())
+    println!("{log}\n--- the server's log ---\n{}", server_log(dir));
+    let requests = model.requests();
+    (
+        claude_results(&requests, calls.len()),
+        our_description(&requests),
+    )
 }
 
 /// The structured result inside what the model read (Codex prefixes its
@@ -446,6 +514,53 @@ fn check(results: &[String], outside: &Path, accepts: bool) {
         no.contains("rejected") && !no.contains("wrote-declined"),
         "{no}"
     );
+
+    // What a command changed, in one line.
+    assert!(
+        results[9].contains("[changed: created made.txt]"),
+        "{}",
+        results[9]
+    );
+    // A network the policy keeps off says so, and how to ask for a host.
+    let offline = &results[10];
+    assert!(
+        offline
+            .contains("so this failure is the policy, not an outage (its output names pypi.org)")
+            && offline.contains("allow_hosts"),
+        "{offline}"
+    );
+    // A read asked again by position gives the same output again.
+    assert_eq!(
+        structured(&results[11])["task_id"],
+        "bash-2",
+        "{}",
+        results[11]
+    );
+    let (read, again) = (structured(&results[13]), structured(&results[14]));
+    assert!(
+        read["text"].as_str().unwrap().starts_with("alpha-line\n"),
+        "{read}"
+    );
+    assert_eq!(read["text"], again["text"], "{read} / {again}");
+    assert_eq!(read["position"], "11:0", "{read}");
+}
+
+/// The `bash` description the agent's model read: this server's (the
+/// workspace's changes are listed, the sandbox is on), and small.
+fn check_description(description: &str) {
+    // (Claude Code writes "…" as "...".)
+    for said in [
+        "follows `cd`",
+        "\"[changed: ",
+        "Sandboxed: writes only the workspace",
+    ] {
+        assert!(description.contains(said), "{said}: {description}");
+    }
+    assert!(
+        description.len() <= 1_200,
+        "{} bytes: {description}",
+        description.len()
+    );
 }
 
 #[test]
@@ -458,9 +573,10 @@ fn codex_cli_gives_its_model_compact_clean_whole_results() {
     }
     let dir = scratch("codex");
     let calls = calls(&dir.join("outside"));
-    let results = run_codex(&program, &dir, &calls);
+    let (results, description) = run_codex(&program, &dir, &calls);
     // `codex exec` has nobody to ask: it declines every question.
     check(&results, &dir.join("outside"), false);
+    check_description(&description);
 }
 
 #[test]
@@ -473,8 +589,9 @@ fn claude_code_gives_its_model_compact_clean_whole_results() {
     }
     let dir = scratch("claude");
     let calls = calls(&dir.join("outside"));
-    let results = run_claude(&program, &dir, &calls);
+    let (results, description) = run_claude(&program, &dir, &calls);
     // The README's Elicitation hook runs the test's policy: accept the
     // first question, decline the second.
     check(&results, &dir.join("outside"), true);
+    check_description(&description);
 }

@@ -356,6 +356,7 @@ fn message_queue(key: i32) -> i32 {
 
 /// Messages waiting in queue `id`, or None if it is gone.
 fn queued(id: i32) -> Option<u64> {
+    // SAFETY: msqid_ds is plain data; all zeroes is a valid value.
     let mut stat: libc::msqid_ds = unsafe { std::mem::zeroed() };
     // SAFETY: IPC_STAT writes into the struct we own.
     if unsafe { libc::msgctl(id, libc::IPC_STAT, &mut stat) } != 0 {

@@ -60,7 +60,7 @@ async fn session(
             Instant::now() < deadline,
             "session {n} never read its task: {seen:?}"
         );
-        seen.push_str(&executor.read_output(&task.id).unwrap().stdout);
+        seen.push_str(&executor.read_output(&task.id, None).unwrap().stdout);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(

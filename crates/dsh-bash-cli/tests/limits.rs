@@ -112,7 +112,7 @@ async fn a_fork_bomb_hits_the_process_limit_while_another_session_is_answered() 
     let mut output = String::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     let events = loop {
-        let read = bomber.read_output(&task.id).unwrap();
+        let read = bomber.read_output(&task.id, None).unwrap();
         output.push_str(&read.delta);
         if let Some(line) = output.lines().find_map(|l| l.strip_prefix("events=")) {
             break line.to_owned();

@@ -12,118 +12,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::listening::{exchange, Listening};
-
-/// One HTTP response: status, headers (lower-case names), body.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Sends one request on a fresh connection and reads the answer until the
-/// server closes it or (for an event stream) the JSON-RPC answer arrived.
-fn send(server: &Listening, method: &str, headers: &[(&str, &str)], body: &str) -> Answer {
-    let address = server.base.trim_start_matches("http://");
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut request = format!(
-        "{method} /mcp HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-        request.push_str(&format!("Host: {address}\r\n"));
-    }
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        match stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => raw.extend_from_slice(&chunk[..n]),
-            Err(err) => panic!(
-                "reading the answer: {err}; so far: {}",
-                String::from_utf8_lossy(&raw)
-            ),
-        }
-        let text = String::from_utf8_lossy(&raw);
-        // An event stream stays open until the server closes it; the
-        // answer to a request is what we wait for.
-        if text.contains("text/event-stream") && text.contains("\"result\"")
-            || text.contains("\"error\"") && text.contains("\"jsonrpc\"")
-        {
-            break;
-        }
-    }
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    Answer {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
-}
-
-const JSON: (&str, &str) = ("Content-Type", "application/json");
-const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
-
-fn bearer(token: &str) -> String {
-    format!("Bearer {token}")
-}
-
-/// Opens a 2025-06-18 session with `token`; its id.
-fn open_session(server: &Listening, token: &str) -> String {
-    let auth = bearer(token);
-    let answer = send(
-        server,
-        "POST",
-        &[JSON, ACCEPT, ("Authorization", &auth)],
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
-    );
-    assert_eq!(answer.status, 200, "{}", answer.body);
-    // Clients stop reusing a connection before the server closes it idle.
-    assert_eq!(answer.header("keep-alive"), Some("timeout=5"));
-    let session = answer.header("mcp-session-id").unwrap().to_owned();
-    let answer = send(
-        server,
-        "POST",
-        &[
-            JSON,
-            ACCEPT,
-            ("Authorization", &auth),
-            ("Mcp-Session-Id", &session),
-            ("MCP-Protocol-Version", "2025-06-18"),
-        ],
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    );
-    assert_eq!(answer.status, 202, "{}", answer.body);
-    session
-}
+use common::raw_http::{
+    bearer, open_session, send, tool_call, tool_call_dropped, Answer, ACCEPT, JSON,
+};
 
 /// A `tools/call` of `bash` in `session` with `token` (request id 7).
 fn call_bash(
@@ -1217,4 +1108,159 @@ fn each_session_keeps_the_directory_its_commands_cd_to() {
     assert!(!here.contains("[cwd:"), "unchanged: no line: {here}");
     let here = bash(&second, "pwd");
     assert!(here.contains(&format!("{workdir}/b\\n")), "{here}");
+}
+
+/// A `bash_output` whose answer the client dropped is read again by
+/// position: the `[position: …]` of the read before it, passed as
+/// `since`, brings back exactly what the lost answer held; without it
+/// that output would be gone (the next default read says no new output).
+/// In both protocol eras.
+#[test]
+fn a_read_whose_answer_was_dropped_is_read_again_by_position() {
+    let server = Listening::start(&[]);
+    for era in ["2025-06-18", "2026-07-28"] {
+        let session = if era == "2025-06-18" {
+            open_session(&server, &server.token)
+        } else {
+            String::new()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (go, done) = (dir.path().join("go"), dir.path().join("done"));
+        assert!(Command::new("mkfifo").arg(&go).status().unwrap().success());
+        let command = format!(
+            "echo alpha; exec 3<>{}; read _ <&3; echo beta; echo gamma >&2; touch {}; exec sleep 60",
+            go.display(),
+            done.display()
+        );
+        let started = tool_call(
+            &server,
+            era,
+            &session,
+            "bash",
+            serde_json::json!({"command": command, "description": "d", "run_in_background": true}),
+        );
+        let task = started
+            .body
+            .split_once(r#""task_id":""#)
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .unwrap_or_else(|| panic!("{era}: {}", started.body))
+            .0
+            .to_owned();
+        let read = |since: Option<&str>| {
+            let mut args = serde_json::json!({"task_id": task});
+            if let Some(since) = since {
+                args["since"] = serde_json::json!(since);
+            }
+            tool_call(&server, era, &session, "bash_output", args).body
+        };
+        // The first read, synchronised on its output.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut first = read(None);
+        while !first.contains("alpha") {
+            assert!(Instant::now() < deadline, "{era}: {first}");
+            std::thread::sleep(Duration::from_millis(20));
+            first = read(None);
+        }
+        assert!(first.contains("[position: 6:0]"), "{era}: {first}");
+        assert!(release(&go), "{era}: the command was gone");
+        while !done.exists() {
+            assert!(Instant::now() < deadline, "{era}: never reached done");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // This read's answer is lost.
+        tool_call_dropped(
+            &server,
+            era,
+            &session,
+            "bash_output",
+            serde_json::json!({"task_id": task}),
+        );
+        let after = read(None);
+        assert!(after.contains("(no new output)"), "{era}: {after}");
+        assert!(!after.contains("beta"), "{era}: {after}");
+        // Asked again from the position the read before it showed.
+        let again = read(Some("6:0"));
+        assert!(
+            again.contains(r"beta\n[stderr]\ngamma\n[status: running] [position: 11:6]"),
+            "{era}: {again}"
+        );
+        assert!(again.contains(r#""position":"11:6""#), "{era}: {again}");
+        tool_call(
+            &server,
+            era,
+            &session,
+            "bash_kill",
+            serde_json::json!({"task_id": task}),
+        );
+    }
+}
+
+/// A session that closes stops its background tasks all at once, not one
+/// after another each waiting out its grace: the later tasks are told to
+/// stop (SIGTERM) while the first, which ignores it, is still alive.
+#[test]
+fn a_closed_sessions_tasks_are_stopped_together() {
+    let server = Listening::start(&["--shell-snapshot", "off"]);
+    let session = open_session(&server, &server.token);
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.pid");
+    let log = dir.path().join("log");
+    let stubborn = format!(
+        "trap '' TERM; echo $$ > {}.tmp; mv {0}.tmp {0}; while :; do sleep 0.1; done",
+        first.display()
+    );
+    let witness = |n: usize| {
+        format!(
+            "trap 'if kill -0 $(cat {first}) 2>/dev/null; then echo alive >> {log}; else echo dead >> {log}; fi; exit 0' TERM; touch {dir}/ready-{n}; while :; do sleep 0.1; done",
+            first = first.display(),
+            log = log.display(),
+            dir = dir.path().display()
+        )
+    };
+    let mut commands = vec![stubborn];
+    commands.extend((1..=2).map(witness));
+    for command in commands {
+        let answer = tool_call(
+            &server,
+            "2025-06-18",
+            &session,
+            "bash",
+            serde_json::json!({"command": command, "description": "d", "run_in_background": true}),
+        );
+        assert!(
+            answer.body.contains("started background task"),
+            "{}",
+            answer.body
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(first.exists()
+        && dir.path().join("ready-1").exists()
+        && dir.path().join("ready-2").exists())
+    {
+        assert!(Instant::now() < deadline, "the tasks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let auth = bearer(&server.token);
+    let answer = send(
+        &server,
+        "DELETE",
+        &[("Authorization", &auth), ("Mcp-Session-Id", &session)],
+        "",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    while read().lines().count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "not every task was stopped: {}",
+            read()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        read(),
+        "alive\nalive\n",
+        "a later task was stopped only after the first was gone"
+    );
 }

@@ -232,6 +232,7 @@ fn the_tools_weigh_at_most_6_kb_and_say_what_this_server_does() {
         "network off",
         "sandbox_permissions",
         "becomes a background task",
+        "[changed: …]",
     ] {
         assert!(said.contains(true_here), "{true_here}: {said}");
     }

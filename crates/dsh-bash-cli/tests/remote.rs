@@ -129,7 +129,7 @@ async fn a_lost_stdio_connection_is_an_error_not_a_hang() {
         .await
         .expect("the task never settled after the connection died");
     assert_eq!(settled_task.status, TaskStatus::Killed);
-    let read = executor.read_output(&task.id).unwrap();
+    let read = executor.read_output(&task.id, None).unwrap();
     assert!(
         read.stderr.contains("connection to the server was lost"),
         "{read:?}"
@@ -191,7 +191,7 @@ async fn a_dead_http_server_is_an_error_not_a_hang() {
         .await
         .expect("the task of a dead server never settled");
     assert_eq!(settled.status, TaskStatus::Killed);
-    let read = served.read_output(&task.id).unwrap();
+    let read = served.read_output(&task.id, None).unwrap();
     assert!(read.stderr.contains("dsh-bash-remote"), "{read:?}");
     let later = served
         .executor
@@ -249,7 +249,7 @@ async fn background_tasks_survive_a_reconnect_and_stay_their_tokens() {
     let mut seen = String::new();
     while !seen.contains("before") {
         assert!(Instant::now() < deadline, "never read: {seen:?}");
-        seen.push_str(&second.read_output(&task.id).unwrap().delta);
+        seen.push_str(&second.read_output(&task.id, None).unwrap().delta);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 

@@ -32,7 +32,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use dsh_bash::{BashError, BashExecRequest, BashExecutor, BashRunResult, TaskStatus};
+use dsh_bash::{BashError, BashExecRequest, BashExecutor, BashRunResult, OutputCursor, TaskStatus};
 use tokio_util::sync::CancellationToken;
 
 /// A fail-safe bound on waits that should end in milliseconds.
@@ -159,6 +159,78 @@ pub async fn long_output_keeps_its_tail_and_size(executor: Arc<dyn BashExecutor>
     executor.shutdown().await;
 }
 
+/// A read can be asked again from any position an earlier read ended at:
+/// the same text comes back, the default read goes on from the last
+/// position handed out, and a position past the output is refused.
+pub async fn reads_are_repeated_by_position(executor: Arc<dyn BashExecutor>) {
+    let spec = executor
+        .resolve(BashExecRequest::new("echo one; echo two >&2; echo three"))
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    let task = executor
+        .start(spec)
+        .await
+        .unwrap_or_else(|err| panic!("start: {err}"));
+    let settled = tokio::time::timeout(PATIENCE, task.settled())
+        .await
+        .unwrap_or_else(|_| panic!("the task never settled"));
+    assert_eq!(
+        settled.status,
+        TaskStatus::Completed,
+        "{:?}",
+        executor.read_output(&task.id, Some(OutputCursor::default()))
+    );
+    let read = |since: Option<OutputCursor>| {
+        executor
+            .read_output(&task.id, since)
+            .unwrap_or_else(|err| panic!("read from {since:?}: {err}"))
+    };
+    // A settled snapshot may precede the last pull of a remote executor:
+    // read until the whole stream is in.
+    let deadline = Instant::now() + PATIENCE;
+    let mut whole = read(Some(OutputCursor::default()));
+    while whole.to.stdout < 10 || whole.to.stderr < 4 {
+        assert!(Instant::now() < deadline, "never read whole: {whole:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        whole = read(Some(OutputCursor::default()));
+    }
+    assert_eq!(
+        (whole.stdout.as_str(), whole.stderr.as_str()),
+        ("one\nthree\n", "two\n")
+    );
+    assert_eq!(
+        whole.to,
+        OutputCursor {
+            stdout: 10,
+            stderr: 4
+        }
+    );
+    assert!(!whole.lossy, "{whole:?}");
+    let next = read(None);
+    assert_eq!(
+        (next.delta.as_str(), next.from, next.to),
+        ("", whole.to, whole.to)
+    );
+    let middle = read(Some(OutputCursor {
+        stdout: 4,
+        stderr: 0,
+    }));
+    assert_eq!(
+        (middle.stdout.as_str(), middle.stderr.as_str()),
+        ("three\n", "two\n")
+    );
+    match executor.read_output(
+        &task.id,
+        Some(OutputCursor {
+            stdout: 11,
+            stderr: 0,
+        }),
+    ) {
+        Err(BashError::PositionAhead { end, .. }) => assert_eq!(end, whole.to),
+        Err(BashError::Remote { code, .. }) if code == "INVALID_POSITION" => {}
+        other => panic!("a position past the output was not refused: {other:?}"),
+    }
+}
+
 /// A background task can be read as it runs, killed, and then says so.
 pub async fn background_tasks_are_read_and_killed(executor: Arc<dyn BashExecutor>) {
     let spec = executor
@@ -173,7 +245,7 @@ pub async fn background_tasks_are_read_and_killed(executor: Arc<dyn BashExecutor
     while !seen.contains("ready") {
         assert!(Instant::now() < deadline, "never read: {seen:?}");
         let read = executor
-            .read_output(&task.id)
+            .read_output(&task.id, None)
             .unwrap_or_else(|err| panic!("read: {err}"));
         seen.push_str(&read.delta);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -267,7 +339,7 @@ pub async fn owners_and_unknown_tasks(executor: Arc<dyn BashExecutor>) {
     assert_eq!(executor.owner_of(&task.id), Some(owner));
     let unknown = dsh_bash::BashTaskId::new("no-such-task");
     assert!(matches!(
-        executor.read_output(&unknown),
+        executor.read_output(&unknown, None),
         Err(BashError::UnknownTask { .. })
     ));
     assert!(executor.get(&unknown).is_none());
@@ -334,7 +406,7 @@ async fn read_until(
 ) {
     let deadline = Instant::now() + PATIENCE;
     while !seen.contains(needle) {
-        match executor.read_output(id) {
+        match executor.read_output(id, None) {
             Ok(read) => seen.push_str(&read.delta),
             Err(err) => panic!("read {id}: {err}"),
         }
@@ -461,6 +533,7 @@ macro_rules! conformance_suite {
             a_zero_timeout_is_refused,
             long_output_keeps_its_tail_and_size,
             background_tasks_are_read_and_killed,
+            reads_are_repeated_by_position,
             completion_is_announced_once,
             owners_and_unknown_tasks,
             shutdown_stops_everything_and_refuses_more,

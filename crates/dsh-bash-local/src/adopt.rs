@@ -134,8 +134,7 @@ fn host() -> libc::pid_t {
 }
 
 fn host_session() -> libc::pid_t {
-    // SAFETY: getsid(0) asks for our own session; it cannot fail.
-    unsafe { libc::getsid(0) }
+    rustix::process::getsid(None).map_or(0, |sid| sid.as_raw_nonzero().get())
 }
 
 /// The host's children that may be orphans of its commands, as

@@ -67,8 +67,26 @@ fn own_cgroup(cgroup: &str) -> Option<String> {
         .map(|path| path.trim_start_matches('/').to_owned())
 }
 
-/// The parents (`dsh-bash-<pid>`) under `base` of hosts that are no longer
-/// running, with their pids; v2 and v1 hierarchies alike.
+/// The name of this host's parent cgroup under a hierarchy's base:
+/// `dsh-bash-<pid>.<start time>`, which names this process for good (a
+/// later process given the same pid is another host).
+pub(crate) fn host_dir_name() -> String {
+    format!("dsh-bash-{}", crate::scratch::owner_tag())
+}
+
+/// The host a parent cgroup's name records: `dsh-bash-<pid>.<start>`, or
+/// an older host's `dsh-bash-<pid>` (start unknown: 0).
+fn host_of(name: &str) -> Option<(u32, u64)> {
+    let owner = name.strip_prefix("dsh-bash-")?;
+    match owner.split_once('.') {
+        Some((pid, start)) => Some((pid.parse().ok()?, start.parse().ok()?)),
+        None => Some((owner.parse().ok()?, 0)),
+    }
+}
+
+/// The parents under `base` of hosts that are no longer running, with
+/// their pids; v2 and v1 hierarchies alike. A host is alive only if its
+/// pid still names a process started when it was (a reused pid is not).
 pub(crate) fn dead_hosts(base: &Path) -> Vec<(libc::pid_t, PathBuf)> {
     let Ok(entries) = fs::read_dir(base) else {
         return Vec::new();
@@ -76,13 +94,9 @@ pub(crate) fn dead_hosts(base: &Path) -> Vec<(libc::pid_t, PathBuf)> {
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| {
-            let name = entry.file_name();
-            let pid = name
-                .to_str()?
-                .strip_prefix("dsh-bash-")?
-                .parse::<libc::pid_t>()
-                .ok()?;
-            let dead = !Path::new(&format!("/proc/{pid}")).exists();
+            let (pid, start) = host_of(entry.file_name().to_str()?)?;
+            let pid = libc::pid_t::try_from(pid).ok()?;
+            let dead = !crate::scratch::owner_alive(pid.unsigned_abs(), start);
             dead.then(|| (pid, entry.path()))
         })
         .collect()
@@ -145,6 +159,25 @@ fn pids_below(dir: &Path) -> Vec<libc::pid_t> {
     pids
 }
 
+/// Sends `signals`, in order, to every process in the cgroup at `dir`,
+/// each through a pidfd opened after it was listed and kept only if a
+/// second listing still has it (a pid that left or was recycled in between
+/// is skipped). Two listings in all, however many processes.
+pub(crate) fn signal_all(dir: &Path, signals: &[libc::c_int]) {
+    let held: Vec<(libc::pid_t, std::os::fd::OwnedFd)> = pids_below(dir)
+        .into_iter()
+        .filter_map(|pid| sys::pidfd_open(pid).ok().map(|fd| (pid, fd)))
+        .collect();
+    let still: std::collections::HashSet<libc::pid_t> = pids_below(dir).into_iter().collect();
+    for (pid, fd) in &held {
+        if still.contains(pid) {
+            for signal in signals {
+                sys::pidfd_signal(fd.as_fd(), *signal);
+            }
+        }
+    }
+}
+
 /// Removes a (killed) cgroup directory and its children, deepest first.
 pub(crate) fn remove_tree(dir: &Path) {
     if let Ok(entries) = fs::read_dir(dir) {
@@ -179,7 +212,7 @@ impl CgroupHost {
         let own = own_cgroup(&own).ok_or("this process is in no cgroup2 cgroup")?;
         let base = mount.join(own);
         sweep(&base);
-        let dir = base.join(format!("dsh-bash-{}", std::process::id()));
+        let dir = base.join(host_dir_name());
         if let Err(err) = fs::create_dir(&dir) {
             if err.kind() != io::ErrorKind::AlreadyExists {
                 return Err(format!("cannot create {}: {err}", dir.display()));
@@ -394,17 +427,17 @@ impl CommandCgroup {
         pids_below(&self.path)
     }
 
-    /// Sends `signal` to every process in the cgroup, each through a pidfd
-    /// opened while it was listed (a pid that left or was recycled between
-    /// the listing and the open is skipped).
-    pub(crate) fn signal_all(&self, signal: libc::c_int) {
-        for pid in self.pids() {
-            let Ok(fd) = sys::pidfd_open(pid) else {
-                continue;
-            };
-            if self.pids().contains(&pid) {
-                sys::pidfd_signal(fd.as_fd(), signal);
-            }
+    /// Sends `signals`, in order, to every process in the cgroup, on a stop
+    /// thread (the listing reads cgroupfs, which another cgroup operation
+    /// may hold); see [`signal_all`].
+    pub(crate) async fn signal_all_off_thread(&self, signals: &'static [libc::c_int]) {
+        let path = self.path.clone();
+        // No stop thread (or it panicked): in place.
+        if crate::offload::run(crate::offload::Lane::Stop, move || signal_all(&path, signals))
+            .await
+            .is_err()
+        {
+            signal_all(&self.path, signals);
         }
     }
 
@@ -448,8 +481,8 @@ impl CommandCgroup {
     /// once it is empty (bounded: a process stuck in the kernel is logged).
     pub(crate) async fn stop(&self, grace_over: impl std::future::Future<Output = ()>) {
         if self.populated() {
-            self.signal_all(libc::SIGTERM);
-            self.signal_all(libc::SIGCONT);
+            self.signal_all_off_thread(&[libc::SIGTERM, libc::SIGCONT])
+                .await;
             let emptied = tokio::select! {
                 emptied = self.emptied(Duration::MAX) => emptied,
                 () = grace_over => false,
@@ -529,6 +562,53 @@ fn populated(events: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every listed process gets the signals, through the two listings of a
+    /// directory laid out as cgroupfs lays one out (a sub-cgroup too); a
+    /// listed pid that is no process is skipped.
+    /// A parent left by a host whose pid now names another process is a
+    /// dead host's, swept; this host's own is alive; an older host's name
+    /// (no start time) counts as alive while its pid exists.
+    #[test]
+    fn a_dead_hosts_parent_is_known_by_pid_and_start() {
+        let base = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        for name in [
+            host_dir_name(),
+            format!("dsh-bash-{me}.1"),
+            format!("dsh-bash-{me}"),
+            "dsh-bash-4194303".to_owned(),
+            "dsh-bash-x".to_owned(),
+        ] {
+            fs::create_dir(base.path().join(name)).unwrap();
+        }
+        let mut dead: Vec<String> = dead_hosts(base.path())
+            .into_iter()
+            .map(|(_, path)| path.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        dead.sort();
+        let mut expected = vec!["dsh-bash-4194303".to_owned(), format!("dsh-bash-{me}.1")];
+        expected.sort();
+        assert_eq!(dead, expected);
+    }
+
+    #[test]
+    fn signal_all_reaches_every_listed_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).unwrap();
+        let mut children: Vec<std::process::Child> = (0..3)
+            .map(|_| std::process::Command::new("sleep").arg("30").spawn().unwrap())
+            .collect();
+        let pids: Vec<String> = children.iter().map(|c| c.id().to_string()).collect();
+        fs::write(dir.path().join("cgroup.procs"), format!("{}\n{}\n999999999\n", pids[0], pids[1])).unwrap();
+        fs::write(sub.join("cgroup.procs"), format!("{}\n", pids[2])).unwrap();
+        signal_all(dir.path(), &[libc::SIGTERM]);
+        for child in &mut children {
+            let status = child.wait().unwrap();
+            assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM));
+        }
+    }
 
     #[test]
     fn finds_the_cgroup2_mount_and_own_path() {

@@ -70,6 +70,25 @@ pub struct LocalConfig {
     /// The user's shell snapshot every command sources once it is taken
     /// ([`crate::take_shell_snapshot`]; bash shells only). Default none.
     pub shell_snapshot: Option<std::sync::Arc<crate::SnapshotSlot>>,
+    /// List in each result the files that changed under this workspace
+    /// while the command ran ([`dsh_bash::WorkspaceChanges`]). Default
+    /// none.
+    pub changes: Option<ChangeTracking>,
+}
+
+/// Which workspace's changes each result lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangeTracking {
+    /// The workspace.
+    pub root: PathBuf,
+    /// Past this many directories the workspace is not tracked (its
+    /// results list no changes, and the server says why at start).
+    pub max_dirs: usize,
+}
+
+impl ChangeTracking {
+    /// The default limit on directories watched.
+    pub const MAX_DIRS: usize = 10_000;
 }
 
 /// Which mechanism contains commands.
@@ -107,6 +126,7 @@ impl Default for LocalConfig {
             limits: ResourceLimits::for_this_machine(),
             max_interactive_tasks: 16,
             shell_snapshot: None,
+            changes: None,
         }
     }
 }

@@ -18,6 +18,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -53,6 +54,10 @@ pub(crate) struct Contained {
     armed: bool,
     /// Its number (`DSH_BASH_COMMAND`), for its orphans.
     command: u64,
+    /// What must outlive the tree (a private TMPDIR, stand-ins): dropped
+    /// only once the shell is reaped, on every path, or taken back to go
+    /// with the leftovers.
+    held: Vec<Arc<dyn dsh_sandbox::Held>>,
 }
 
 /// What a command left running when its shell exited on its own.
@@ -76,14 +81,30 @@ impl Contained {
         cgroup: Option<CommandCgroup>,
         rlimits: Option<CommandLimits>,
         command: u64,
+        held: Vec<Arc<dyn dsh_sandbox::Held>>,
     ) -> io::Result<Contained> {
         let kind = if cgroup.is_some() {
             Containment::Cgroup
         } else {
             Containment::ProcessTree
         };
-        // A cgroup kills what it holds as it drops; the group is killed here.
-        let pidfd = sys::readable_fd(pidfd).inspect_err(|_| sys::signal_group(pid, libc::SIGKILL))?;
+        // A cgroup kills what it holds as it drops; the group is killed
+        // here, and the shell reaped off the runtime: no zombie stays.
+        let pidfd = match sys::readable_or_back(pidfd) {
+            Ok(pidfd) => pidfd,
+            Err((pidfd, err)) => {
+                sys::signal_group(pid, libc::SIGKILL);
+                let reaped = offload::submit(Lane::Stop, move || {
+                    sys::reap_blocking(pidfd.as_fd());
+                    spawn::release(pid);
+                    drop(held);
+                });
+                if let Err(why) = reaped {
+                    tracing::warn!(%why, pid, "no stop thread; the unheld command's zombie stays until exit");
+                }
+                return Err(err);
+            }
+        };
         Ok(Contained {
             pid,
             pidfd,
@@ -92,7 +113,14 @@ impl Contained {
             rlimits,
             armed: true,
             command,
+            held,
         })
+    }
+
+    /// Takes back what must outlive the tree, to drop once the leftovers
+    /// are gone.
+    pub(crate) fn take_held(&mut self) -> Vec<Arc<dyn dsh_sandbox::Held>> {
+        std::mem::take(&mut self.held)
     }
 
     /// Which mechanism holds the tree.
@@ -229,8 +257,9 @@ impl Contained {
         cgroup: &CommandCgroup,
         grace_over: impl std::future::Future<Output = ()>,
     ) -> io::Result<ExitStatus> {
-        cgroup.signal_all(libc::SIGTERM);
-        cgroup.signal_all(libc::SIGCONT);
+        cgroup
+            .signal_all_off_thread(&[libc::SIGTERM, libc::SIGCONT])
+            .await;
         tokio::pin!(grace_over);
         let mut status = None;
         loop {
@@ -285,6 +314,7 @@ impl Drop for Contained {
             return;
         };
         let (pid, walk, command) = (self.pid, self.kind == Containment::ProcessTree, self.command);
+        let held = std::mem::take(&mut self.held);
         // On a stop thread (started before any command): a drop creates no
         // thread, so a fork bomb cannot keep it from killing.
         let reaper = offload::submit(Lane::Stop, move || {
@@ -295,6 +325,8 @@ impl Drop for Contained {
             // SIGKILL is immediate; the wait only collects the zombie.
             sys::reap_blocking(pidfd.as_fd());
             crate::adopt::unregister(pid);
+            // The tree is gone: what had to outlive it goes now.
+            drop(held);
         });
         if let Err(err) = reaper {
             sys::signal_group(self.pid, libc::SIGKILL);

@@ -6,8 +6,9 @@ use std::time::Duration;
 use dsh_sandbox::Restriction;
 
 use dsh_bash::{
+    WorkspaceChanges,
     task_channel, BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask,
-    BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode, TaskListener,
+    BashTaskId, BashTaskRead, BoxFuture, ListenerHandle, OutputCursor, OwnerToken, SandboxMode, TaskListener,
     TaskListeners, TaskState, TaskStatus,
 };
 use tokio_util::sync::CancellationToken;
@@ -46,6 +47,8 @@ struct Inner {
     /// The script of a command that reports its final directory without a
     /// snapshot, made once.
     prologue: std::sync::OnceLock<Option<Arc<std::os::fd::OwnedFd>>>,
+    /// The workspace's watch, when changes are tracked; else why not.
+    changes: Result<Arc<crate::changes::ChangeWatch>, Option<String>>,
 }
 
 impl std::fmt::Debug for LocalBashExecutor {
@@ -58,7 +61,7 @@ impl std::fmt::Debug for LocalBashExecutor {
 
 pub use dsh_sandbox::Invocation;
 
-pub use crate::settle::{SettleStamp, Settled};
+pub use crate::settle::{NeverRan, SettleStamp, Settled};
 
 /// Commands up to this size go in the argv; longer ones through a
 /// descriptor (one argument may hold at most 128 KiB).
@@ -161,9 +164,10 @@ impl LocalBashExecutor {
         {
             tracing::warn!(%err, "cannot sweep what dead hosts left");
         }
-        // The stop threads, before the first request.
-        if let Err(err) = crate::offload::start() {
-            tracing::warn!(%err, "cannot start the stop threads; commands will not be spawned");
+        // The watchdog, the stop and spawner threads, before the first
+        // request (never on the runtime thread that runs it).
+        if let Err(err) = crate::spawn::start() {
+            tracing::warn!(%err, "cannot start the spawner threads; commands will not be spawned");
         }
         let spill = SpillDir::new(
             config.spill_parent.clone(),
@@ -172,8 +176,19 @@ impl LocalBashExecutor {
                 max_bytes: config.retain_spill_bytes,
             },
         );
+        let changes = match &config.changes {
+            None => Err(None),
+            Some(tracking) => crate::changes::ChangeWatch::start(tracking)
+                .map(Arc::new)
+                .map_err(|why| {
+                    let why = format!("changes under {} are not tracked: {why}", tracking.root.display());
+                    tracing::warn!("{why}");
+                    Some(why)
+                }),
+        };
         Ok(LocalBashExecutor {
             inner: Arc::new(Inner {
+                changes,
                 config,
                 spill: Arc::new(spill),
                 registry: Mutex::new(Registry::default()),
@@ -185,6 +200,16 @@ impl LocalBashExecutor {
                 prologue: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// True if results list what changed in the configured workspace;
+    /// `Err` says why changes asked for are not tracked.
+    pub fn tracks_changes(&self) -> Result<bool, String> {
+        match &self.inner.changes {
+            Ok(_) => Ok(true),
+            Err(None) => Ok(false),
+            Err(Some(why)) => Err(why.clone()),
+        }
     }
 
     /// The configuration in force.
@@ -301,7 +326,7 @@ impl LocalBashExecutor {
             owner: spec.owner.clone(),
             stdout: Stream::with_screen(cap, spec.terminal),
             stderr: Stream::new(cap),
-            offsets: Mutex::new((0, 0)),
+            read_to: Mutex::new(OutputCursor::default()),
             stop: Arc::new(Stop::default()),
             input: takes_input.then(Arc::default),
         });
@@ -396,11 +421,23 @@ impl Inner {
         streams: (&Arc<Stream>, &Arc<Stream>),
         timeout: Option<Duration>,
         (stop, input): (&Stop, Option<&Arc<InputSlot>>),
-    ) -> std::io::Result<(Ended, Option<dsh_bash::ShellFacts>)> {
+    ) -> std::io::Result<(Ended, Option<dsh_bash::ShellFacts>, Option<WorkspaceChanges>)> {
         let held = std::mem::take(&mut invocation.held);
         let foreground = timeout.is_some();
         let shell = ShellRun::prepare(&self.config, &self.prologue, spec, &mut invocation, foreground)?;
         let launch = self.launch(spec, invocation, &shell);
+        let watch = self.changes.as_ref().ok().map(Arc::clone);
+        // Off the runtime: the watch's lock may be held while it follows a
+        // directory that appeared.
+        let mark = match &watch {
+            Some(watch) => {
+                let watch = Arc::clone(watch);
+                crate::offload::run(crate::offload::Lane::Io, move || watch.begin())
+                    .await
+                    .ok()
+            }
+            None => None,
+        };
         let ended = supervise(
             launch,
             Capture {
@@ -426,8 +463,17 @@ impl Inner {
             },
             held,
         )
-        .await?;
-        Ok((ended, shell.facts()))
+        .await;
+        // The mark is released even when the command could not start.
+        let changed = match (watch, mark) {
+            (Some(watch), Some(mark)) => {
+                crate::offload::run(crate::offload::Lane::Io, move || watch.end(mark))
+                    .await
+                    .ok()
+            }
+            _ => None,
+        };
+        Ok((ended?, shell.facts(), changed))
     }
 
     async fn foreground(
@@ -440,7 +486,7 @@ impl Inner {
         let (stdout, stderr) = (Stream::new(cap), Stream::new(cap));
         let timeout = spec.timeout;
         let program = program_of(&invocation);
-        let (ended, shell) = self
+        let (ended, shell, changed) = self
             .supervise(&spec, invocation, (&stdout, &stderr), Some(timeout), (stop, None))
             .await
             .map_err(|cause| BashError::Spawn {
@@ -467,6 +513,7 @@ impl Inner {
             containment: Some(ended.containment),
             limits: ended.limits,
             shell,
+            changed,
         })
     }
 
@@ -478,18 +525,18 @@ impl Inner {
         stamp: Option<SettleStamp>,
     ) {
         let streams = (&entry.stdout, &entry.stderr);
-        let mut spawned = true;
+        let mut never_ran = None;
         let program = program_of(&invocation);
         let ended = match check_workdir(&spec.workdir) {
             Ok(()) => self
                 .supervise(&spec, invocation, streams, None, (&entry.stop, entry.input.as_ref()))
                 .await
-                .map(|(ended, _)| ended)
-                .map_err(|err| format!("cannot run {program}: {err}")),
-            Err(err) => Err(err.to_string()),
+                .map(|(ended, _, changed)| (ended, changed))
+                .map_err(|err| (NeverRan::of(&err), format!("cannot run {program}: {err}"))),
+            Err(err) => Err((NeverRan::Workdir, err.to_string())),
         };
         let mut state = match ended {
-            Ok(ended) => {
+            Ok((ended, changed)) => {
                 let (exit_code, signal) = status_parts(ended.status);
                 TaskState {
                     status: if ended.cause.is_some() {
@@ -501,10 +548,11 @@ impl Inner {
                     signal,
                     sandbox: None,
                     limits: ended.limits,
+                    changed,
                 }
             }
-            Err(reason) => {
-                spawned = false;
+            Err((why, reason)) => {
+                never_ran = Some(why);
                 if let Some(input) = &entry.input {
                     input.close(&format!("the task never started ({reason})")).await;
                 }
@@ -518,12 +566,13 @@ impl Inner {
                     signal: None,
                     sandbox: None,
                     limits: None,
+                    changed: None,
                 }
             }
         };
         if let Some(stamp) = stamp {
             let stderr = entry.stderr.collected().text;
-            state = stamp(state, Settled { stderr, spawned }).await;
+            state = stamp(state, Settled { stderr, never_ran }).await;
         }
         entry.publisher.publish(state);
         let killed_by_shutdown = entry.stop.cause() == Some(StopCause::Shutdown);
@@ -623,20 +672,46 @@ impl BashExecutor for LocalBashExecutor {
             .collect()
     }
 
-    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
+    fn read_output(
+        &self,
+        id: &BashTaskId,
+        since: Option<OutputCursor>,
+    ) -> Result<BashTaskRead, BashError> {
         let entry = self.inner.entry(id)?;
         // Snapshot first: a settled snapshot guarantees all output is read.
         let task = entry.publisher.snapshot();
-        let mut offsets = entry.offsets.lock().unwrap_or_else(PoisonError::into_inner);
-        let stdout = entry.stdout.read_from(offsets.0);
-        let stderr = entry.stderr.read_from(offsets.1);
-        *offsets = (stdout.next, stderr.next);
+        let mut last = entry.read_to.lock().unwrap_or_else(PoisonError::into_inner);
+        let asked = since.unwrap_or(*last);
+        let end = OutputCursor {
+            stdout: entry.stdout.end(),
+            stderr: entry.stderr.end(),
+        };
+        if !asked.within(end) {
+            return Err(BashError::PositionAhead {
+                id: id.clone(),
+                asked,
+                end,
+            });
+        }
+        let stdout = entry.stdout.read_from(asked.stdout);
+        let stderr = entry.stderr.read_from(asked.stderr);
+        let to = OutputCursor {
+            stdout: stdout.next,
+            stderr: stderr.next,
+        };
+        *last = to;
         Ok(BashTaskRead {
             task,
             delta: dsh_bash::join_streams(&stdout.text, &stderr.text),
+            lossy: stdout.lossy || stderr.lossy,
+            asked,
+            from: OutputCursor {
+                stdout: stdout.from,
+                stderr: stderr.from,
+            },
+            to,
             stdout: stdout.text,
             stderr: stderr.text,
-            lossy: stdout.lossy || stderr.lossy,
             stdout_spill_path: stdout.spill_path,
             stderr_spill_path: stderr.spill_path,
         })

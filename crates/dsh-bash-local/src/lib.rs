@@ -197,6 +197,7 @@ macro_rules! elsewhere {
 
 linux! {
     mod adopt;
+    mod changes;
     mod cgroup;
     mod contain;
     mod drain;
@@ -237,9 +238,11 @@ mod settle;
 mod shell;
 mod signal;
 
-pub use config::{ConfigError, ContainmentChoice, LocalConfig, ResourceLimits, ScrubPolicy};
+pub use config::{
+    ChangeTracking, ConfigError, ContainmentChoice, LocalConfig, ResourceLimits, ScrubPolicy,
+};
 pub use dsh_sandbox::Invocation;
-pub use settle::{SettleStamp, Settled};
+pub use settle::{is_exhaustion, NeverRan, SettleStamp, Settled};
 pub use shell::{
     ShellSnapshot, SnapshotError, SnapshotSlot, SnapshotSource, SnapshotState, SnapshotSummary,
 };

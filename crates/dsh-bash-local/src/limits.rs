@@ -171,7 +171,6 @@ impl LimitHost {
     /// Blocking (cgroupfs).
     pub(crate) fn find(base: &Path, parent: &Path) -> LimitHost {
         let v2 = enable_v2(base, parent);
-        let pid = std::process::id();
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let v1 = Kind::ALL
@@ -180,7 +179,7 @@ impl LimitHost {
             .filter_map(|kind| {
                 let base = v1_base(&mountinfo, &own, kind.controller())?;
                 sweep_v1(&base);
-                let dir = base.join(format!("dsh-bash-{pid}"));
+                let dir = base.join(crate::cgroup::host_dir_name());
                 match fs::create_dir(&dir) {
                     Ok(()) => Some((kind, dir)),
                     Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {

@@ -137,6 +137,9 @@ pub(crate) enum Pushed {
 #[derive(Debug, Default)]
 pub(crate) struct Delta {
     pub(crate) text: String,
+    /// Where `text` starts: the offset asked for, or the first byte still
+    /// held when that slid out of memory.
+    pub(crate) from: u64,
     pub(crate) next: u64,
     pub(crate) lossy: bool,
     pub(crate) spill_path: Option<PathBuf>,
@@ -247,6 +250,11 @@ impl Stream {
         }
     }
 
+    /// How many bytes the stream has produced so far.
+    pub(crate) fn end(&self) -> u64 {
+        self.state().tail.total
+    }
+
     /// Everything produced since `offset`. If `offset` has slid out of
     /// memory the whole kept tail is returned and the read is lossy. While
     /// the stream is open, an incomplete trailing character is held back for
@@ -264,7 +272,10 @@ impl Stream {
             next -= held as u64;
         }
         Delta {
-            text: decode(&bytes, lossy && start > 0),
+            // A read from inside the stream (a position handed back, or
+            // the first byte still held) never starts inside a character.
+            text: decode(&bytes, offset.max(start) > 0),
+            from: offset.max(start),
             next,
             lossy,
             spill_path: match &state.spill {
@@ -324,8 +335,8 @@ mod tests {
         // Offset 2 slid out of the 8-byte window: the whole tail, lossy.
         let lossy = stream.read_from(2);
         assert_eq!(
-            (lossy.text.as_str(), lossy.next, lossy.lossy),
-            ("efghijkl", 12, true)
+            (lossy.text.as_str(), lossy.from, lossy.next, lossy.lossy),
+            ("efghijkl", 4, 12, true)
         );
         let inside = stream.read_from(10);
         assert_eq!((inside.text.as_str(), inside.lossy), ("kl", false));
@@ -338,6 +349,15 @@ mod tests {
         let out = stream.collected();
         assert_eq!(out.text, "€");
         assert!(out.truncated);
+    }
+
+    #[test]
+    fn a_read_from_inside_a_character_starts_at_the_next_one() {
+        let stream = Stream::new(64);
+        stream.push("héllo".as_bytes());
+        // Byte 2 is the second byte of "é".
+        assert_eq!(stream.read_from(2).text, "llo");
+        assert_eq!(stream.read_from(1).text, "éllo");
     }
 
     #[test]

@@ -63,6 +63,13 @@ impl Spawners {
     }
 }
 
+/// Starts the watchdog, the stop threads and the spawner threads, once per
+/// process: called when an executor is built, so the first command does
+/// not start them on a runtime thread.
+pub(crate) fn start() -> io::Result<()> {
+    spawners().map(|_| ())
+}
+
 fn spawners() -> io::Result<&'static Spawners> {
     static SPAWNERS: OnceLock<Result<Spawners, String>> = OnceLock::new();
     let spawners = SPAWNERS.get_or_init(|| {

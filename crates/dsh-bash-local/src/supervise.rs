@@ -4,7 +4,7 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -19,8 +19,10 @@ use crate::spawn::{self, Launch};
 use crate::spill::SpillDir;
 use crate::sys::ExitStatus;
 
-/// Why we stopped a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why we stopped a command. Order matters: a later cause outranks an
+/// earlier one (a kill outranks the caller's cancellation, shutdown
+/// outranks everything), and a stop's cause only ever rises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum StopCause {
     /// Its timeout elapsed.
     Timeout,
@@ -32,23 +34,62 @@ pub(crate) enum StopCause {
     Shutdown,
 }
 
-/// A one-shot stop request; the first cause wins.
+impl StopCause {
+    const ALL: [StopCause; 4] = [
+        StopCause::Timeout,
+        StopCause::Cancelled,
+        StopCause::Killed,
+        StopCause::Shutdown,
+    ];
+}
+
+/// A stop request whose cause only rises ([`StopCause`]'s order).
 #[derive(Debug, Default)]
 pub(crate) struct Stop {
     token: CancellationToken,
-    cause: OnceLock<StopCause>,
+    /// 0: none yet; else the cause's index in [`StopCause::ALL`] plus one.
+    cause: std::sync::atomic::AtomicU8,
 }
 
 impl Stop {
-    /// Requests a stop; true if and only if this was the first request.
+    /// Requests a stop for `cause`; true if and only if this raised the
+    /// cause (the first request, or one that outranks it).
     pub(crate) fn request(&self, cause: StopCause) -> bool {
-        let first = self.cause.set(cause).is_ok();
+        let rank = StopCause::ALL.iter().position(|c| *c == cause).unwrap_or(0) as u8 + 1;
+        let before = self
+            .cause
+            .fetch_max(rank, std::sync::atomic::Ordering::AcqRel);
         self.token.cancel();
-        first
+        before < rank
     }
 
+    /// The highest cause requested so far.
     pub(crate) fn cause(&self) -> Option<StopCause> {
-        self.cause.get().copied()
+        let rank = self.cause.load(std::sync::atomic::Ordering::Acquire);
+        StopCause::ALL.get(usize::from(rank).checked_sub(1)?).copied()
+    }
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use super::{Stop, StopCause};
+
+    /// The cause only rises, whatever the order of the requests; the token
+    /// fires at the first.
+    #[test]
+    fn a_stops_cause_only_rises() {
+        let stop = Stop::default();
+        assert_eq!(stop.cause(), None);
+        assert!(stop.request(StopCause::Timeout));
+        assert!(stop.token.is_cancelled());
+        assert!(stop.request(StopCause::Killed));
+        assert!(!stop.request(StopCause::Cancelled));
+        assert!(!stop.request(StopCause::Killed));
+        assert_eq!(stop.cause(), Some(StopCause::Killed));
+        assert!(stop.request(StopCause::Shutdown));
+        assert!(!stop.request(StopCause::Timeout));
+        assert_eq!(stop.cause(), Some(StopCause::Shutdown));
+        assert!(StopCause::Timeout < StopCause::Cancelled && StopCause::Killed < StopCause::Shutdown);
     }
 }
 
@@ -276,7 +317,7 @@ pub(crate) async fn supervise(
     capture: Capture<'_>,
     ends: Deadlines<'_>,
     patience: Patience<'_>,
-    mut held: Vec<Arc<dyn dsh_sandbox::Held>>,
+    held: Vec<Arc<dyn dsh_sandbox::Held>>,
 ) -> io::Result<Ended> {
     let command = launch.command;
     let observers = std::mem::take(&mut launch.observers);
@@ -290,9 +331,12 @@ pub(crate) async fn supervise(
         spawned.cgroup,
         spawned.rlimits,
         command,
+        held,
     );
+    // From here on `held` goes with the tree on every path, `?` ones too:
+    // a dropped `Contained` drops it once the shell is reaped.
     let plumbing = Plumbing::start(spawned.pipes, &capture).await?;
-    let contained = contained?;
+    let mut contained = contained?;
     let containment = contained.kind();
     let end = first_end(&contained, &ends).await;
     // Before the stop: the counters say what the command itself hit.
@@ -300,11 +344,14 @@ pub(crate) async fn supervise(
     let ended = match end {
         Ok(status) => {
             let status = status?;
+            let held = contained.take_held();
             let left = contained.left().await;
             let leftovers = left.count();
-            if leftovers > 0 {
+            // Also with no member found: a group kept only by a zombie must
+            // still be released, or the watchdog would kill its number at
+            // host death, when it may be someone else's.
+            if !matches!(left, crate::contain::Leftovers::None) {
                 let grace = patience.grace_over(StopCause::Killed, ends.shutdown);
-                let held = std::mem::take(&mut held);
                 patience.tracker.spawn(async move {
                     left.stop(grace).await;
                     drop(held);
@@ -332,7 +379,5 @@ pub(crate) async fn supervise(
         }
     };
     plumbing.finish(patience.linger).await;
-    // No leftover is being stopped: the tree is gone now.
-    drop(held);
     Ok(ended)
 }

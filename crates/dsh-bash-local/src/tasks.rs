@@ -15,8 +15,8 @@ pub(crate) struct TaskEntry {
     pub(crate) owner: Option<OwnerToken>,
     pub(crate) stdout: Arc<Stream>,
     pub(crate) stderr: Arc<Stream>,
-    /// Whole-stream offsets of the next read (stdout, stderr).
-    pub(crate) offsets: Mutex<(u64, u64)>,
+    /// Where the next read without a position starts.
+    pub(crate) read_to: Mutex<dsh_bash::OutputCursor>,
     pub(crate) stop: Arc<Stop>,
     /// Its terminal or open stdin while it runs, for a task that takes
     /// input.

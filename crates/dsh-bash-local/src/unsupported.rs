@@ -34,6 +34,11 @@ impl LocalBashExecutor {
         match self.never {}
     }
 
+    /// Whether results list what changed in the workspace.
+    pub fn tracks_changes(&self) -> Result<bool, String> {
+        match self.never {}
+    }
+
     /// Where full-output files go.
     pub fn spill_directory(&self) -> Option<PathBuf> {
         match self.never {}
@@ -93,7 +98,11 @@ impl BashExecutor for LocalBashExecutor {
         match self.never {}
     }
 
-    fn read_output(&self, _id: &BashTaskId) -> Result<BashTaskRead, BashError> {
+    fn read_output(
+        &self,
+        _id: &BashTaskId,
+        _since: Option<dsh_bash::OutputCursor>,
+    ) -> Result<BashTaskRead, BashError> {
         match self.never {}
     }
 

@@ -222,13 +222,27 @@ fn kill_marked(marker: &[u8]) {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| *pid != me)
     {
+        // The process is held by a pidfd before its environment is read:
+        // should it end and its pid be reused in between, the kill goes to
+        // the process that ended (a no-op), never to the newcomer.
+        let Some(process) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw)
+        else {
+            continue;
+        };
+        let held = match rustix::process::pidfd_open(process, rustix::process::PidfdFlags::empty()) {
+            Ok(held) => Some(held),
+            // A kernel before pidfds (5.3): by pid, as it was.
+            Err(rustix::io::Errno::NOSYS) => None,
+            Err(_) => continue,
+        };
         let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
             continue;
         };
         if environ.split(|b| *b == 0).any(|entry| entry == marker) {
-            // SAFETY: kill(2) of a process that carries the dead host's
-            // marker.
-            unsafe { libc::kill(libc::pid_t::try_from(pid).unwrap_or(0), libc::SIGKILL) };
+            let _ = match &held {
+                Some(held) => rustix::process::pidfd_send_signal(held, rustix::process::Signal::KILL),
+                None => rustix::process::kill_process(process, rustix::process::Signal::KILL),
+            };
         }
     }
 }

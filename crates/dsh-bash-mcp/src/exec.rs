@@ -1,4 +1,4 @@
-//! Executor calls: `bash`, `bash_output` and `bash_kill` from a remote
+//! Executor calls: `bash`, `bash_output`, `bash_write`, `bash_screen` and `bash_kill` from a remote
 //! executor (`dsh-bash-remote`), marked with `_meta["io.dsh-bash/executor"]`
 //! (see `dsh_bash::wire`). They run in the calling session, under its owner
 //! token, and answer with the executor's exact facts instead of rendered
@@ -68,22 +68,28 @@ pub(super) async fn call(
             Err(err) => failed("INVALID_ARGUMENTS", format!("bash: {err}")),
         },
         "bash_write" | "bash_screen" => interact(executor, session, tool, &args, extras).await,
-        "bash_output" | "bash_kill" => {
-            let id = match dsh_tool_bash::executor_task_id(&args) {
-                Ok(id) => BashTaskId::new(id),
+        "bash_output" => {
+            let (id, since) = match dsh_tool_bash::executor_output_call(&args) {
+                Ok((id, since)) => (BashTaskId::new(id), since),
                 Err(err) => return failed("INVALID_ARGUMENTS", format!("{tool}: {err}")),
             };
             let id = match dsh_tool_bash::owned_task(executor, Some(session), id) {
                 Ok(id) => id,
                 Err(refused) => return Reply::Failed(task_refusal(refused)),
             };
-            if tool == "bash_output" {
-                match executor.read_output(&id) {
-                    Ok(read) => Reply::Read(ReadFacts::from(&read)),
-                    Err(err) => Reply::Failed(ErrorFacts::from(&err)),
-                }
-            } else {
-                killed(executor, id).await
+            match executor.read_output(&id, since) {
+                Ok(read) => Reply::Read(ReadFacts::from(&read)),
+                Err(err) => Reply::Failed(ErrorFacts::from(&err)),
+            }
+        }
+        "bash_kill" => {
+            let id = match dsh_tool_bash::executor_task_id(&args) {
+                Ok(id) => BashTaskId::new(id),
+                Err(err) => return failed("INVALID_ARGUMENTS", format!("{tool}: {err}")),
+            };
+            match dsh_tool_bash::owned_task(executor, Some(session), id) {
+                Ok(id) => killed(executor, id).await,
+                Err(refused) => Reply::Failed(task_refusal(refused)),
             }
         }
         other => failed(

@@ -951,15 +951,20 @@ impl Gate {
     }
 }
 
-/// Serves until SIGTERM, SIGINT or SIGHUP: then stops accepting, ends every
-/// session, stops every command and returns.
-pub async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result<()> {
+/// Serves until `shutdown` is cancelled (the binary cancels it at SIGTERM,
+/// SIGINT or SIGHUP, see [`crate::stop_on_signals`]; the library installs
+/// no handler): then stops accepting, ends every session, stops every
+/// command and returns.
+pub async fn serve(
+    listening: Listening,
+    hub: Arc<Hub>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listening.address)
         .await
         .with_context(|| format!("cannot listen on {}", listening.address))?;
     let bound = listener.local_addr()?;
-    let stop = CancellationToken::new();
-    let interrupts = crate::stop_on_signals(stop.clone());
+    let stop = shutdown.child_token();
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .disable_allowed_origins();
@@ -1119,7 +1124,6 @@ pub async fn serve(listening: Listening, hub: Arc<Hub>) -> anyhow::Result<()> {
         while connections.try_join_next().is_some() {}
     }
     drop(listener);
-    interrupts.abort();
     reaper.abort();
     gate.close();
     hub.executor().shutdown().await;

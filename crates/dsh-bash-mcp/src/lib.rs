@@ -37,10 +37,13 @@
 //! let executor = Arc::new(LocalBashExecutor::new(LocalConfig::default())?);
 //! let (timeout, max_timeout) = (Duration::from_secs(120), Duration::from_secs(600));
 //! let hub = Hub::new(executor, None, timeout, max_timeout, 32);
-//! dsh_bash_mcp::serve_stdio(Arc::new(hub)).await
+//! // The caller decides what stops it (here: SIGTERM, SIGINT, SIGHUP).
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! let _signals = dsh_bash_mcp::stop_on_signals(shutdown.clone());
+//! dsh_bash_mcp::serve_stdio(Arc::new(hub), shutdown).await
 //! # }
 //! ```
-
+#![forbid(unsafe_code)]
 // MCP log-message notifications are deprecated from protocol 2026-07-28 on;
 // they are still how a person is told something on the earlier versions,
 // and only sent there.
@@ -163,17 +166,31 @@ impl Hub {
             escalation: allowed,
             ..self.tools.told()
         };
-        self.tools = self.rebuilt(self.tools.yield_after(), self.tools.persist_cwd(), told);
-        self
+        self.retold(told)
     }
 
     /// The same hub, telling the model that the user's shell snapshot is
     /// loaded into every command (or not).
-    pub fn with_snapshot(mut self, loaded: bool) -> Self {
+    pub fn with_snapshot(self, loaded: bool) -> Self {
         let told = dsh_tool_bash::Told {
             snapshot: loaded,
             ..self.tools.told()
         };
+        self.retold(told)
+    }
+
+    /// The same hub, telling the model that results list the files a
+    /// command changed in the workspace (or not).
+    pub fn with_changes(self, tracked: bool) -> Self {
+        let told = dsh_tool_bash::Told {
+            changes: tracked,
+            ..self.tools.told()
+        };
+        self.retold(told)
+    }
+
+    /// The same hub with its tools telling the model `told`.
+    fn retold(mut self, told: dsh_tool_bash::Told) -> Self {
         self.tools = self.rebuilt(self.tools.yield_after(), self.tools.persist_cwd(), told);
         self
     }
@@ -326,11 +343,13 @@ impl Drop for SessionState {
         let executor = Arc::clone(&self.executor);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move {
-                    for id in running {
+                // All at once: each kill may wait out its grace.
+                for id in running {
+                    let executor = Arc::clone(&executor);
+                    runtime.spawn(async move {
                         let _ = executor.kill(&id).await;
-                    }
-                });
+                    });
+                }
             }
             // Outside the runtime only shutdown is left, which stops them.
             Err(_) => tracing::debug!("session dropped outside the runtime"),
@@ -976,14 +995,16 @@ impl ServerHandler for BashServer {
     }
 }
 
-/// Serves one session on stdin/stdout until stdin closes or SIGTERM, SIGINT
-/// or SIGHUP arrives, then stops every command it started.
-pub async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<()> {
+/// Serves one session on stdin/stdout until stdin closes or `shutdown` is
+/// cancelled (the binary cancels it at SIGTERM, SIGINT or SIGHUP, see
+/// [`stop_on_signals`]; the library installs no handler), then stops
+/// every command it started.
+pub async fn serve_stdio(hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
     let state = hub.open();
     let server = hub.server(Arc::clone(&state));
-    let stop = CancellationToken::new();
+    let stop = shutdown.child_token();
     let (stdin, stdout) = rmcp::transport::stdio();
-    let (lines, outgoing) = tokio::sync::mpsc::unbounded_channel();
+    let (lines, outgoing) = tokio::sync::mpsc::channel(crate::wire::OUTGOING_LINES);
     let in_flight = crate::wire::InFlight::default();
     let writer = tokio::spawn(crate::wire::write_lines(
         outgoing,
@@ -995,7 +1016,6 @@ pub async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<()> {
         .serve((stdin, crate::wire::Outbound::new(lines)))
         .await?;
     let cancel = service.cancellation_token();
-    let interrupts = stop_on_signals(stop.clone());
     tokio::select! {
         closed = service.waiting() => {
             if let Err(err) = closed {
@@ -1004,7 +1024,6 @@ pub async fn serve_stdio(hub: Arc<Hub>) -> anyhow::Result<()> {
         }
         () = stop.cancelled() => cancel.cancel(),
     }
-    interrupts.abort();
     state.session.end();
     state.tasks.shutdown();
     hub.executor().shutdown().await;

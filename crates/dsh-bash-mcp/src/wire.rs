@@ -19,7 +19,7 @@
 //! The reader also reports EOF: a client that closes stdin wants the
 //! session over now, even with calls in flight.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,7 +29,7 @@ use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonR
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, PollSender};
 
 /// What to do with one incoming line.
 #[derive(Debug, PartialEq)]
@@ -283,7 +283,11 @@ pub(crate) struct Inbound<R> {
     /// Checked lines, handed out from `ready[handed..]`.
     ready: Vec<u8>,
     handed: usize,
-    replies: mpsc::UnboundedSender<Vec<u8>>,
+    replies: PollSender<Vec<u8>>,
+    /// Replies of ours not taken by the writer yet: while there are any,
+    /// nothing more is read (a client that stops reading stops us
+    /// reading, instead of growing a queue).
+    waiting: VecDeque<Vec<u8>>,
     on_eof: CancellationToken,
     eof: bool,
     /// A request that opens the session (anything but `server/discover`
@@ -304,7 +308,7 @@ pub(crate) struct Inbound<R> {
 impl<R> Inbound<R> {
     pub(crate) fn new(
         inner: R,
-        replies: mpsc::UnboundedSender<Vec<u8>>,
+        replies: mpsc::Sender<Vec<u8>>,
         on_eof: CancellationToken,
         in_flight: InFlight,
     ) -> Self {
@@ -314,7 +318,8 @@ impl<R> Inbound<R> {
             oversized: false,
             ready: Vec::new(),
             handed: 0,
-            replies,
+            replies: PollSender::new(replies),
+            waiting: VecDeque::new(),
             on_eof,
             eof: false,
             started: false,
@@ -323,10 +328,10 @@ impl<R> Inbound<R> {
         }
     }
 
-    fn reply(&self, reply: &Value) {
+    fn reply(&mut self, reply: &Value) {
         let mut bytes = reply.to_string().into_bytes();
         bytes.push(b'\n');
-        let _ = self.replies.send(bytes);
+        self.waiting.push_back(bytes);
     }
 
     fn judge(&mut self, mut line: Vec<u8>) {
@@ -411,7 +416,7 @@ impl<R> Inbound<R> {
         }
     }
 
-    fn too_long(&self) {
+    fn too_long(&mut self) {
         self.reply(&error(
             Value::Null,
             -32600,
@@ -427,6 +432,12 @@ impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         loop {
+            // Our own replies go out first; while the writer cannot take
+            // them, the client is not read.
+            let this = &mut *self;
+            if drain(&mut this.replies, &mut this.waiting, cx)?.is_pending() {
+                return Poll::Pending;
+            }
             if self.handed < self.ready.len() {
                 let n = (self.ready.len() - self.handed).min(buf.remaining());
                 let start = self.handed;
@@ -463,18 +474,49 @@ impl<R: AsyncRead + Unpin> AsyncRead for Inbound<R> {
     }
 }
 
+/// Lines waiting for the writer at most: past them, whoever writes waits
+/// (a client that stops reading holds the server's answers, not its
+/// memory).
+pub(crate) const OUTGOING_LINES: usize = 64;
+
+/// Hands `queued` lines to the writer in order; `Pending` while it has no
+/// room for the next one.
+fn drain(
+    lines: &mut PollSender<Vec<u8>>,
+    queued: &mut VecDeque<Vec<u8>>,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    let gone = || io::Error::from(io::ErrorKind::BrokenPipe);
+    while !queued.is_empty() {
+        match lines.poll_reserve(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(_)) => return Poll::Ready(Err(gone())),
+            Poll::Ready(Ok(())) => {
+                let Some(line) = queued.pop_front() else {
+                    break;
+                };
+                lines.send_item(line).map_err(|_| gone())?;
+            }
+        }
+    }
+    Poll::Ready(Ok(()))
+}
+
 /// The writing half handed to the protocol library: whole lines go to the
-/// single writer.
+/// single writer, through a bounded queue.
 pub(crate) struct Outbound {
-    lines: mpsc::UnboundedSender<Vec<u8>>,
+    lines: PollSender<Vec<u8>>,
     partial: Vec<u8>,
+    /// Whole lines not taken by the writer yet.
+    queued: VecDeque<Vec<u8>>,
 }
 
 impl Outbound {
-    pub(crate) fn new(lines: mpsc::UnboundedSender<Vec<u8>>) -> Self {
+    pub(crate) fn new(lines: mpsc::Sender<Vec<u8>>) -> Self {
         Outbound {
-            lines,
+            lines: PollSender::new(lines),
             partial: Vec::new(),
+            queued: VecDeque::new(),
         }
     }
 }
@@ -482,29 +524,36 @@ impl Outbound {
 impl AsyncWrite for Outbound {
     fn poll_write(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.partial.extend_from_slice(data);
-        while let Some(end) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=end).collect();
-            if self.lines.send(without_progress_token(line)).is_err() {
-                return Poll::Ready(Err(io::Error::from(io::ErrorKind::BrokenPipe)));
-            }
+        let this = &mut *self;
+        // What an earlier write left waits for room first.
+        if drain(&mut this.lines, &mut this.queued, cx)?.is_pending() {
+            return Poll::Pending;
         }
+        this.partial.extend_from_slice(data);
+        while let Some(end) = this.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = this.partial.drain(..=end).collect();
+            this.queued.push_back(without_progress_token(line));
+        }
+        // Taken: what has no room yet goes with the next write or flush.
+        let _ = drain(&mut this.lines, &mut this.queued, cx)?;
         Poll::Ready(Ok(data.len()))
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        drain(&mut this.lines, &mut this.queued, cx)
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if !self.partial.is_empty() {
-            let rest = std::mem::take(&mut self.partial);
-            let _ = self.lines.send(rest);
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if !this.partial.is_empty() {
+            let rest = std::mem::take(&mut this.partial);
+            this.queued.push_back(rest);
         }
-        Poll::Ready(Ok(()))
+        drain(&mut this.lines, &mut this.queued, cx)
     }
 }
 
@@ -541,7 +590,7 @@ fn without_progress_token(line: Vec<u8>) -> Vec<u8> {
 /// Writes every line it receives to `out`, whole, until all senders are
 /// gone.
 pub(crate) async fn write_lines(
-    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut lines: mpsc::Receiver<Vec<u8>>,
     mut out: impl AsyncWrite + Unpin,
     in_flight: InFlight,
 ) {
@@ -578,6 +627,91 @@ fn answered(line: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Polls `future` once.
+    fn once<F: std::future::Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+        let waker = std::task::Waker::noop();
+        Pin::new(future).poll(&mut Context::from_waker(waker))
+    }
+
+    /// A client that stops reading holds the server's writes once the
+    /// queue is full, instead of growing it; reading again lets them on,
+    /// in order, none lost.
+    #[tokio::test]
+    async fn a_client_that_stops_reading_holds_the_writer_not_memory() {
+        let (lines, mut outgoing) = mpsc::channel(OUTGOING_LINES);
+        let mut out = Outbound::new(lines);
+        let line = |n: usize| format!("{{\"jsonrpc\":\"2.0\",\"id\":{n},\"result\":{{}}}}\n");
+        let mut written = 0;
+        loop {
+            let text = line(written);
+            let mut write = Box::pin(out.write_all(text.as_bytes()));
+            match once(&mut write) {
+                Poll::Ready(done) => done.unwrap(),
+                Poll::Pending => break,
+            }
+            let mut flush = Box::pin(out.flush());
+            if once(&mut flush).is_pending() {
+                written += 1;
+                break;
+            }
+            written += 1;
+            assert!(
+                written <= OUTGOING_LINES + 1,
+                "the queue grew past its bound"
+            );
+        }
+        assert!(written >= OUTGOING_LINES, "{written}");
+        // The client reads again: the held flush completes and every line
+        // arrives, in order.
+        let reading = async {
+            let mut got = Vec::new();
+            for _ in 0..written {
+                got.push(outgoing.recv().await.unwrap());
+            }
+            got
+        };
+        let (flushed, got) = tokio::join!(out.flush(), reading);
+        flushed.unwrap();
+        for (n, got) in got.into_iter().enumerate() {
+            assert_eq!(got, line(n).into_bytes(), "line {n}");
+        }
+        out.write_all(line(written).as_bytes()).await.unwrap();
+        out.flush().await.unwrap();
+        assert_eq!(outgoing.recv().await.unwrap(), line(written).into_bytes());
+    }
+
+    /// A client that sends garbage and never reads our answers stops
+    /// being read, instead of queueing answers without limit.
+    #[tokio::test]
+    async fn a_client_that_never_reads_our_replies_stops_being_read() {
+        let (replies, mut outgoing) = mpsc::channel(OUTGOING_LINES);
+        let garbage = "{not json\n".repeat(100_000).into_bytes();
+        let mut inbound = Inbound::new(
+            garbage.as_slice(),
+            replies,
+            CancellationToken::new(),
+            InFlight::default(),
+        );
+        let mut buf = [0u8; 1024];
+        let mut read = Box::pin(tokio::io::AsyncReadExt::read(&mut inbound, &mut buf));
+        assert!(once(&mut read).is_pending(), "it kept reading");
+        drop(read);
+        let consumed = garbage.len() - inbound.inner.len();
+        assert!(
+            consumed < garbage.len() / 4,
+            "{consumed} of {} bytes read",
+            garbage.len()
+        );
+        assert!(
+            inbound.waiting.len() <= 64 * 1024 / 10,
+            "{}",
+            inbound.waiting.len()
+        );
+        // Reading our replies lets it go on.
+        let first = outgoing.recv().await.unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("-32700"));
+    }
 
     #[test]
     fn the_servers_own_requests_carry_no_progress_token() {

@@ -8,7 +8,7 @@
 //! mcp`) — and implements the whole trait, so an agent swaps
 //! `LocalBashExecutor` for it without touching its tools.
 //!
-//! It speaks standard MCP: the `bash`, `bash_output` and `bash_kill` tool
+//! It speaks standard MCP: the `bash`, `bash_output`, `bash_write` and `bash_kill` tool
 //! calls, marked as executor calls by a `_meta` entry and answered with the
 //! executor's exact facts (`dsh_bash::wire`), on protocol 2026-07-28.
 //!
@@ -21,10 +21,10 @@
 //!   local buffer that [`BashExecutor::read_output`] drains, so a read can
 //!   trail the remote command by up to one poll. At most
 //!   [`RemoteConfig::max_buffered_bytes`] of each stream wait unread here;
-//!   beyond that the oldest is dropped and the next read says `lossy`. The
-//!   server hands out each byte once: a pull whose answer was lost on the
-//!   way may have taken output with it (the next read says `lossy`), and
-//!   two clients on one token share one session and split its output.
+//!   beyond that the oldest is dropped and the next read says `lossy`. Pulls
+//!   ask by position (`since`), so a pull whose answer was lost on the way
+//!   is asked again from the same place and loses nothing the server still
+//!   holds; reads here are by the server's positions too.
 //! - **The connection can fail; nothing waits forever.** The handshake and
 //!   every call but a foreground run wait [`RemoteConfig::patience`] at
 //!   most; a foreground run waits its timeout plus that. A lost connection
@@ -86,8 +86,8 @@ use std::time::Duration;
 use dsh_bash::wire::{ExecExtras, Reply, ServerFacts};
 use dsh_bash::{
     BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask, BashTaskId,
-    BashTaskRead, BoxFuture, ListenerHandle, NetworkPolicy, OwnerToken, SandboxMode, TaskListener,
-    TaskListeners, TaskStatus,
+    BashTaskRead, BoxFuture, ListenerHandle, NetworkPolicy, OutputCursor, OwnerToken, SandboxMode,
+    TaskListener, TaskListeners, TaskStatus,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -288,6 +288,18 @@ impl Inner {
             .call(
                 tool,
                 json!({ "task_id": id }),
+                &ExecExtras::default(),
+                self.config.patience,
+            )
+            .await
+    }
+
+    /// A `bash_output` call reading from `since`.
+    async fn read_call(&self, id: &BashTaskId, since: OutputCursor) -> Result<Reply, BashError> {
+        self.link
+            .call(
+                "bash_output",
+                json!({ "task_id": id, "since": since.to_string() }),
                 &ExecExtras::default(),
                 self.config.patience,
             )
@@ -584,6 +596,7 @@ fn abandoned(spec: &BashExecSpec) -> BashRunResult {
         containment: None,
         limits: None,
         shell: None,
+        changed: None,
     }
 }
 
@@ -674,12 +687,16 @@ impl BashExecutor for RemoteBashExecutor {
             .collect()
     }
 
-    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
+    fn read_output(
+        &self,
+        id: &BashTaskId,
+        since: Option<OutputCursor>,
+    ) -> Result<BashTaskRead, BashError> {
         let mirror = self
             .inner
             .mirror(id)
             .ok_or_else(|| BashError::UnknownTask { id: id.clone() })?;
-        Ok(mirror.read())
+        mirror.read(since)
     }
 
     fn write_input<'a>(

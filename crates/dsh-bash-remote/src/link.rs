@@ -70,7 +70,8 @@ const STDERR_TAIL: usize = 4096;
 pub(crate) struct StderrTail(Arc<Mutex<Vec<u8>>>);
 
 impl StderrTail {
-    fn collect(&self, mut stderr: tokio::process::ChildStderr) {
+    /// Reads `stderr` into the tail until it ends; the handle ends then.
+    fn collect(&self, mut stderr: tokio::process::ChildStderr) -> tokio::task::JoinHandle<()> {
         let tail = self.clone();
         tokio::spawn(async move {
             let mut chunk = [0u8; 1024];
@@ -83,7 +84,7 @@ impl StderrTail {
                 let excess = kept.len().saturating_sub(STDERR_TAIL);
                 kept.drain(..excess);
             }
-        });
+        })
     }
 
     pub(crate) fn text(&self) -> String {
@@ -185,9 +186,7 @@ impl Link {
             .spawn()
             .map_err(|cause| ConnectError::Spawn { program, cause })?;
         let stderr = StderrTail::default();
-        if let Some(err) = child.stderr.take() {
-            stderr.collect(err);
-        }
+        let collector = child.stderr.take().map(|err| stderr.collect(err));
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(ConnectError::Handshake {
                 target,
@@ -208,8 +207,15 @@ impl Link {
                 });
             }
             Ok(Err(err)) => {
-                // Let the child finish saying why (ssh's "Permission denied").
-                let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+                // Let the child finish saying why (ssh's "Permission
+                // denied"), and its last words be read.
+                let said = async {
+                    let _ = child.wait().await;
+                    if let Some(collector) = collector {
+                        let _ = collector.await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(2), said).await;
                 return Err(ConnectError::Handshake {
                     target,
                     message: err.to_string(),

@@ -1,6 +1,7 @@
 //! A background task as seen from here: its published state, the output
 //! pulled from the server and not read yet, and the poller that pulls it.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -8,41 +9,123 @@ use std::time::Duration;
 
 use dsh_bash::wire::{ReadFacts, Reply};
 use dsh_bash::{
-    task_channel, BashError, BashTask, BashTaskId, BashTaskRead, OwnerToken, TaskPublisher,
-    TaskState, TaskStatus,
+    task_channel, BashError, BashTask, BashTaskId, BashTaskRead, OutputCursor, OwnerToken,
+    TaskPublisher, TaskState, TaskStatus,
 };
 
 use crate::{Inner, RemoteConfig};
 
-/// Pulled output not read yet.
+/// One stream as pulled from the server: the last `cap` bytes of text,
+/// each piece at the server's byte positions, so a read can start at any
+/// position still held. Where the server replaced invalid bytes the text
+/// is longer or shorter than the bytes it stands for; a read from inside
+/// such a piece starts at the nearest character instead.
 #[derive(Default)]
-struct Unread {
-    stdout: String,
-    stderr: String,
-    lossy: bool,
-    stdout_spill_path: Option<PathBuf>,
-    stderr_spill_path: Option<PathBuf>,
+struct Held {
+    pieces: VecDeque<Piece>,
+    bytes: usize,
+    /// The first server position held.
+    start: u64,
+    /// The server position after the last byte pulled: where the next
+    /// pull asks from.
+    end: u64,
+    spill_path: Option<PathBuf>,
 }
 
-/// Keeps the last `cap` bytes of `text` (on a character boundary); true if
-/// anything was dropped.
-fn keep_tail(text: &mut String, cap: usize) -> bool {
-    if text.len() <= cap {
-        return false;
+struct Piece {
+    start: u64,
+    end: u64,
+    text: String,
+}
+
+impl Held {
+    /// Adds a pull's text, `from` the server position it starts at, `to`
+    /// where it ends. Text the server no longer held (its memory slid past
+    /// what this side asked for) leaves a gap: what came before it is
+    /// dropped, so a read across it says it is lossy.
+    fn append(&mut self, from: u64, to: u64, text: &str, cap: usize) {
+        if from > self.end {
+            self.pieces.clear();
+            self.bytes = 0;
+            self.start = from;
+        }
+        if !text.is_empty() {
+            self.pieces.push_back(Piece {
+                start: from,
+                end: to.max(from),
+                text: text.to_owned(),
+            });
+            self.bytes += text.len();
+        }
+        self.end = self.end.max(to);
+        self.keep(cap);
     }
-    let mut cut = text.len() - cap;
-    while !text.is_char_boundary(cut) {
-        cut += 1;
+
+    /// Drops the oldest text until at most `cap` bytes are held.
+    fn keep(&mut self, cap: usize) {
+        while self.bytes > cap {
+            let excess = self.bytes - cap;
+            let Some(front) = self.pieces.front_mut() else {
+                break;
+            };
+            if front.text.len() <= excess {
+                self.bytes -= front.text.len();
+                self.pieces.pop_front();
+                self.start = self.pieces.front().map_or(self.end, |p| p.start);
+                continue;
+            }
+            let mut cut = excess;
+            while !front.text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            front.text.drain(..cut);
+            front.start = (front.start + cut as u64).min(front.end);
+            self.bytes -= cut;
+            self.start = front.start;
+        }
     }
-    text.drain(..cut);
-    true
+
+    /// The text held from `asked` on, and where it starts (`asked`, or
+    /// the first position held).
+    fn read(&self, asked: u64) -> (String, u64) {
+        let from = asked.max(self.start);
+        let mut text = String::new();
+        for piece in self.pieces.iter().filter(|p| p.end > from) {
+            let mut skip = usize::try_from(from.saturating_sub(piece.start))
+                .unwrap_or(usize::MAX)
+                .min(piece.text.len());
+            while !piece.text.is_char_boundary(skip) {
+                skip += 1;
+            }
+            text.push_str(&piece.text[skip..]);
+        }
+        (text, from)
+    }
+}
+
+/// Both streams as pulled, and where the next read without a position
+/// starts.
+#[derive(Default)]
+struct Pulled {
+    stdout: Held,
+    stderr: Held,
+    read_to: OutputCursor,
+}
+
+impl Pulled {
+    fn end(&self) -> OutputCursor {
+        OutputCursor {
+            stdout: self.stdout.end,
+            stderr: self.stderr.end,
+        }
+    }
 }
 
 pub(crate) struct Mirror {
     pub(crate) id: BashTaskId,
     pub(crate) owner: Option<OwnerToken>,
     publisher: TaskPublisher,
-    unread: Mutex<Unread>,
+    pulled: Mutex<Pulled>,
     cap: usize,
     /// One pull at a time, so output is appended in the server's order.
     pulling: tokio::sync::Mutex<()>,
@@ -65,7 +148,7 @@ impl Mirror {
             id,
             owner,
             publisher,
-            unread: Mutex::default(),
+            pulled: Mutex::default(),
             cap: config.max_buffered_bytes,
             pulling: tokio::sync::Mutex::new(()),
             killing: AtomicBool::new(false),
@@ -83,44 +166,72 @@ impl Mirror {
         self.publisher.snapshot()
     }
 
-    /// The output pulled since the previous read. The snapshot is taken
-    /// first: a settled one means every byte is in.
-    pub(crate) fn read(&self) -> BashTaskRead {
+    /// The output pulled from `since` on (by default from where the
+    /// previous read ended). The snapshot is taken first: a settled one
+    /// means every byte is in.
+    pub(crate) fn read(&self, since: Option<OutputCursor>) -> Result<BashTaskRead, BashError> {
         let task = self.publisher.snapshot();
-        let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
-        let stdout = std::mem::take(&mut unread.stdout);
-        let stderr = std::mem::take(&mut unread.stderr);
-        let lossy = std::mem::take(&mut unread.lossy);
-        BashTaskRead {
+        let mut pulled = self.pulled.lock().unwrap_or_else(PoisonError::into_inner);
+        let asked = since.unwrap_or(pulled.read_to);
+        let end = pulled.end();
+        if !asked.within(end) {
+            return Err(BashError::PositionAhead {
+                id: self.id.clone(),
+                asked,
+                end,
+            });
+        }
+        let (stdout, out_from) = pulled.stdout.read(asked.stdout);
+        let (stderr, err_from) = pulled.stderr.read(asked.stderr);
+        let from = OutputCursor {
+            stdout: out_from,
+            stderr: err_from,
+        };
+        pulled.read_to = end;
+        Ok(BashTaskRead {
             task,
             delta: dsh_bash::join_streams(&stdout, &stderr),
             stdout,
             stderr,
-            lossy,
-            stdout_spill_path: unread.stdout_spill_path.clone(),
-            stderr_spill_path: unread.stderr_spill_path.clone(),
-        }
+            lossy: from != asked,
+            asked,
+            from,
+            to: end,
+            stdout_spill_path: pulled.stdout.spill_path.clone(),
+            stderr_spill_path: pulled.stderr.spill_path.clone(),
+        })
     }
 
-    /// Adds one pull's output; true if there was any.
-    fn append(&self, facts: &ReadFacts) -> bool {
-        let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
-        unread.stdout.push_str(&facts.stdout);
-        unread.stderr.push_str(&facts.stderr);
-        let dropped_out = keep_tail(&mut unread.stdout, self.cap);
-        let dropped_err = keep_tail(&mut unread.stderr, self.cap);
-        unread.lossy |= facts.lossy || dropped_out || dropped_err;
+    /// Where the next pull asks the server to read from.
+    fn pulled_to(&self) -> OutputCursor {
+        self.pulled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .end()
+    }
+
+    /// Adds one pull's output.
+    fn append(&self, facts: &ReadFacts) {
+        let mut pulled = self.pulled.lock().unwrap_or_else(PoisonError::into_inner);
+        let (from, to) = (facts.from, facts.to);
+        pulled
+            .stdout
+            .append(from.stdout, to.stdout, &facts.stdout, self.cap);
+        pulled
+            .stderr
+            .append(from.stderr, to.stderr, &facts.stderr, self.cap);
         if facts.stdout_spill_path.is_some() {
-            unread
-                .stdout_spill_path
+            pulled
+                .stdout
+                .spill_path
                 .clone_from(&facts.stdout_spill_path);
         }
         if facts.stderr_spill_path.is_some() {
-            unread
-                .stderr_spill_path
+            pulled
+                .stderr
+                .spill_path
                 .clone_from(&facts.stderr_spill_path);
         }
-        !(facts.stdout.is_empty() && facts.stderr.is_empty())
     }
 
     /// Publishes a settled state once, whoever else tries; true if this
@@ -133,15 +244,6 @@ impl Mirror {
         true
     }
 
-    /// Some output may be gone: a pull's answer never arrived, and the
-    /// server hands out each byte once.
-    fn mark_lossy(&self) {
-        self.unread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .lossy = true;
-    }
-
     /// Settles the task on this side alone (shutdown, a lost connection),
     /// with why on its stderr; true if this call settled it.
     pub(crate) fn settle_here(&self, status: TaskStatus, note: &str) -> bool {
@@ -149,13 +251,19 @@ impl Mirror {
             return false;
         }
         {
-            let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
-            if !unread.stderr.is_empty() && !unread.stderr.ends_with('\n') {
-                unread.stderr.push('\n');
-            }
-            unread
-                .stderr
-                .push_str(&format!("[dsh-bash-remote: {note}]\n"));
+            // The note is this side's: it follows the server's last byte.
+            let mut pulled = self.pulled.lock().unwrap_or_else(PoisonError::into_inner);
+            let stderr = &mut pulled.stderr;
+            let ends_open = stderr
+                .pieces
+                .back()
+                .is_some_and(|p| !p.text.ends_with('\n'));
+            let note = format!(
+                "{}[dsh-bash-remote: {note}]\n",
+                if ends_open { "\n" } else { "" }
+            );
+            let end = stderr.end;
+            stderr.append(end, end + note.len() as u64, &note, self.cap);
         }
         self.publisher.publish(TaskState {
             status,
@@ -163,6 +271,7 @@ impl Mirror {
             signal: None,
             sandbox: None,
             limits: None,
+            changed: None,
         });
         true
     }
@@ -175,22 +284,16 @@ pub(crate) async fn pull(inner: &Inner, mirror: &Mirror) -> Result<bool, BashErr
     if mirror.is_settled() {
         return Ok(false);
     }
-    let reply = inner
-        .task_call("bash_output", &mirror.id)
-        .await
-        .inspect_err(|err| {
-            // The request may have been answered, and its output handed
-            // out, without the answer reaching us.
-            if matches!(err, BashError::Unreachable { .. }) {
-                mirror.mark_lossy();
-            }
-        })?;
+    // Asked by position: a pull whose answer was lost is asked again from
+    // the same place, and nothing the server handed out is missed.
+    let reply = inner.read_call(&mirror.id, mirror.pulled_to()).await?;
     let facts = match reply {
         Reply::Read(facts) => facts,
         Reply::Failed(facts) => return Err(facts.into_error()),
         other => return Err(crate::unexpected(&other)),
     };
-    let flowed = mirror.append(&facts);
+    mirror.append(&facts);
+    let flowed = !(facts.stdout.is_empty() && facts.stderr.is_empty());
     if mirror.settle(facts.task.state) {
         inner.announce(&mirror.snapshot());
     }
@@ -248,4 +351,45 @@ pub(crate) fn spawn_poller(inner: Arc<Inner>, mirror: Arc<Mirror>) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Held;
+
+    #[test]
+    fn reads_by_server_position_across_pieces() {
+        let mut held = Held::default();
+        held.append(0, 6, "alpha\n", 64);
+        held.append(6, 11, "beta\n", 64);
+        assert_eq!(held.read(0), ("alpha\nbeta\n".to_owned(), 0));
+        assert_eq!(held.read(3), ("ha\nbeta\n".to_owned(), 3));
+        assert_eq!(held.read(6), ("beta\n".to_owned(), 6));
+        assert_eq!(held.read(11), (String::new(), 11));
+        assert_eq!(held.end, 11);
+    }
+
+    #[test]
+    fn the_oldest_text_goes_past_the_cap_and_a_read_from_it_starts_later() {
+        let mut held = Held::default();
+        held.append(0, 6, "alpha\n", 8);
+        held.append(6, 11, "beta\n", 8);
+        // 11 bytes, 8 kept: "ha\nbeta\n" from position 3.
+        assert_eq!(held.start, 3);
+        assert_eq!(held.read(0), ("ha\nbeta\n".to_owned(), 3));
+        // A cut never splits a character.
+        let mut held = Held::default();
+        held.append(0, 5, "é€", 3);
+        assert_eq!(held.read(0), ("€".to_owned(), 2));
+    }
+
+    #[test]
+    fn a_gap_the_server_no_longer_held_drops_what_came_before() {
+        let mut held = Held::default();
+        held.append(0, 4, "one\n", 64);
+        // The server's memory slid: this pull starts at 100.
+        held.append(100, 104, "two\n", 64);
+        assert_eq!(held.read(0), ("two\n".to_owned(), 100));
+        assert_eq!(held.read(102), ("o\n".to_owned(), 102));
+    }
 }

@@ -7,7 +7,7 @@ use dsh_bash::{
     OwnerToken, SandboxMode, TaskListener, TaskState,
 };
 use dsh_bash_local::{
-    ConfigError, Invocation, LocalBashExecutor, LocalConfig, SettleStamp, Settled,
+    ConfigError, Invocation, LocalBashExecutor, LocalConfig, NeverRan, SettleStamp, Settled,
 };
 use dsh_sandbox::{
     Confinement, Held, HiddenPath, HiddenPaths, HostRules, NetworkPolicy, ProtectedPaths,
@@ -500,6 +500,12 @@ impl SandboxBashExecutor {
         })
     }
 
+    /// Whether results list what changed in the workspace (see
+    /// [`LocalBashExecutor::tracks_changes`]).
+    pub fn tracks_changes(&self) -> Result<bool, String> {
+        self.local.tracks_changes()
+    }
+
     /// The canonical workspace root writable under `workspace-write`.
     pub fn workspace_root(&self) -> &std::path::Path {
         self.workspace.path()
@@ -719,7 +725,7 @@ impl SandboxBashExecutor {
             Ok(result) => result,
             // Out of descriptors, processes or memory: the host is busy, the
             // sandbox is not missing; said as what it is.
-            Err(BashError::Spawn { message, cause }) if exhausted(&cause) => {
+            Err(BashError::Spawn { message, cause }) if dsh_bash_local::is_exhaustion(&cause) => {
                 return Err(SandboxUnavailable::exhausted(mode, Some(message)).into())
             }
             // The runner could not even start (missing binary, a restriction
@@ -771,10 +777,11 @@ impl SandboxBashExecutor {
                 // started either, but that is the stop, not a runner failure.
                 let stopped = state.status == dsh_bash::TaskStatus::Killed;
                 let never_started = confinement.runner_outcome() == RunnerOutcome::NeverStarted;
-                if !settled.spawned || (never_started && !stopped) {
+                let launch_failed = settled.never_ran == Some(NeverRan::Launch);
+                if launch_failed || (settled.never_ran.is_none() && never_started && !stopped) {
                     provider.runner_failed();
                     info.runner_failed = true;
-                } else {
+                } else if settled.never_ran.is_none() {
                     judge_denial(&mut info, &confinement, state.exit_code, &settled.stderr).await;
                     explain_denial(&mut info, rights, &settled.stderr).await;
                     note_planted(&mut info, index, &confinement).await;
@@ -826,8 +833,12 @@ impl BashExecutor for SandboxBashExecutor {
         self.local.list()
     }
 
-    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
-        self.local.read_output(id)
+    fn read_output(
+        &self,
+        id: &BashTaskId,
+        since: Option<dsh_bash::OutputCursor>,
+    ) -> Result<BashTaskRead, BashError> {
+        self.local.read_output(id, since)
     }
 
     fn write_input<'a>(
@@ -857,15 +868,4 @@ impl BashExecutor for SandboxBashExecutor {
             self.cleanups.wait().await;
         })
     }
-}
-
-/// A spawn that failed for want of a resource the host ran out of (file
-/// descriptors, processes, memory), not for want of a sandbox.
-fn exhausted(cause: &std::io::Error) -> bool {
-    // Linux's EMFILE and ENFILE, which have no stable `ErrorKind`.
-    const EMFILE: i32 = 24;
-    const ENFILE: i32 = 23;
-    use std::io::ErrorKind;
-    matches!(cause.kind(), ErrorKind::OutOfMemory | ErrorKind::WouldBlock)
-        || matches!(cause.raw_os_error(), Some(EMFILE | ENFILE))
 }

@@ -63,6 +63,16 @@ pub enum BashError {
         /// The id asked for.
         id: BashTaskId,
     },
+    /// A read asked for a position past what the task produced.
+    #[error("position {asked} is past the output of task {id}, which ends at {end}; pass a position an earlier read showed ([position: …]), or leave since out to read what is new")]
+    PositionAhead {
+        /// The task.
+        id: BashTaskId,
+        /// The position asked for.
+        asked: crate::OutputCursor,
+        /// Where its output ends now.
+        end: crate::OutputCursor,
+    },
     /// The executor was shut down; it accepts no new commands.
     #[error("the bash executor has been shut down and accepts no new commands")]
     ShutDown,
@@ -136,6 +146,7 @@ impl BashError {
     pub fn code(&self) -> &'static str {
         match self {
             BashError::InvalidTimeout => "INVALID_TIMEOUT",
+            BashError::PositionAhead { .. } => "INVALID_POSITION",
             BashError::CommandTooLong { .. } => "COMMAND_TOO_LONG",
             BashError::CommandHasNul => "INVALID_COMMAND",
             BashError::WorkdirMissing { .. }
@@ -161,6 +172,7 @@ impl BashError {
                 "ESCALATION" => "ESCALATION",
                 "INVALID_ARGUMENTS" => "INVALID_ARGUMENTS",
                 "INVALID_ENV" => "INVALID_ENV",
+                "INVALID_POSITION" => "INVALID_POSITION",
                 "SHUT_DOWN" => "SHUT_DOWN",
                 "TOO_MANY_COMMANDS" => "TOO_MANY_COMMANDS",
                 "SANDBOX_UNAVAILABLE" => "SANDBOX_UNAVAILABLE",

@@ -4,7 +4,7 @@ pub use dsh_sandbox::BoxFuture;
 
 use crate::{
     BashError, BashExecRequest, BashExecSpec, BashRunResult, BashTask, BashTaskId, BashTaskRead,
-    NetworkPolicy, OwnerToken, SandboxMode,
+    NetworkPolicy, OutputCursor, OwnerToken, SandboxMode,
 };
 
 /// Called exactly once when a background task settles (completed or killed).
@@ -166,8 +166,17 @@ pub trait BashExecutor: Send + Sync {
     /// Snapshots of every retained task, oldest first.
     fn list(&self) -> Vec<BashTask>;
 
-    /// The output produced since the previous read of this task.
-    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError>;
+    /// The output produced from `since` on, or, without it, since the
+    /// previous read of this task (its [`BashTaskRead::to`]); either way the
+    /// next read without `since` starts where this one ends. A position
+    /// that slid out of memory reads from the first byte still held
+    /// (`lossy`); one past what the task produced is
+    /// [`BashError::PositionAhead`].
+    fn read_output(
+        &self,
+        id: &BashTaskId,
+        since: Option<OutputCursor>,
+    ) -> Result<BashTaskRead, BashError>;
 
     /// Writes `input` to a running task started with a terminal (its
     /// keyboard: `\r` is Enter, `\x03` is Ctrl-C) or with an open stdin;

@@ -38,6 +38,7 @@
 //! layer turns a session id into an [`OwnerToken`].
 #![forbid(unsafe_code)]
 
+mod changes;
 mod error;
 mod executor;
 mod ids;
@@ -47,6 +48,7 @@ mod result;
 mod task;
 pub mod wire;
 
+pub use changes::WorkspaceChanges;
 pub use dsh_sandbox::{
     HostPattern, HostRules, NetworkPolicy, SandboxBackend, SandboxEnforcement, SandboxGap,
     SandboxMode,
@@ -61,5 +63,6 @@ pub use result::{
     DenialEvidence, NetworkFacts, ShellFacts, MAX_BLOCKED, MAX_REFUSALS,
 };
 pub use task::{
-    join_streams, task_channel, BashTask, BashTaskRead, TaskPublisher, TaskState, TaskStatus,
+    join_streams, task_channel, BashTask, BashTaskRead, OutputCursor, TaskPublisher, TaskState,
+    TaskStatus,
 };

@@ -242,6 +242,10 @@ pub struct BashRunResult {
     /// not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<ShellFacts>,
+    /// What changed in the workspace while it ran; `None` where the
+    /// executor watches no workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<crate::WorkspaceChanges>,
 }
 
 /// What a command's shell brought and left.

@@ -37,6 +37,10 @@ pub struct TaskState {
     /// one.
     #[serde(default)]
     pub limits: Option<BashLimits>,
+    /// Once settled, what changed in the workspace while it ran (where
+    /// the executor watches one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<crate::WorkspaceChanges>,
 }
 
 impl TaskState {
@@ -48,6 +52,7 @@ impl TaskState {
             signal: None,
             sandbox: None,
             limits: None,
+            changed: None,
         }
     }
 
@@ -72,6 +77,8 @@ pub struct BashTask {
     pub sandbox: Option<BashSandboxInfo>,
     /// The resource limits it ran under; once settled, whether it hit one.
     pub limits: Option<BashLimits>,
+    /// Once settled, what changed in the workspace while it ran.
+    pub changed: Option<crate::WorkspaceChanges>,
     updates: watch::Receiver<TaskState>,
 }
 
@@ -84,6 +91,7 @@ impl BashTask {
             signal: state.signal,
             sandbox: state.sandbox,
             limits: state.limits,
+            changed: state.changed,
             updates,
         }
     }
@@ -96,6 +104,7 @@ impl BashTask {
             signal: self.signal.clone(),
             sandbox: self.sandbox.clone(),
             limits: self.limits.clone(),
+            changed: self.changed.clone(),
         }
     }
 
@@ -182,7 +191,61 @@ pub fn join_streams(stdout: &str, stderr: &str) -> String {
     text
 }
 
-/// The output a background task produced since the previous read.
+/// A position in a background task's output: how many bytes of each
+/// stream came before it. Written `STDOUT:STDERR` (`812:0`), which is
+/// how a model passes it back as `since`.
+///
+/// ```
+/// use dsh_bash::OutputCursor;
+///
+/// let at: OutputCursor = "812:0".parse().unwrap();
+/// assert_eq!(at, OutputCursor { stdout: 812, stderr: 0 });
+/// assert_eq!(at.to_string(), "812:0");
+/// assert!("812".parse::<OutputCursor>().is_err());
+/// assert!("+1:+0".parse::<OutputCursor>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OutputCursor {
+    /// Bytes of stdout before the position.
+    pub stdout: u64,
+    /// Bytes of stderr before the position.
+    pub stderr: u64,
+}
+
+impl OutputCursor {
+    /// True if neither stream of `self` is past `end`'s.
+    pub fn within(self, end: OutputCursor) -> bool {
+        self.stdout <= end.stdout && self.stderr <= end.stderr
+    }
+}
+
+impl std::fmt::Display for OutputCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.stdout, self.stderr)
+    }
+}
+
+impl std::str::FromStr for OutputCursor {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let wrong = || {
+            format!("invalid position {text:?}: expected STDOUT:STDERR byte counts as a read's [position: …] shows them (\"812:0\")")
+        };
+        let (stdout, stderr) = text.split_once(':').ok_or_else(wrong)?;
+        let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+        if !digits(stdout) || !digits(stderr) {
+            return Err(wrong());
+        }
+        Ok(OutputCursor {
+            stdout: stdout.parse().map_err(|_| wrong())?,
+            stderr: stderr.parse().map_err(|_| wrong())?,
+        })
+    }
+}
+
+/// The output a background task produced from a position on: since the
+/// previous read, or since the position the caller asked for.
 #[derive(Clone, Debug)]
 pub struct BashTaskRead {
     /// The task as of this read.
@@ -194,8 +257,18 @@ pub struct BashTaskRead {
     pub stdout: String,
     /// The new stderr alone.
     pub stderr: String,
-    /// True if and only if some unread output had already slid out of memory.
+    /// True if and only if some of the output asked for had already slid
+    /// out of memory (`from` is past `asked`).
     pub lossy: bool,
+    /// The position the read was asked to start from.
+    pub asked: OutputCursor,
+    /// Where the text starts: `asked`, or the first byte still held when
+    /// `asked` had slid out of memory.
+    pub from: OutputCursor,
+    /// Where the text ends: the position the next read starts from by
+    /// default, and the one to ask for again (`since`) should this read's
+    /// answer be lost.
+    pub to: OutputCursor,
     /// The complete stdout, once it spilled to a file.
     pub stdout_spill_path: Option<PathBuf>,
     /// The complete stderr, once it spilled to a file.
@@ -229,6 +302,7 @@ mod tests {
             signal: None,
             sandbox: None,
             limits: None,
+            changed: None,
         });
         let settled = waiter.await.unwrap();
         assert_eq!(settled.status, TaskStatus::Completed);

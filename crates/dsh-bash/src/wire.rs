@@ -1,7 +1,7 @@
 //! The executor's calls and replies as they cross a process boundary.
 //!
 //! A remote executor (`dsh-bash-remote`) drives a `dsh-bash mcp` server
-//! with the standard `bash`, `bash_output` and `bash_kill` tool calls, and
+//! with the standard `bash`, `bash_output`, `bash_write` and `bash_kill` tool calls (and `bash_screen`), and
 //! marks them as executor calls with a `_meta` entry under [`META_KEY`]
 //! holding [`ExecExtras`]: what a program may say that a model may not
 //! (stdin, environment, a narrower sandbox). The server answers such a call
@@ -27,8 +27,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    BashError, BashRunResult, BashTask, BashTaskId, BashTaskRead, NetworkPolicy, SandboxMode,
-    TaskState,
+    BashError, BashRunResult, BashTask, BashTaskId, BashTaskRead, NetworkPolicy, OutputCursor,
+    SandboxMode, TaskState,
 };
 
 /// The `_meta` key of an executor call and of its reply, and the name of
@@ -121,6 +121,12 @@ pub struct ReadFacts {
     pub stdout_spill_path: Option<PathBuf>,
     /// The complete stderr on the server's machine, once it spilled.
     pub stderr_spill_path: Option<PathBuf>,
+    /// Where the text starts, in the server's streams.
+    #[serde(default)]
+    pub from: OutputCursor,
+    /// Where the text ends, in the server's streams.
+    #[serde(default)]
+    pub to: OutputCursor,
 }
 
 impl From<&BashTaskRead> for ReadFacts {
@@ -132,6 +138,8 @@ impl From<&BashTaskRead> for ReadFacts {
             lossy: read.lossy,
             stdout_spill_path: read.stdout_spill_path.clone(),
             stderr_spill_path: read.stderr_spill_path.clone(),
+            from: read.from,
+            to: read.to,
         }
     }
 }

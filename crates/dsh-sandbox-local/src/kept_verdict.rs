@@ -32,8 +32,7 @@ use crate::provider::Verdict;
 const PROBE_VERSION: u32 = 1;
 
 fn path() -> PathBuf {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     dsh_bash_local::scratch::temp_dir().join(format!("dsh-bash-probe-{uid}"))
 }
 
@@ -45,8 +44,7 @@ fn read_trimmed(path: &str) -> String {
 
 /// Everything the verdict depends on, as one line.
 pub(crate) fn key(backend: &str, bwrap: &std::path::Path, abi: i64) -> String {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     let bwrap_id = std::fs::metadata(bwrap).map_or_else(
         |_| "-".to_owned(),
         |m| {
@@ -92,8 +90,7 @@ pub(crate) fn load(key: &str) -> Option<Verdict> {
         .open(path())
         .ok()?;
     let meta = file.metadata().ok()?;
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     if !meta.is_file() || meta.uid() != uid || meta.mode() & 0o022 != 0 || meta.len() > 4096 {
         return None;
     }

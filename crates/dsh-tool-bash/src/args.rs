@@ -96,6 +96,8 @@ struct OutputParams {
     task_id: String,
     /// Also return a tty task's screen.
     screen: Option<bool>,
+    /// Read again from a [position: …] an earlier read showed.
+    since: Option<String>,
 }
 
 /// A named key `bash_write` can press.
@@ -512,18 +514,39 @@ pub(crate) fn write_call(args: &Value) -> Result<WriteCall, String> {
     })
 }
 
-/// Validates `bash_output` arguments: the task, and whether to show its
-/// screen.
-pub(crate) fn output_call(args: &Value) -> Result<(String, bool), String> {
+/// A valid `bash_output` call.
+#[derive(Debug)]
+pub(crate) struct OutputCall {
+    pub(crate) task_id: String,
+    pub(crate) screen: bool,
+    pub(crate) since: Option<dsh_bash::OutputCursor>,
+}
+
+/// Validates `bash_output` arguments: the task, whether to show its
+/// screen, and the position to read from.
+pub(crate) fn output_call(args: &Value) -> Result<OutputCall, String> {
     let object = object(args)?;
-    let id = non_empty(object, "task_id")?;
+    let task_id = non_empty(object, "task_id")?;
     let screen = match present(object, "screen") {
         None => false,
         Some(Value::Bool(flag)) => *flag,
         Some(value) => return Err(format!("invalid screen: expected a boolean, got {value}")),
     };
-    only(object, &["task_id", "screen"])?;
-    Ok((id, screen))
+    let since = match present(object, "since") {
+        None => None,
+        Some(Value::String(text)) => Some(text.trim().parse()?),
+        Some(value) => {
+            return Err(format!(
+                "invalid since: expected a position as a read shows it (\"812:0\"), got {value}"
+            ))
+        }
+    };
+    only(object, &["task_id", "screen", "since"])?;
+    Ok(OutputCall {
+        task_id,
+        screen,
+        since,
+    })
 }
 
 /// The JSON Schema of `bash_output`.
@@ -640,9 +663,22 @@ pub fn executor_bash_call(args: &Value) -> Result<ExecutorBashCall, String> {
     })
 }
 
-/// Validates an executor call's `bash_output` / `bash_kill` arguments.
+/// Validates an executor call's `bash_kill` (and `bash_write`,
+/// `bash_screen`) arguments.
 pub fn executor_task_id(args: &Value) -> Result<String, String> {
     task_id(args)
+}
+
+/// Validates an executor call's `bash_output` arguments: the task, and
+/// the position to read from.
+pub fn executor_output_call(
+    args: &Value,
+) -> Result<(String, Option<dsh_bash::OutputCursor>), String> {
+    let call = output_call(args)?;
+    if call.screen {
+        return Err("screen: ask for it with bash_screen".to_owned());
+    }
+    Ok((call.task_id, call.since))
 }
 
 /// Validates `bash_output` / `bash_kill` arguments.
@@ -836,14 +872,28 @@ mod tests {
         ] {
             assert_eq!(write_call(&args).unwrap_err(), message, "{args}");
         }
+        let call = output_call(&json!({"task_id": "bash-1", "screen": true})).unwrap();
         assert_eq!(
-            output_call(&json!({"task_id": "bash-1", "screen": true})).unwrap(),
-            ("bash-1".into(), true)
+            (call.task_id.as_str(), call.screen, call.since),
+            ("bash-1", true, None)
         );
+        let call = output_call(&json!({"task_id": "bash-1", "since": " 812:3 "})).unwrap();
         assert_eq!(
-            output_call(&json!({"task_id": "bash-1", "screen": "yes"})).unwrap_err(),
-            "invalid screen: expected a boolean, got \"yes\""
+            call.since,
+            Some(dsh_bash::OutputCursor {
+                stdout: 812,
+                stderr: 3
+            })
         );
+        for (args, message) in [
+            (json!({"task_id": "bash-1", "screen": "yes"}), "invalid screen: expected a boolean, got \"yes\""),
+            (json!({"task_id": "bash-1", "since": 812}), "invalid since: expected a position as a read shows it (\"812:0\"), got 812"),
+            (json!({"task_id": "bash-1", "since": "812"}), "invalid position \"812\": expected STDOUT:STDERR byte counts as a read's [position: …] shows them (\"812:0\")"),
+            (json!({"task_id": "bash-1", "since": "-1:0"}), "invalid position \"-1:0\": expected STDOUT:STDERR byte counts as a read's [position: …] shows them (\"812:0\")"),
+            (json!({"task_id": "bash-1", "from": "0:0"}), "unknown argument \"from\"; allowed: task_id, screen, since"),
+        ] {
+            assert_eq!(output_call(&args).unwrap_err(), message, "{args}");
+        }
         assert_eq!(Key::Up.bytes(), b"\x1b[A");
     }
 

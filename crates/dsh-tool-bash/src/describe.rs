@@ -11,6 +11,8 @@ pub(crate) struct Described {
     pub(crate) persist_cwd: bool,
     /// The user's shell snapshot is loaded into every command.
     pub(crate) snapshot: bool,
+    /// Results list the files a command changed in the workspace.
+    pub(crate) changes: bool,
     /// The mode commands run under and its network, when it confines.
     pub(crate) sandbox: Option<(SandboxMode, NetworkPolicy)>,
     /// The escalation fields are offered.
@@ -31,6 +33,9 @@ pub(crate) fn bash(facts: &Described) -> String {
         text.push_str(" The user's shell PATH, functions and aliases are loaded.");
     }
     text.push_str(" Failures end with \"[exit code: N]\", \"[killed by signal: SIG]\", \"[timed out after Nms]\" or \"[sandbox: …]\". Cut output names a file with all of it (\"full output: PATH\"). Servers, watchers and work over a minute: run_in_background, then bash_output and bash_kill; a foreground command's leftover processes are stopped.");
+    if facts.changes {
+        text.push_str(" \"[changed: …]\" lists the files it changed in the workspace.");
+    }
     if facts.yields {
         text.push_str(
             " A long foreground command becomes a background task (the result names it).",
@@ -75,6 +80,7 @@ mod tests {
         Described {
             persist_cwd: true,
             snapshot: true,
+            changes: true,
             sandbox: Some((SandboxMode::WorkspaceWrite, NetworkPolicy::Off)),
             escalation: true,
             yields: false,
@@ -92,15 +98,23 @@ mod tests {
         );
         assert!(all.contains("network off"), "{all}");
         assert!(all.contains("sandbox_permissions"), "{all}");
+        assert!(all.contains("[changed: …]"), "{all}");
         let plain = bash(&Described {
             persist_cwd: false,
             snapshot: false,
+            changes: false,
             sandbox: None,
             escalation: false,
             yields: false,
         });
         assert!(plain.contains("pass workdir, not `cd`"), "{plain}");
-        for absent in ["follows `cd`", "aliases", "Sandboxed", "justification"] {
+        for absent in [
+            "follows `cd`",
+            "aliases",
+            "Sandboxed",
+            "justification",
+            "[changed",
+        ] {
             assert!(!plain.contains(absent), "{absent}: {plain}");
         }
     }

@@ -63,7 +63,7 @@ mod tools;
 
 pub use approval::{ApprovalOutcome, ApprovalRequest, ApprovalService};
 pub use args::Escalation;
-pub use args::{executor_bash_call, executor_task_id, ExecutorBashCall};
+pub use args::{executor_bash_call, executor_output_call, executor_task_id, ExecutorBashCall};
 pub use render::{
     render_run_result, render_run_result_with, render_task_read, status_line, Heads, HEAD_BYTES,
 };

@@ -80,6 +80,10 @@ fn output_files(paths: [Option<&std::path::PathBuf>; 2]) -> Vec<String> {
 /// background task just started.
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub(crate) struct BashContent {
+    /// What the command created, modified and deleted in the workspace,
+    /// when anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed: Option<ChangedContent>,
     /// The exit code, when it is not 0 (absent also when a signal ended
     /// the shell: see `signal`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,6 +117,41 @@ pub(crate) struct BashContent {
     text: String,
 }
 
+/// What a command changed in the workspace, as the text's
+/// `[changed: …]` line says it (paths relative to the workspace).
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ChangedContent {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    created: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    modified: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deleted: Vec<String>,
+    /// Changed paths not listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    more: u64,
+    /// Why the lists may be incomplete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    incomplete: Option<String>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn changed(changes: Option<&dsh_bash::WorkspaceChanges>) -> Option<ChangedContent> {
+    changes
+        .filter(|changes| !changes.is_empty())
+        .map(|changes| ChangedContent {
+            created: changes.created.clone(),
+            modified: changes.modified.clone(),
+            deleted: changes.deleted.clone(),
+            more: changes.more,
+            incomplete: changes.incomplete.clone(),
+        })
+}
+
 /// The few words of a run's ending.
 fn run_status(result: &BashRunResult) -> String {
     let ending = match (&result.signal, result.exit_code) {
@@ -130,6 +169,7 @@ fn run_status(result: &BashRunResult) -> String {
 /// A finished foreground run.
 pub(crate) fn run(text: String, result: &BashRunResult) -> Value {
     let content = BashContent {
+        changed: changed(result.changed.as_ref()),
         exit_code: result.exit_code.filter(|code| *code != 0),
         leftovers_stopped: Some(result.leftovers_stopped).filter(|n| *n > 0),
         output_files: output_files([
@@ -185,6 +225,9 @@ pub(crate) fn started(text: String, task: &BashTask) -> Value {
 /// The structured result of `bash_output`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct OutputContent {
+    /// Once settled, what the task changed in the workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed: Option<ChangedContent>,
     /// The exit code once settled by an exit, when it is not 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     exit_code: Option<i32>,
@@ -197,6 +240,9 @@ pub(crate) struct OutputContent {
     /// What the sandbox did, once settled, when it is worth saying.
     #[serde(skip_serializing_if = "Option::is_none")]
     sandbox: Option<SandboxContent>,
+    /// Where this read ended (`STDOUT:STDERR` bytes): pass it as `since`
+    /// to read again from here.
+    position: String,
     /// The signal that ended the shell.
     #[serde(skip_serializing_if = "Option::is_none")]
     signal: Option<String>,
@@ -214,12 +260,14 @@ pub(crate) struct OutputContent {
 pub(crate) fn read(text: String, read: &BashTaskRead) -> Value {
     let task = &read.task;
     let content = OutputContent {
+        changed: changed(task.changed.as_ref()),
         exit_code: task.exit_code.filter(|code| *code != 0),
         lossy: read.lossy,
         output_files: output_files([
             read.stdout_spill_path.as_ref(),
             read.stderr_spill_path.as_ref(),
         ]),
+        position: read.to.to_string(),
         sandbox: sandbox(task.sandbox.as_ref()),
         signal: task.signal.clone(),
         status: serde_json::to_value(task.status)
@@ -340,6 +388,7 @@ mod tests {
             sandbox: None,
             limits: None,
             shell: None,
+            changed: None,
         }
     }
 

@@ -21,7 +21,7 @@ use crate::structured;
 /// carries it in its instructions).
 pub const STANDING_INSTRUCTION: &str = "Every bash result ends with a status marker when something went wrong: check for \"[exit code: N]\", \"[killed by signal: …]\", \"[timed out after …]\" and \"[sandbox: …]\" on every result, and investigate a failure before moving on.";
 
-const OUTPUT_DESCRIPTION: &str = "Read a background task's new output, then its status line (\"[status: running]\", \"[status: completed, exit code: N]\", \"[status: killed]\").";
+const OUTPUT_DESCRIPTION: &str = "Read a background task's new output, then \"[status: running|completed, exit code: N|killed] [position: …]\"; since reads again from an earlier position.";
 
 const WRITE_DESCRIPTION: &str = "Type into a background tty task (a REPL, a prompt, vi): text, then keys (C-c interrupts, C-d ends input). Returns its new output once quiet, as bash_output does.";
 
@@ -197,7 +197,7 @@ impl From<BashError> for ToolError {
 /// Live sessions by id, for completion notices.
 type Sessions = Mutex<HashMap<String, Weak<Session>>>;
 
-/// The `bash`, `bash_output` and `bash_kill` tools over any executor.
+/// The `bash`, `bash_output`, `bash_write` and `bash_kill` tools over any executor.
 pub struct BashTools {
     executor: Arc<dyn BashExecutor>,
     sessions: Arc<Sessions>,
@@ -219,6 +219,8 @@ pub struct Told {
     pub snapshot: bool,
     /// A person can be asked to widen one call (the escalation fields).
     pub escalation: bool,
+    /// Results list the files a command changed in the workspace.
+    pub changes: bool,
 }
 
 impl Default for Told {
@@ -226,6 +228,7 @@ impl Default for Told {
         Told {
             snapshot: false,
             escalation: true,
+            changes: false,
         }
     }
 }
@@ -361,6 +364,7 @@ impl BashTools {
         crate::describe::Described {
             persist_cwd: self.persist_cwd,
             snapshot: self.told.snapshot,
+            changes: self.told.changes,
             sandbox: mode.filter(|mode| mode.confines()).map(|mode| {
                 let network = self.executor.network_policy(mode);
                 (
@@ -726,11 +730,15 @@ impl BashTools {
     }
 
     async fn output(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
-        let (id, screen) = args::output_call(args)?;
-        let id = owned_task(&*self.executor, ctx.session.as_deref(), BashTaskId::new(id))?;
-        let read = self.executor.read_output(&id)?;
+        let call = args::output_call(args)?;
+        let id = owned_task(
+            &*self.executor,
+            ctx.session.as_deref(),
+            BashTaskId::new(call.task_id),
+        )?;
+        let read = self.executor.read_output(&id, call.since)?;
         let mut text = render_task_read(&read);
-        if screen {
+        if call.screen {
             text.push_str(&screen_section(&self.executor.screen(&id).await?));
         }
         Ok(ToolOutput {
@@ -793,7 +801,7 @@ impl BashTools {
     ) -> Result<ToolOutput, ToolError> {
         let task = self.executor.start(spec).await?;
         let settled = tokio::time::timeout(after, task.settled()).await.is_ok();
-        let read = self.executor.read_output(&task.id)?;
+        let read = self.executor.read_output(&task.id, None)?;
         let result = run_of(&read, after);
         let id = task.id.as_str();
         let text = if settled {
@@ -886,7 +894,7 @@ async fn quiet_read(
     cancel: &CancellationToken,
 ) -> Result<dsh_bash::BashTaskRead, ToolError> {
     let deadline = tokio::time::Instant::now() + wait;
-    let mut read = executor.read_output(id)?;
+    let mut read = executor.read_output(id, None)?;
     let mut quiet_since = tokio::time::Instant::now();
     loop {
         let now = tokio::time::Instant::now();
@@ -899,7 +907,7 @@ async fn quiet_read(
             () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
             () = cancel.cancelled() => return Ok(read),
         }
-        let more = executor.read_output(id)?;
+        let more = executor.read_output(id, None)?;
         if !more.delta.is_empty() {
             quiet_since = tokio::time::Instant::now();
         }
@@ -916,6 +924,9 @@ fn joined(first: dsh_bash::BashTaskRead, then: dsh_bash::BashTaskRead) -> dsh_ba
         stdout,
         stderr,
         lossy: first.lossy || then.lossy,
+        asked: first.asked,
+        from: first.from,
+        to: then.to,
         stdout_spill_path: then.stdout_spill_path.or(first.stdout_spill_path),
         stderr_spill_path: then.stderr_spill_path.or(first.stderr_spill_path),
     }
@@ -944,6 +955,7 @@ fn run_of(read: &dsh_bash::BashTaskRead, after: std::time::Duration) -> dsh_bash
         containment: None,
         limits: task.limits.clone(),
         shell: None,
+        changed: task.changed.clone(),
     }
 }
 

@@ -237,8 +237,12 @@ impl<S: Send + Sync> BashExecutor for Served<S> {
     fn list(&self) -> Vec<BashTask> {
         self.executor.list()
     }
-    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
-        self.executor.read_output(id)
+    fn read_output(
+        &self,
+        id: &BashTaskId,
+        since: Option<dsh_bash::OutputCursor>,
+    ) -> Result<BashTaskRead, BashError> {
+        self.executor.read_output(id, since)
     }
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
         self.executor.kill(id)

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod confined;
 pub mod listening;
+pub mod raw_http;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

@@ -159,7 +159,7 @@ async def background(session, init):
     assert text_of(result) == f"killed background task {killed_id}", text_of(result)
     assert standalone("bash_kill", result)["killed"] is True
     result = await session.call_tool("bash_output", {"task_id": killed_id})
-    assert text_of(result).endswith("[status: killed by SIGTERM]"), text_of(result)
+    assert text_of(result).endswith("[status: killed by SIGTERM] [position: 0:0]"), text_of(result)
     assert standalone("bash_output", result)["status"] == "killed"
     assert "finished" not in text_of(result), text_of(result)
     print("ok background task killed")

@@ -348,6 +348,16 @@ pub(crate) fn readable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<Ow
         .map_err(|err| err.into_parts().1)
 }
 
+/// [`readable_fd`] that gives the fd back when it cannot be registered
+/// (a pidfd must still reap its process).
+pub(crate) fn readable_or_back(
+    fd: OwnedFd,
+) -> Result<tokio::io::unix::AsyncFd<OwnedFd>, (OwnedFd, io::Error)> {
+    // SAFETY: as for `readable_fd`.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|err| err.into_parts())
+}
+
 /// Registers an owned fd (a terminal's master) with the Tokio reactor for
 /// writability.
 pub(crate) fn writable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {

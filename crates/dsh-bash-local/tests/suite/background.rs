@@ -18,7 +18,7 @@ async fn read_until(
     let mut seen = String::new();
     while !done(&seen) {
         assert!(Instant::now() < deadline, "gave up waiting; saw {seen:?}");
-        seen.push_str(&executor.read_output(id).unwrap().delta);
+        seen.push_str(&executor.read_output(id, None).unwrap().delta);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     seen
@@ -58,11 +58,11 @@ async fn reads_never_repeat() {
     assert_eq!(first, "first\n");
     std::fs::write(&go, "").unwrap();
     task.settled().await;
-    let read = executor.read_output(&task.id).unwrap();
+    let read = executor.read_output(&task.id, None).unwrap();
     assert_eq!(read.delta, "second\n");
     assert!(!read.lossy);
     assert_eq!(read.task.status, TaskStatus::Completed);
-    assert_eq!(executor.read_output(&task.id).unwrap().delta, "");
+    assert_eq!(executor.read_output(&task.id, None).unwrap().delta, "");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,7 +74,7 @@ async fn stderr_section_in_reads() {
         .unwrap();
     task.settled().await;
     assert_eq!(
-        executor.read_output(&task.id).unwrap().delta,
+        executor.read_output(&task.id, None).unwrap().delta,
         "out\n[stderr]\nerr\n"
     );
     let only_err = executor
@@ -83,7 +83,7 @@ async fn stderr_section_in_reads() {
         .unwrap();
     only_err.settled().await;
     assert_eq!(
-        executor.read_output(&only_err.id).unwrap().delta,
+        executor.read_output(&only_err.id, None).unwrap().delta,
         "[stderr]\nerr\n"
     );
 }
@@ -100,7 +100,7 @@ async fn a_slid_offset_makes_the_read_lossy_with_the_spill_path() {
         .await
         .unwrap();
     task.settled().await;
-    let read = executor.read_output(&task.id).unwrap();
+    let read = executor.read_output(&task.id, None).unwrap();
     assert!(read.lossy);
     assert!(read.delta.contains("1000\n"));
     assert!(!read.delta.contains("head"));
@@ -123,7 +123,7 @@ async fn the_spill_path_shows_while_the_stream_is_still_open() {
         .await
         .unwrap();
     read_until(&executor, &task.id, |s| s.contains("marker")).await;
-    let read = executor.read_output(&task.id).unwrap();
+    let read = executor.read_output(&task.id, None).unwrap();
     assert_eq!(read.task.status, TaskStatus::Running);
     let path = read.stdout_spill_path.expect("path while running");
     assert!(path.exists());
@@ -153,7 +153,7 @@ async fn kill_once_then_false() {
 async fn unknown_ids_are_errors() {
     let executor = executor();
     let id = BashTaskId::new("bash-99");
-    let err = executor.read_output(&id).unwrap_err();
+    let err = executor.read_output(&id, None).unwrap_err();
     assert!(matches!(err, BashError::UnknownTask { .. }));
     assert_eq!(err.to_string(), "unknown bash task \"bash-99\"");
     assert_eq!(
@@ -184,7 +184,10 @@ async fn no_timeout_but_cancellation_kills() {
         TaskStatus::Completed,
         "a background task has no timeout"
     );
-    assert_eq!(executor.read_output(&task.id).unwrap().delta, "outlived\n");
+    assert_eq!(
+        executor.read_output(&task.id, None).unwrap().delta,
+        "outlived\n"
+    );
 
     let mut request = BashExecRequest::new("sleep 30");
     request.cancel = Some(token.clone());
@@ -209,7 +212,7 @@ async fn a_spawn_failure_settles_failed_to_start_with_the_reason() {
         .unwrap();
     let settled = task.settled().await;
     assert_eq!(settled.status, TaskStatus::FailedToStart);
-    let read = executor.read_output(&task.id).unwrap();
+    let read = executor.read_output(&task.id, None).unwrap();
     assert!(read.delta.contains("spawn failed"), "{}", read.delta);
     assert!(
         read.delta.contains("/no/such/dir does not exist"),
@@ -275,7 +278,7 @@ async fn finished_tasks_have_bounded_retention() {
     assert!(executor.get(&ids[0]).is_none());
     assert!(executor.get(&ids[4]).is_some());
     assert!(matches!(
-        executor.read_output(&ids[1]),
+        executor.read_output(&ids[1], None),
         Err(BashError::UnknownTask { .. })
     ));
 }
@@ -308,7 +311,7 @@ async fn one_owners_finished_tasks_never_evict_anothers() {
         assert!(Instant::now() < deadline, "b's tasks were never trimmed");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let read = executor.read_output(&unread.id).unwrap();
+    let read = executor.read_output(&unread.id, None).unwrap();
     assert_eq!(read.delta, "mine\n");
     assert!(executor.get(&theirs[0]).is_none());
     assert!(executor.get(&theirs[7]).is_some());

@@ -30,7 +30,7 @@ async fn two_hundred_tasks_started_read_killed_and_awaited() {
     let deadline = Instant::now() + Duration::from_secs(60);
     for task in &tasks {
         let pid = loop {
-            let read = executor.read_output(&task.id).unwrap();
+            let read = executor.read_output(&task.id, None).unwrap();
             if let Some(pid) = pids(&read.delta).first() {
                 break *pid;
             }

@@ -18,7 +18,7 @@ async fn killing_a_task_reaches_its_grandchildren() {
         .unwrap();
     let mut seen = String::new();
     while pids(&seen).len() < 2 {
-        seen.push_str(&executor.read_output(&task.id).unwrap().delta);
+        seen.push_str(&executor.read_output(&task.id, None).unwrap().delta);
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let started = Instant::now();
@@ -38,7 +38,7 @@ async fn a_second_kill_does_not_restart_the_escalation() {
         .await
         .unwrap();
     while !executor
-        .read_output(&task.id)
+        .read_output(&task.id, None)
         .unwrap()
         .delta
         .contains("ready")

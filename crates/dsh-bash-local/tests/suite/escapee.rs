@@ -20,7 +20,7 @@ async fn a_killed_task_leaves_no_escapee_running() {
     let task = executor.start(spec(&executor, ESCAPEES)).await.unwrap();
     let mut seen = String::new();
     while pids(&seen).len() < 3 {
-        seen.push_str(&executor.read_output(&task.id).unwrap().delta);
+        seen.push_str(&executor.read_output(&task.id, None).unwrap().delta);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let escapees = pids(&seen);

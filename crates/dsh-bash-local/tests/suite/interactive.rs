@@ -25,7 +25,7 @@ async fn start(executor: &LocalBashExecutor, command: &str, terminal: bool) -> B
 async fn until(executor: &LocalBashExecutor, id: &BashTaskId, seen: &mut String, needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !seen.contains(needle) {
-        let read = executor.read_output(id).unwrap();
+        let read = executor.read_output(id, None).unwrap();
         seen.push_str(&read.delta);
         if seen.contains(needle) {
             break;

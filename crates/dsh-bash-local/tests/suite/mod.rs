@@ -1,5 +1,6 @@
 mod background;
 mod cancel;
+mod changes;
 mod concurrency;
 mod containment;
 mod descriptors;

@@ -9,7 +9,7 @@ use super::fixture::{executor, gone, pids, spec};
 /// The pid a background shell prints first (it is running once printed).
 async fn pid_of(executor: &dsh_bash_local::LocalBashExecutor, id: &dsh_bash::BashTaskId) -> i32 {
     loop {
-        let read = executor.read_output(id).unwrap();
+        let read = executor.read_output(id, None).unwrap();
         if let Some(pid) = pids(&read.delta).first() {
             return *pid;
         }

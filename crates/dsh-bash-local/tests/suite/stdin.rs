@@ -71,6 +71,6 @@ async fn stdin_and_env_both_reach_foreground_and_background() {
     assert_eq!(result.stdout.text, "hello/world\n");
     let task = executor.start(request()).await.unwrap();
     task.settled().await;
-    let read = executor.read_output(&task.id).unwrap();
+    let read = executor.read_output(&task.id, None).unwrap();
     assert_eq!(read.delta, "hello/world\n");
 }

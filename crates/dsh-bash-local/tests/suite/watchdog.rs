@@ -69,7 +69,7 @@ async fn watchdog_behaviour() {
         .await
         .unwrap();
     let shell = loop {
-        if let Some(pid) = pids(&executor.read_output(&task.id).unwrap().delta).first() {
+        if let Some(pid) = pids(&executor.read_output(&task.id, None).unwrap().delta).first() {
             break *pid;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

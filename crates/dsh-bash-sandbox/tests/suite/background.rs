@@ -87,6 +87,51 @@ async fn a_background_runner_failure_settles_runner_failed() {
     assert!(facts.enforcement.is_some());
 }
 
+/// A task that never ran for a reason of its own (a missing working
+/// directory) settles `failed_to_start` with the reason, and is no runner
+/// failure: the provider keeps what it decided about this host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_workdir_is_missing_is_no_runner_failure() {
+    use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+
+    use super::fixture::{local, Recorder};
+
+    let root = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder {
+        runner: Some(dsh_sandbox::RunnerOutcome::Started),
+        ..Recorder::default()
+    });
+    let executor = SandboxBashExecutor::new(
+        SandboxConfig {
+            local: local(),
+            mode: SandboxMode::ReadOnly,
+            workspace_root: Some(root.path().to_path_buf()),
+            ..SandboxConfig::default()
+        },
+        Arc::clone(&recorder) as Arc<dyn dsh_sandbox::SandboxProvider>,
+    )
+    .unwrap();
+    let gone = root.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let mut request = BashExecRequest::new("true");
+    request.workdir = Some(gone.clone());
+    let spec = executor.resolve(request).unwrap();
+    std::fs::remove_dir(&gone).unwrap();
+    let task = executor.start(spec).await.unwrap().settled().await;
+    assert_eq!(task.status, TaskStatus::FailedToStart);
+    let facts = task.sandbox.unwrap();
+    assert!(!facts.runner_failed, "{facts:?}");
+    assert_eq!(
+        recorder
+            .runner_failures
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    let read = executor.read_output(&task.id, None).unwrap();
+    assert!(read.stderr.contains("does not exist"), "{}", read.stderr);
+    executor.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_task_is_never_a_denial_and_shutdown_kills_wrapped_tasks() {
     for backend in backends().await {

@@ -109,6 +109,8 @@ pub struct Recorder {
     pub refuse: bool,
     /// When set, the confinement carries a runner report with this outcome.
     pub runner: Option<RunnerOutcome>,
+    /// How many times the executor said the runner failed.
+    pub runner_failures: std::sync::atomic::AtomicUsize,
 }
 
 impl SandboxProvider for Recorder {
@@ -141,5 +143,10 @@ impl SandboxProvider for Recorder {
                 ..Confinement::unconfined(argv)
             })
         })
+    }
+
+    fn runner_failed(&self) {
+        self.runner_failures
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }

@@ -33,12 +33,12 @@ async fn start_poll_and_kill() {
     let read = output_of(&tools, "bash-1", &ctx).await;
     assert_eq!(
         read.text,
-        "one\n[stderr]\ntwo\n[status: completed, exit code: 0]"
+        "one\n[stderr]\ntwo\n[status: completed, exit code: 0] [position: 4:4]"
     );
     let again = output_of(&tools, "bash-1", &ctx).await;
     assert_eq!(
         again.text,
-        "(no new output)\n[status: completed, exit code: 0]"
+        "(no new output)\n[status: completed, exit code: 0] [position: 4:4]"
     );
     let kill = call(&tools, "bash_kill", json!({"task_id": "bash-1"}), &ctx)
         .await
@@ -49,13 +49,19 @@ async fn start_poll_and_kill() {
         .await
         .unwrap();
     let running = output_of(&tools, "bash-2", &ctx).await;
-    assert_eq!(running.text, "(no new output)\n[status: running]");
+    assert_eq!(
+        running.text,
+        "(no new output)\n[status: running] [position: 0:0]"
+    );
     let kill = call(&tools, "bash_kill", json!({"task_id": "bash-2"}), &ctx)
         .await
         .unwrap();
     assert_eq!(kill.text, "killed background task bash-2");
     let killed = output_of(&tools, "bash-2", &ctx).await;
-    assert_eq!(killed.text, "(no new output)\n[status: killed by SIGTERM]");
+    assert_eq!(
+        killed.text,
+        "(no new output)\n[status: killed by SIGTERM] [position: 0:0]"
+    );
 
     let err = call(&tools, "bash_output", json!({"task_id": "bash-9"}), &ctx)
         .await
@@ -97,14 +103,128 @@ async fn lossy_reads_name_the_spill_files() {
         .unwrap();
     settled(&recording, "bash-1").await;
     let read = output_of(&tools, "bash-1", &ctx).await;
+    // `seq 1 1000` prints 3,893 bytes; the last 100 are held.
     assert!(
         read.text
-            .contains("1000\n[some output was dropped from memory; full output: /"),
+            .contains("1000\n[stdout bytes 0 to 3793 are no longer in memory; full output: /"),
         "{}",
         read.text
     );
-    assert!(read.text.ends_with("[status: completed, exit code: 0]"));
+    assert!(read.text.contains("(from byte 0)]\n"), "{}", read.text);
+    assert!(
+        read.text
+            .ends_with("[status: completed, exit code: 0] [position: 3893:0]"),
+        "{}",
+        read.text
+    );
     assert_eq!(read.structured["lossy"], true);
+    assert_eq!(read.structured["position"], "3893:0");
+    // A position still held reads exactly from there, and is not lossy.
+    let again = call(
+        &tools,
+        "bash_output",
+        json!({"task_id": "bash-1", "since": "3888:0"}),
+        &ctx,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        again.text,
+        "1000\n[status: completed, exit code: 0] [position: 3893:0]"
+    );
+    assert_eq!(again.structured.get("lossy"), None);
+}
+
+/// A read whose answer was lost can be asked again by position: the same
+/// text comes back, whatever was read since, and the default read goes on
+/// from the last position handed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_can_be_asked_again_by_position() {
+    let recording = Recording::new(None);
+    let tools = BashTools::new(recording.clone());
+    let ctx = ctx(None);
+    let fifo = tempfile::tempdir().unwrap();
+    let gate = fifo.path().join("gate");
+    nix_mkfifo(&gate);
+    let command = format!(
+        "echo first; echo oops >&2; cat {} >/dev/null; echo second",
+        gate.display()
+    );
+    call(&tools, "bash", background(&command), &ctx)
+        .await
+        .unwrap();
+    // Wait for the first part (synchronised on output, not time).
+    let first = loop {
+        let read = output_of(&tools, "bash-1", &ctx).await;
+        if read.text.contains("oops") {
+            break read;
+        }
+        assert!(
+            read.text.starts_with("first") || read.text.starts_with("(no new output)"),
+            "{}",
+            read.text
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let _ = first;
+    // Open the gate: the task ends.
+    std::fs::write(&gate, b"go").unwrap();
+    settled(&recording, "bash-1").await;
+    let lost = output_of(&tools, "bash-1", &ctx).await;
+    assert_eq!(
+        lost.text,
+        "second\n[status: completed, exit code: 0] [position: 13:5]"
+    );
+    // That answer is "lost": ask again from where the read before ended.
+    let again = call(
+        &tools,
+        "bash_output",
+        json!({"task_id": "bash-1", "since": "6:5"}),
+        &ctx,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.text, lost.text);
+    // From the start: everything, stdout then stderr.
+    let whole = call(
+        &tools,
+        "bash_output",
+        json!({"task_id": "bash-1", "since": "0:0"}),
+        &ctx,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        whole.text,
+        "first\nsecond\n[stderr]\noops\n[status: completed, exit code: 0] [position: 13:5]"
+    );
+    // Past the end is refused, saying where the output ends.
+    let err = call(
+        &tools,
+        "bash_output",
+        json!({"task_id": "bash-1", "since": "14:0"}),
+        &ctx,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.text(),
+        "position 14:0 is past the output of task bash-1, which ends at 13:5; pass a position an earlier read showed ([position: …]), or leave since out to read what is new"
+    );
+    // And the default read goes on from the last position handed out.
+    let next = output_of(&tools, "bash-1", &ctx).await;
+    assert_eq!(
+        next.text,
+        "(no new output)\n[status: completed, exit code: 0] [position: 13:5]"
+    );
+}
+
+fn nix_mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +270,7 @@ async fn a_task_that_never_started_says_so() {
     let read = output_of(&tools, "bash-1", &ctx).await;
     assert_eq!(
         read.text,
-        "[stderr]\nspawn failed: workdir /no/such/dir does not exist\n[status: failed to start: the command never ran (its stderr says why)]"
+        "[stderr]\nspawn failed: workdir /no/such/dir does not exist\n[status: failed to start: the command never ran (its stderr says why)] [position: 0:50]"
     );
     assert_eq!(read.structured["status"], "failed_to_start");
 }

@@ -76,8 +76,12 @@ impl BashExecutor for Recording {
     fn list(&self) -> Vec<BashTask> {
         self.inner.list()
     }
-    fn read_output(&self, id: &BashTaskId) -> Result<BashTaskRead, BashError> {
-        self.inner.read_output(id)
+    fn read_output(
+        &self,
+        id: &BashTaskId,
+        since: Option<dsh_bash::OutputCursor>,
+    ) -> Result<BashTaskRead, BashError> {
+        self.inner.read_output(id, since)
     }
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
         self.inner.kill(id)

@@ -73,7 +73,10 @@ async fn unowned_tasks_are_open_to_all() {
     settled(&recording, "bash-1").await;
     let anyone = ctx(Some(Arc::new(Session::new("bob", None))));
     let read = output_of(&tools, "bash-1", &anyone).await;
-    assert_eq!(read.text, "open\n[status: completed, exit code: 0]");
+    assert_eq!(
+        read.text,
+        "open\n[status: completed, exit code: 0] [position: 5:0]"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -108,9 +108,10 @@ async fn denials_are_marked_as_guesses_and_never_suggest_lifting_the_sandbox() {
         assert_eq!(out.structured["sandbox"]["looks_denied"], true);
 
         let read = settled_read(&tools, executor.as_ref(), command, &ctx).await;
+        let tail: Vec<&str> = read.text.lines().rev().take(2).collect();
         assert!(
-            read.text
-                .ends_with(&format!("[status: completed, exit code: 1]\n{GUESS}")),
+            tail[0] == GUESS
+                && tail[1].starts_with("[status: completed, exit code: 1] [position: 0:"),
             "{command}: {}",
             read.text
         );
