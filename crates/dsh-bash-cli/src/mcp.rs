@@ -80,7 +80,13 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         .transpose()?;
     // Listening is checked before anything starts.
     let listening = match args.listen {
-        Some(address) => Some(Listening::prepare(address, &args.http, max_timeout)?),
+        Some(address) => {
+            let listening = Listening::prepare(address, &args.http, max_timeout)?;
+            if let Some(notice) = listening.notice() {
+                eprintln!("dsh-bash: {notice}");
+            }
+            Some(listening)
+        }
         None => None,
     };
     let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
@@ -150,7 +156,11 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let signals = dsh_bash_mcp::stop_on_signals(shutdown.clone());
     match listening {
-        Some(listening) => dsh_bash_mcp::http::serve(listening, hub, shutdown).await?,
+        Some(listening) => {
+            let bound = listening.bind().await?;
+            eprintln!("dsh-bash: listening on {}", bound.url());
+            dsh_bash_mcp::http::serve(bound, hub, shutdown).await?;
+        }
         None => dsh_bash_mcp::serve_stdio(hub, shutdown).await?,
     }
     signals.abort();

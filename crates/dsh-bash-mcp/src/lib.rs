@@ -33,14 +33,15 @@
 //! use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 //! use dsh_bash_mcp::Hub;
 //!
-//! # async fn serve() -> anyhow::Result<()> {
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
 //! let executor = Arc::new(LocalBashExecutor::new(LocalConfig::default())?);
 //! let (timeout, max_timeout) = (Duration::from_secs(120), Duration::from_secs(600));
 //! let hub = Hub::new(executor, None, timeout, max_timeout, 32);
 //! // The caller decides what stops it (here: SIGTERM, SIGINT, SIGHUP).
 //! let shutdown = tokio_util::sync::CancellationToken::new();
 //! let _signals = dsh_bash_mcp::stop_on_signals(shutdown.clone());
-//! dsh_bash_mcp::serve_stdio(Arc::new(hub), shutdown).await
+//! dsh_bash_mcp::serve_stdio(Arc::new(hub), shutdown).await?;
+//! # Ok(())
 //! # }
 //! ```
 #![forbid(unsafe_code)]
@@ -51,6 +52,7 @@
 
 mod approval;
 mod departure;
+mod error;
 mod exec;
 pub mod http;
 mod idle;
@@ -77,6 +79,8 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+pub use error::ServeError;
 
 /// What every session of one server shares: the tools over one executor,
 /// the session defaults and caps.
@@ -999,7 +1003,7 @@ impl ServerHandler for BashServer {
 /// cancelled (the binary cancels it at SIGTERM, SIGINT or SIGHUP, see
 /// [`stop_on_signals`]; the library installs no handler), then stops
 /// every command it started.
-pub async fn serve_stdio(hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve_stdio(hub: Arc<Hub>, shutdown: CancellationToken) -> Result<(), ServeError> {
     let state = hub.open();
     let server = hub.server(Arc::clone(&state));
     let stop = shutdown.child_token();
@@ -1014,7 +1018,8 @@ pub async fn serve_stdio(hub: Arc<Hub>, shutdown: CancellationToken) -> anyhow::
     let stdin = crate::wire::Inbound::new(stdin, lines.clone(), stop.clone(), in_flight);
     let service = server
         .serve((stdin, crate::wire::Outbound::new(lines)))
-        .await?;
+        .await
+        .map_err(|err| ServeError::Connection(err.to_string()))?;
     let cancel = service.cancellation_token();
     tokio::select! {
         closed = service.waiting() => {
