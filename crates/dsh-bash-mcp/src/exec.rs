@@ -175,27 +175,34 @@ fn narrowing(
         }
         return Ok(());
     };
-    let mode = extras.sandbox_mode.unwrap_or(current);
-    if mode.is_wider_than(current) {
+    let asked = dsh_tool_bash::escalation::Asked {
+        mode: extras.sandbox_mode,
+        network: extras.network,
+        hosts: &extras.allow_hosts,
+    };
+    let compared =
+        dsh_tool_bash::escalation::compare(current, &|mode| executor.network_policy(mode), &asked);
+    let mode = compared.mode;
+    if compared.wider_mode {
         return Err(refusal(
             "ESCALATION",
             format!("the server runs this session's commands under \"{current}\"; \"{mode}\" is wider and needs a person's approval (the bash tool's sandbox_permissions)"),
         ));
     }
+    // The server's allow-list is a ceiling: any host beside it is refused,
+    // whatever the network.
     if let Some(host) = extras.allow_hosts.first() {
         return Err(refusal(
             "ESCALATION",
             format!("this server's network allow-list is a ceiling its operator set; reaching {host} beside it needs a person's approval (the bash tool's allow_hosts)"),
         ));
     }
-    if let Some(wanted) = extras.network {
-        let standing = executor.network_policy(mode).unwrap_or(NetworkPolicy::On);
-        if wanted.is_wider_than(standing) {
-            return Err(refusal(
-                "ESCALATION",
-                format!("the network is \"{standing}\" under \"{mode}\" on this server; turning it on needs a person's approval (the bash tool's network argument)"),
-            ));
-        }
+    if compared.wider_network {
+        let standing = compared.standing_network;
+        return Err(refusal(
+            "ESCALATION",
+            format!("the network is \"{standing}\" under \"{mode}\" on this server; turning it on needs a person's approval (the bash tool's network argument)"),
+        ));
     }
     Ok(())
 }

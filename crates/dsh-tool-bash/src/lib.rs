@@ -56,6 +56,7 @@ mod args;
 pub mod clean;
 mod cwd;
 mod describe;
+pub mod escalation;
 mod render;
 mod session;
 mod structured;

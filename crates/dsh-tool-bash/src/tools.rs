@@ -92,6 +92,37 @@ struct Grant {
     hosts: Vec<dsh_bash::HostPattern>,
 }
 
+/// What a person's answer grants (`words`: [`asking_words`]), or why
+/// the command does not run.
+fn granted(
+    outcome: ApprovalOutcome,
+    asked: &Escalate,
+    words: &[String; 4],
+) -> Result<Grant, ToolError> {
+    let [_, rejected, cancelled, unavailable] = words;
+    let refused = match outcome {
+        ApprovalOutcome::AllowedOnce => {
+            return Ok(Grant {
+                mode: asked.mode,
+                network: asked.network,
+                hosts: asked.hosts.clone(),
+            })
+        }
+        ApprovalOutcome::Rejected => format!("the user rejected {rejected}"),
+        ApprovalOutcome::Cancelled => format!("approval for {cancelled} was cancelled"),
+        ApprovalOutcome::Unavailable => {
+            format!("{unavailable} requires approval, but no approval channel is available")
+        }
+        ApprovalOutcome::Stale => format!(
+            "the answer about {unavailable} was to a question that now reads differently (the working directory leads elsewhere since); the command did not run: call again without the answer to be asked"
+        ),
+        ApprovalOutcome::Deferred => {
+            format!("{unavailable} awaits the user's answer; the command did not run")
+        }
+    };
+    Err(ToolError::Escalation(refused))
+}
+
 /// What an escalation asks for, in the words of each outcome: the reason's
 /// lead, what was rejected, cancelled, and what is unavailable.
 fn asking_words(asked: &Escalate) -> [String; 4] {
@@ -499,50 +530,10 @@ impl BashTools {
         let Some(asked) = &call.escalation else {
             return Ok(Grant::default());
         };
-        let Some(current) = self.current_mode(ctx) else {
-            let what = if asked.mode.is_some() {
-                "sandbox_permissions"
-            } else if asked.network.is_some() {
-                "network"
-            } else {
-                "allow_hosts"
-            };
-            return Err(ToolError::Escalation(format!(
-                "{what} is not available in this composition (no sandboxing executor to escalate)"
-            )));
-        };
-        if let Some(wanted) = asked.mode {
-            if !wanted.is_wider_than(current) {
-                return Err(ToolError::Escalation(format!(
-                    "sandbox escalation to \"{wanted}\" is not strictly wider than this call's current \"{current}\" mode"
-                )));
-            }
-        }
-        let mode = asked.mode.unwrap_or(current);
-        if let Some(wanted) = asked.network {
-            let standing = self
-                .executor
-                .network_policy(mode)
-                .unwrap_or(NetworkPolicy::On);
-            if !wanted.is_wider_than(standing) {
-                return Err(ToolError::Escalation(format!(
-                    "network \"{wanted}\" is not wider than this call's network policy \"{standing}\" under \"{mode}\" mode"
-                )));
-            }
-        }
-        if !asked.hosts.is_empty() {
-            let network = asked
-                .network
-                .or_else(|| self.executor.network_policy(mode))
-                .unwrap_or_else(|| NetworkPolicy::default_for(mode));
-            if network == NetworkPolicy::On {
-                return Err(ToolError::Escalation(format!(
-                    "allow_hosts asks for nothing here: this call's network is \"on\" under \"{mode}\" mode"
-                )));
-            }
-        }
+        let mode = self.widening(asked, ctx)?;
         // What is asked, in the words of each outcome.
-        let [asking, rejected, cancelled, unavailable] = asking_words(asked);
+        let words = asking_words(asked);
+        let [asking, _, _, unavailable] = &words;
         let Some(approvals) = &ctx.approvals else {
             return Err(ToolError::Escalation(format!(
                 "{unavailable} requires approval, but no approval service is composed"
@@ -570,28 +561,50 @@ impl BashTools {
                 cancel: ctx.cancel.clone(),
             })
             .await;
-        match outcome {
-            ApprovalOutcome::AllowedOnce => Ok(Grant {
-                mode: asked.mode,
-                network: asked.network,
-                hosts: asked.hosts.clone(),
-            }),
-            ApprovalOutcome::Rejected => Err(ToolError::Escalation(format!(
-                "the user rejected {rejected}"
-            ))),
-            ApprovalOutcome::Cancelled => Err(ToolError::Escalation(format!(
-                "approval for {cancelled} was cancelled"
-            ))),
-            ApprovalOutcome::Unavailable => Err(ToolError::Escalation(format!(
-                "{unavailable} requires approval, but no approval channel is available"
-            ))),
-            ApprovalOutcome::Stale => Err(ToolError::Escalation(format!(
-                "the answer about {unavailable} was to a question that now reads differently (the working directory leads elsewhere since); the command did not run: call again without the answer to be asked"
-            ))),
-            ApprovalOutcome::Deferred => Err(ToolError::Escalation(format!(
-                "{unavailable} awaits the user's answer; the command did not run"
-            ))),
+        granted(outcome, asked, &words)
+    }
+
+    /// The mode an escalation would run under, if everything it asks is
+    /// wider than what this call has (see [`crate::escalation`]); else why
+    /// the ask is refused without a question.
+    fn widening(&self, asked: &Escalate, ctx: &CallContext) -> Result<SandboxMode, ToolError> {
+        let Some(current) = self.current_mode(ctx) else {
+            let what = if asked.mode.is_some() {
+                "sandbox_permissions"
+            } else if asked.network.is_some() {
+                "network"
+            } else {
+                "allow_hosts"
+            };
+            return Err(ToolError::Escalation(format!(
+                "{what} is not available in this composition (no sandboxing executor to escalate)"
+            )));
+        };
+        let ask = crate::escalation::Asked {
+            mode: asked.mode,
+            network: asked.network,
+            hosts: &asked.hosts,
+        };
+        let compared =
+            crate::escalation::compare(current, &|mode| self.executor.network_policy(mode), &ask);
+        let mode = compared.mode;
+        if let Some(wanted) = asked.mode.filter(|_| !compared.wider_mode) {
+            return Err(ToolError::Escalation(format!(
+                "sandbox escalation to \"{wanted}\" is not strictly wider than this call's current \"{current}\" mode"
+            )));
         }
+        if let Some(wanted) = asked.network.filter(|_| !compared.wider_network) {
+            let standing = compared.standing_network;
+            return Err(ToolError::Escalation(format!(
+                "network \"{wanted}\" is not wider than this call's network policy \"{standing}\" under \"{mode}\" mode"
+            )));
+        }
+        if !asked.hosts.is_empty() && !compared.hosts_widen {
+            return Err(ToolError::Escalation(format!(
+                "allow_hosts asks for nothing here: this call's network is \"on\" under \"{mode}\" mode"
+            )));
+        }
+        Ok(mode)
     }
 
     async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
