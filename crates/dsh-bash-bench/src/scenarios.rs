@@ -316,6 +316,31 @@ async fn both_streams(options: &Options) -> Row {
     }
 }
 
+/// The baseline of rows 4a and 4b: `n` plain `bash -c` children started
+/// inline; (ms until all started, ms until all ended).
+async fn concurrency_baseline(n: usize, command: &'static str) -> (f64, f64) {
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let children: Vec<_> = (0..n)
+            .filter_map(|_| {
+                Command::new("bash")
+                    .args(["-c", command])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .ok()
+            })
+            .collect();
+        let all_started = ms(started.elapsed());
+        for child in children {
+            let _ = child.wait_with_output();
+        }
+        (all_started, ms(started.elapsed()))
+    })
+    .await
+    .unwrap_or((f64::NAN, f64::NAN))
+}
+
 async fn concurrency(options: &Options) -> Vec<Row> {
     let executor = LocalBashExecutor::new(LocalConfig {
         retain_finished_tasks: options.tasks.max(1),
@@ -355,26 +380,7 @@ async fn concurrency(options: &Options) -> Vec<Row> {
         settle_ours.push(settled);
         fds_leaked = fds_leaked.max(open_fds() as isize - fds_before as isize);
 
-        let base = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            let children: Vec<_> = (0..n)
-                .filter_map(|_| {
-                    Command::new("bash")
-                        .args(["-c", command])
-                        .stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
-                        .spawn()
-                        .ok()
-                })
-                .collect();
-            let all_started = ms(started.elapsed());
-            for child in children {
-                let _ = child.wait_with_output();
-            }
-            (all_started, ms(started.elapsed()))
-        })
-        .await
-        .unwrap_or((f64::NAN, f64::NAN));
+        let base = concurrency_baseline(n, command).await;
         start_base.push(base.0);
         settle_base.push(base.1);
     }
@@ -576,9 +582,12 @@ fn sandboxed_in(
     Some(made.unwrap_or_else(|e| panic!("the bench's sandbox configuration is refused: {e}")))
 }
 
-async fn sandbox_overhead(options: &Options) -> Vec<Row> {
-    let plain = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
-    let mut rows = Vec::new();
+/// One row of the sandbox's overhead: its label, backend, mode, policy
+/// and target.
+type SandboxRow = (&'static str, Backend, SandboxMode, Policy, &'static str);
+
+/// Rows 6a-6f.
+fn sandbox_rows() -> [SandboxRow; 8] {
     let open = Policy {
         network: NetworkPolicy::On,
         protected: false,
@@ -588,7 +597,7 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
         caches: false,
         ..DEFAULTS
     };
-    for (label, backend, mode, policy, target) in [
+    [
         (
             "6a `true` under Landlock (read-only)",
             Backend::Landlock,
@@ -645,7 +654,13 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
             no_caches,
             "6c - 6f is what the sandbox's caches cost; target < 0.3 ms",
         ),
-    ] {
+    ]
+}
+
+async fn sandbox_overhead(options: &Options) -> Vec<Row> {
+    let plain = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    let mut rows = Vec::new();
+    for (label, backend, mode, policy, target) in sandbox_rows() {
         let Some(confined) = sandboxed(options, backend, mode, policy) else {
             continue;
         };
@@ -936,6 +951,35 @@ async fn changes_cost(options: &Options) -> Row {
     }
 }
 
+/// Rows 1a-1g: what one command costs, plain and beside the limits and
+/// the workspace's change tracking.
+async fn per_command_rows(options: &Options) -> Vec<Row> {
+    let mut rows = vec![
+        overhead(options, "1a run `true`", "true").await,
+        overhead_with(
+            options,
+            "1a' run `true`, process-tree forced",
+            "true",
+            ContainmentChoice::ProcessTree,
+        )
+        .await,
+        overhead(options, "1b run `echo hello`", "echo hello").await,
+        overhead(
+            options,
+            "1c run 64 KiB of output",
+            "head -c 65536 /dev/zero",
+        )
+        .await,
+    ];
+    if let Ok(executor) = LocalBashExecutor::new(local(options)) {
+        rows.push(crate::cli::paced(options, &executor).await);
+        executor.shutdown().await;
+    }
+    rows.extend(limits_cost(options).await);
+    rows.push(changes_cost(options).await);
+    rows
+}
+
 /// Runs every scenario and returns the table rows.
 pub async fn run_all(options: &Options) -> Vec<Row> {
     let mut rows = Vec::new();
@@ -945,31 +989,7 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
     }
     if options.runs(1) {
         eprintln!("1/10 per-command overhead");
-        rows.push(overhead(options, "1a run `true`", "true").await);
-        rows.push(
-            overhead_with(
-                options,
-                "1a' run `true`, process-tree forced",
-                "true",
-                ContainmentChoice::ProcessTree,
-            )
-            .await,
-        );
-        rows.push(overhead(options, "1b run `echo hello`", "echo hello").await);
-        rows.push(
-            overhead(
-                options,
-                "1c run 64 KiB of output",
-                "head -c 65536 /dev/zero",
-            )
-            .await,
-        );
-        if let Ok(executor) = LocalBashExecutor::new(local(options)) {
-            rows.push(crate::cli::paced(options, &executor).await);
-            executor.shutdown().await;
-        }
-        rows.extend(limits_cost(options).await);
-        rows.push(changes_cost(options).await);
+        rows.extend(per_command_rows(options).await);
     }
     if options.runs(2) {
         eprintln!("2/10 output throughput");

@@ -63,77 +63,25 @@ const START_SWEEP_BOUND: Duration = Duration::from_secs(5);
 /// Serves MCP until the connection closes (stdio) or a signal arrives,
 /// then stops every command it started.
 pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
-    let mut local = compose::local_config(&args.executor);
-    let max_timeout = compose::millis("max-timeout", args.max_timeout)?;
-    local.default_timeout = compose::millis("timeout", args.timeout)?.min(max_timeout);
-    local.max_timeout = max_timeout;
-    let local_default_timeout = local.default_timeout;
-    local.max_output_bytes = args.max_output_bytes;
-    // A session's full-output paths mean nothing once the server ends.
-    local.discard_spill_on_shutdown = true;
-    if args.max_commands == 0 {
-        anyhow::bail!("--max-commands must be at least 1");
-    }
+    let mut local = local_settings(&args)?;
+    let (default_timeout, max_timeout) = (local.default_timeout, local.max_timeout);
     let yield_after = args
         .yield_ms
         .map(|ms| compose::millis("yield-ms", ms))
         .transpose()?;
     // Listening is checked before anything starts.
-    let listening = match args.listen {
-        Some(address) => {
-            let listening = Listening::prepare(address, &args.http, max_timeout)?;
-            if let Some(notice) = listening.notice() {
-                eprintln!("dsh-bash: {notice}");
-            }
-            Some(listening)
-        }
-        None => None,
-    };
+    let listening = listening_of(&args, max_timeout)?;
     let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
     let secrets: Vec<_> = listening
         .as_ref()
         .and_then(|l| l.token_file().map(ToOwned::to_owned))
         .into_iter()
         .collect();
-    // The user's shell: taken in the background, bounded; commands run
-    // without it until it is ready.
-    let snapshot = compose::snapshot_source(&args.executor, true)?;
-    let snapshot_loaded = snapshot.is_some();
-    if let Some(source) = snapshot {
-        let slot = dsh_bash_local::SnapshotSlot::pending();
-        local.shell_snapshot = Some(Arc::clone(&slot));
-        let capture = local.clone();
-        let backend = compose::backend_of(&args.executor);
-        tokio::spawn(async move { compose::take_snapshot(backend, &capture, source, slot).await });
-    }
-    // The workspace named (--workspace, else --workdir); a server started
-    // in whatever directory it was started in lists no changes.
-    if args.changes_max_dirs > 0 {
-        let root = args
-            .executor
-            .workspace
-            .clone()
-            .or_else(|| local.cwd.clone());
-        local.changes = root.map(|root| dsh_bash_local::ChangeTracking {
-            root,
-            max_dirs: args.changes_max_dirs,
-        });
-    }
+    let snapshot_loaded = start_snapshot(&args, &mut local)?;
+    track_changes(&args, &mut local);
     let swept = local.clone();
-    let composed = compose::compose(&args.executor, local, secrets.clone())?;
-    // What dead hosts left (their cgroups, processes killed first; their
-    // spill directories and private TMPDIRs) is gone before the first
-    // request is taken, within a bound.
-    let sweep = tokio::task::spawn_blocking(move || {
-        dsh_bash_local::sweep_dead_hosts(&swept);
-        dsh_bash_sandbox::sweep_dead_private_tmps();
-    });
-    if tokio::time::timeout(START_SWEEP_BOUND, sweep)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the sweep of dead hosts' leftovers is still running after {START_SWEEP_BOUND:?}; serving anyway");
-    }
+    let composed = compose::compose(&args.executor, local, secrets)?;
+    sweep_at_start(swept).await;
     // On stdio the client is the person's own; over HTTP any token holder
     // would answer its own approval questions.
     let escalation = listening.is_none() || args.http.allows_escalation();
@@ -141,7 +89,7 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         Hub::new(
             composed.executor,
             cwd,
-            local_default_timeout,
+            default_timeout,
             max_timeout,
             args.max_commands,
         )
@@ -165,4 +113,81 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     }
     signals.abort();
     Ok(ExitCode::SUCCESS)
+}
+
+/// The executor's settings from the flags: timeouts, the output budget, a
+/// spill directory that goes with the server.
+fn local_settings(args: &McpArgs) -> anyhow::Result<dsh_bash_local::LocalConfig> {
+    let mut local = compose::local_config(&args.executor);
+    let max_timeout = compose::millis("max-timeout", args.max_timeout)?;
+    local.default_timeout = compose::millis("timeout", args.timeout)?.min(max_timeout);
+    local.max_timeout = max_timeout;
+    local.max_output_bytes = args.max_output_bytes;
+    // A session's full-output paths mean nothing once the server ends.
+    local.discard_spill_on_shutdown = true;
+    if args.max_commands == 0 {
+        anyhow::bail!("--max-commands must be at least 1");
+    }
+    Ok(local)
+}
+
+/// `--listen`'s options checked and its tokens loaded; a token generated
+/// for the person is told on stderr, once.
+fn listening_of(args: &McpArgs, max_timeout: Duration) -> anyhow::Result<Option<Listening>> {
+    let Some(address) = args.listen else {
+        return Ok(None);
+    };
+    let listening = Listening::prepare(address, &args.http, max_timeout)?;
+    if let Some(notice) = listening.notice() {
+        eprintln!("dsh-bash: {notice}");
+    }
+    Ok(Some(listening))
+}
+
+/// The user's shell, taken in the background, bounded; commands run
+/// without it until it is ready. True if one is being taken.
+fn start_snapshot(args: &McpArgs, local: &mut dsh_bash_local::LocalConfig) -> anyhow::Result<bool> {
+    let Some(source) = compose::snapshot_source(&args.executor, true)? else {
+        return Ok(false);
+    };
+    let slot = dsh_bash_local::SnapshotSlot::pending();
+    local.shell_snapshot = Some(Arc::clone(&slot));
+    let capture = local.clone();
+    let backend = compose::backend_of(&args.executor);
+    tokio::spawn(async move { compose::take_snapshot(backend, &capture, source, slot).await });
+    Ok(true)
+}
+
+/// The workspace named (--workspace, else --workdir) has its changes
+/// listed; a server started in whatever directory it was started in lists
+/// none.
+fn track_changes(args: &McpArgs, local: &mut dsh_bash_local::LocalConfig) {
+    if args.changes_max_dirs == 0 {
+        return;
+    }
+    let root = args
+        .executor
+        .workspace
+        .clone()
+        .or_else(|| local.cwd.clone());
+    local.changes = root.map(|root| dsh_bash_local::ChangeTracking {
+        root,
+        max_dirs: args.changes_max_dirs,
+    });
+}
+
+/// What dead hosts left (their cgroups, processes killed first; their
+/// spill directories and private TMPDIRs) is gone before the first request
+/// is taken, within a bound.
+async fn sweep_at_start(swept: dsh_bash_local::LocalConfig) {
+    let sweep = tokio::task::spawn_blocking(move || {
+        dsh_bash_local::sweep_dead_hosts(&swept);
+        dsh_bash_sandbox::sweep_dead_private_tmps();
+    });
+    if tokio::time::timeout(START_SWEEP_BOUND, sweep)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the sweep of dead hosts' leftovers is still running after {START_SWEEP_BOUND:?}; serving anyway");
+    }
 }

@@ -27,6 +27,8 @@
 //! dsh_bash_conformance::exit_code_and_streams(executor).await;
 //! # }
 //! ```
+// Functions stay under 80 lines (clippy.toml); tests may run longer.
+#![cfg_attr(not(test), deny(clippy::too_many_lines))]
 #![forbid(unsafe_code)]
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -103,14 +105,16 @@ pub async fn workdir_stdin_and_environment(executor: Arc<dyn BashExecutor>) {
     executor.shutdown().await;
 }
 
-/// A timeout stops the command promptly and says so.
+/// A timeout stops the command promptly and says so. (Long enough for a
+/// loaded 2-core machine to start the shell through any executor, ssh
+/// included, before it runs out: the output before it is kept.)
 pub async fn a_timeout_stops_the_command(executor: Arc<dyn BashExecutor>) {
     let mut request = BashExecRequest::new("echo started; sleep 30");
-    request.timeout = Some(Duration::from_millis(300));
+    request.timeout = Some(Duration::from_millis(2_000));
     let began = Instant::now();
     let result = run(&*executor, request).await;
     assert!(result.timed_out, "{result:?}");
-    assert_eq!(result.timeout_ms, 300, "{result:?}");
+    assert_eq!(result.timeout_ms, 2_000, "{result:?}");
     assert_eq!(result.stdout.text, "started\n", "{result:?}");
     assert!(began.elapsed() < PATIENCE, "took {:?}", began.elapsed());
     executor.shutdown().await;

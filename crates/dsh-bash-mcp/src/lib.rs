@@ -44,6 +44,8 @@
 //! # Ok(())
 //! # }
 //! ```
+// Functions stay under 80 lines (clippy.toml); tests may run longer.
+#![cfg_attr(not(test), deny(clippy::too_many_lines))]
 #![forbid(unsafe_code)]
 // MCP log-message notifications are deprecated from protocol 2026-07-28 on;
 // they are still how a person is told something on the earlier versions,
@@ -607,6 +609,33 @@ fn heartbeat(context: &RequestContext<RoleServer>) -> Option<tokio::task::JoinHa
     }))
 }
 
+/// rmcp cancels the request token both on the client's cancellation and
+/// after the handler returns; only the former may reach the command (a
+/// background task must outlive the call that started it): a token of the
+/// call's own, and the forwarder that cancels it, stopped when dropped.
+fn client_cancellation(context: &RequestContext<RoleServer>) -> (CancellationToken, AbortOnDrop) {
+    let cancel = CancellationToken::new();
+    let forward = AbortOnDrop(tokio::spawn({
+        let (client, cancel) = (context.ct.clone(), cancel.clone());
+        async move {
+            client.cancelled().await;
+            cancel.cancel();
+        }
+    }));
+    (cancel, forward)
+}
+
+/// Whether a foreground `bash` call is answered as a task: the tasks
+/// extension's results exist from 2026-07-28 on, so only for a client that
+/// supports them (an earlier session cannot parse them, whatever it
+/// declared).
+fn runs_as_task(tool: &str, context: &RequestContext<RoleServer>) -> bool {
+    tool == "bash"
+        && context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+}
+
 /// Aborts a spawned task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -634,6 +663,36 @@ impl Asker {
 }
 
 impl BashServer {
+    /// Notices follow how the session began: without `initialize` there
+    /// is no standing channel for unsolicited messages, whatever a later
+    /// call's own metadata says.
+    fn note_channel(&self, context: &RequestContext<RoleServer>) {
+        let initialized = !self.state.shared && context.peer.peer_info().is_some();
+        self.state
+            .notices
+            .stateless
+            .store(!initialized, Ordering::Relaxed);
+        if initialized {
+            let _ = self.state.peer.set(context.peer.clone());
+        }
+    }
+
+    /// The answer to a client that went away mid-call: the result kept,
+    /// under the id a client resuming the stream reads it by.
+    fn kept_answer(
+        &self,
+        context: &RequestContext<RoleServer>,
+        outcome: Result<ToolOutput, ToolError>,
+    ) -> CallToolResponse {
+        let id = self.keep_result(context, outcome);
+        let text = format!("the result is kept as {id}: read it with bash_output");
+        let output = ToolOutput {
+            structured: serde_json::json!({"status": "kept", "task_id": id, "text": text}),
+            text,
+        };
+        tool_result(Ok(output), Vec::new()).into()
+    }
+
     /// The result of a call whose client went away, kept for the session
     /// (a notice in the next result names it, for `bash_output`), and said
     /// in the log.
@@ -871,17 +930,7 @@ impl ServerHandler for BashServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let stateless = stateless(&context);
-        // Notices follow how the session began: without `initialize` there
-        // is no standing channel for unsolicited messages, whatever a later
-        // call's own metadata says.
-        let initialized = !self.state.shared && context.peer.peer_info().is_some();
-        self.state
-            .notices
-            .stateless
-            .store(!initialized, Ordering::Relaxed);
-        if initialized {
-            let _ = self.state.peer.set(context.peer.clone());
-        }
+        self.note_channel(&context);
         let args = request
             .arguments
             .clone()
@@ -901,17 +950,7 @@ impl ServerHandler for BashServer {
                 return Ok(tool_result(outcome, self.state.notices.take()).into());
             }
         };
-        // rmcp cancels the request token both on the client's cancellation
-        // and after the handler returns; only the former may reach the
-        // command (a background task must outlive the call that started it).
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let forward = AbortOnDrop(tokio::spawn({
-            let (client, cancel) = (context.ct.clone(), cancel.clone());
-            async move {
-                client.cancelled().await;
-                cancel.cancel();
-            }
-        }));
+        let (cancel, forward) = client_cancellation(&context);
         let ctx = CallContext {
             session: Some(Arc::clone(&self.state.session)),
             call_id: serde_json::to_string(&context.id).unwrap_or_default(),
@@ -920,15 +959,8 @@ impl ServerHandler for BashServer {
         };
         let beat = heartbeat(&context).map(AbortOnDrop);
         let asked_args = deferral.is_some().then(|| args.clone());
-        // The tasks extension's results exist from 2026-07-28 on; an
-        // earlier session cannot parse them, whatever it declared.
         let background = args.get("run_in_background") == Some(&Value::Bool(true));
-        let as_task = stateless
-            && request.name == "bash"
-            && context
-                .client_capabilities()
-                .is_some_and(|caps| caps.supports_tasks())
-            && !background;
+        let as_task = stateless && !background && runs_as_task(&request.name, &context);
         let counted = match self.admit(&request.name) {
             Ok(counted) => counted,
             Err(message) => {
@@ -955,14 +987,7 @@ impl ServerHandler for BashServer {
         };
         drop(beat);
         if request.name == "bash" && !background && departure::Departure::of(&context) {
-            // Answered anyway: a client resuming the stream gets the id.
-            let id = self.keep_result(&context, outcome);
-            let text = format!("the result is kept as {id}: read it with bash_output");
-            let output = ToolOutput {
-                structured: serde_json::json!({"status": "kept", "task_id": id, "text": text}),
-                text,
-            };
-            return Ok(tool_result(Ok(output), Vec::new()).into());
+            return Ok(self.kept_answer(&context, outcome));
         }
         if let (Some(asked), Some(args)) = (deferral.and_then(|d| d.take()), asked_args) {
             let question = self.state.questions.ask(&request.name, args, asked);

@@ -95,89 +95,45 @@ fn check(line: &[u8]) -> Verdict {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Verdict::Skip;
     }
-    let line = line.strip_prefix(BOM).unwrap_or(line);
-    let value: Value = match serde_json::from_slice(line) {
-        Ok(value) => value,
-        Err(err) => {
-            return Verdict::Reject(error(Value::Null, -32700, format!("Parse error: {err}")))
-        }
-    };
-    let message = match value {
-        Value::Object(message) => message,
-        Value::Array(_) => {
-            return Verdict::Reject(error(
-                Value::Null,
-                -32600,
-                "Invalid Request: batches are not supported; send one message per line".into(),
-            ))
-        }
-        other => {
-            return Verdict::Reject(error(
-                Value::Null,
-                -32600,
-                format!("Invalid Request: expected a JSON object, got {other}"),
-            ))
-        }
-    };
+    match request_of(line) {
+        Ok(request) => request,
+        Err(verdict) => verdict,
+    }
+}
+
+fn reject(id: Value, code: i64, message: impl Into<String>) -> Verdict {
+    Verdict::Reject(error(id, code, message.into()))
+}
+
+/// The verdict on one line that is not blank: `Ok` for a request that
+/// passes, `Err` for everything else (a response, a notification, what is
+/// rejected).
+fn request_of(line: &[u8]) -> Result<Verdict, Verdict> {
+    let message = object_of(line)?;
     let id = id_of(&message);
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Verdict::Reject(error(
+        return Err(reject(
             id,
             -32600,
-            "Invalid Request: \"jsonrpc\" must be \"2.0\"".into(),
+            "Invalid Request: \"jsonrpc\" must be \"2.0\"",
         ));
     }
     let Some(method) = message.get("method") else {
-        if message.contains_key("result") || message.contains_key("error") {
-            // A response to one of our requests; a malformed one is never
-            // answered.
-            let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
-            return if parsed.is_ok() {
-                Verdict::Pass(Kind::Other)
-            } else {
-                Verdict::Skip
-            };
-        }
-        return Verdict::Reject(error(
-            id,
-            -32600,
-            "Invalid Request: a request needs a \"method\", a response a \"result\" or an \"error\""
-                .into(),
-        ));
+        return Err(without_method(message, id));
     };
     let Some(method) = method.as_str() else {
-        return Verdict::Reject(error(
+        return Err(reject(
             id,
             -32600,
-            "Invalid Request: \"method\" must be a string".into(),
+            "Invalid Request: \"method\" must be a string",
         ));
     };
     let Some(raw_id) = message.get("id") else {
-        // A notification: never answered, a malformed one dropped.
-        let known = KNOWN_NOTIFICATIONS.contains(&method);
-        let cancelled = (method == "notifications/cancelled")
-            .then(|| message.get("params").and_then(|p| p.get("requestId")))
-            .flatten()
-            .map(Value::to_string);
-        let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
-        let fits = match parsed {
-            Ok(JsonRpcMessage::Notification(notification)) => {
-                !known
-                    || !matches!(
-                        notification.notification,
-                        ClientNotification::CustomNotification(_)
-                    )
-            }
-            _ => false,
-        };
-        return match (fits, cancelled) {
-            (true, Some(id)) => Verdict::Pass(Kind::Cancelled { id }),
-            (true, None) => Verdict::Pass(Kind::Other),
-            (false, _) => Verdict::Skip,
-        };
+        let method = method.to_owned();
+        return Err(notification(&method, message));
     };
     if !valid_id(raw_id) {
-        return Verdict::Reject(error(
+        return Err(reject(
             Value::Null,
             -32600,
             format!("Invalid Request: \"id\" must be a string or an integer, got {raw_id}"),
@@ -186,56 +142,131 @@ fn check(line: &[u8]) -> Verdict {
     let opens = !matches!(method, "server/discover" | "ping");
     let request_id = raw_id.to_string();
     let initialize = method == "initialize";
-    if method == "tools/call" {
-        let params = message.get("params");
-        let named = params
-            .and_then(|p| p.get("name"))
-            .is_some_and(Value::is_string);
-        // Checked field by field, not by a second full parse: this is the
-        // hot path, and its arguments may be megabytes of command.
-        let field = |name: &str, fits: fn(&Value) -> bool| {
-            params
-                .and_then(|p| p.get(name))
-                .is_none_or(|v| v.is_null() || fits(v))
-        };
-        let arguments_ok = field("arguments", Value::is_object)
-            && field("_meta", Value::is_object)
-            && field("inputResponses", Value::is_object)
-            && field("requestState", Value::is_string);
-        if !(params.is_some_and(Value::is_object) && named && arguments_ok) {
-            return Verdict::Reject(error(
-                id,
-                -32602,
-                "Invalid params: tools/call expects {\"name\": <tool name>, \"arguments\": <object>} (and, if given, \"_meta\" and \"inputResponses\" objects, a \"requestState\" string)"
-                    .into(),
-            ));
-        }
+    if method == "tools/call" && !tools_call_fits(message.get("params")) {
+        return Err(reject(
+            id,
+            -32602,
+            "Invalid params: tools/call expects {\"name\": <tool name>, \"arguments\": <object>} (and, if given, \"_meta\" and \"inputResponses\" objects, a \"requestState\" string)",
+        ));
     }
     if KNOWN_REQUESTS.contains(&method) {
-        let method = method.to_owned();
-        let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
-        let fits = matches!(
-            &parsed,
-            Ok(JsonRpcMessage::Request(request))
-                if !matches!(request.request, ClientRequest::CustomRequest(_))
-        );
-        if !fits {
-            let why = parsed
-                .err()
-                .map(|err| format!(": {err}"))
-                .unwrap_or_default();
-            return Verdict::Reject(error(
-                id,
-                -32602,
-                format!("Invalid params: not the params of {method}{why}"),
-            ));
-        }
+        known_request_fits(method.to_owned(), message, id)?;
     }
-    Verdict::Pass(Kind::Request {
+    Ok(Verdict::Pass(Kind::Request {
         opens,
         id: request_id,
         initialize,
-    })
+    }))
+}
+
+/// The line as one JSON object (a leading byte-order mark ignored).
+fn object_of(line: &[u8]) -> Result<serde_json::Map<String, Value>, Verdict> {
+    let line = line.strip_prefix(BOM).unwrap_or(line);
+    let value: Value = serde_json::from_slice(line)
+        .map_err(|err| reject(Value::Null, -32700, format!("Parse error: {err}")))?;
+    match value {
+        Value::Object(message) => Ok(message),
+        Value::Array(_) => Err(reject(
+            Value::Null,
+            -32600,
+            "Invalid Request: batches are not supported; send one message per line",
+        )),
+        other => Err(reject(
+            Value::Null,
+            -32600,
+            format!("Invalid Request: expected a JSON object, got {other}"),
+        )),
+    }
+}
+
+/// A message with no method: a response to one of our requests (a
+/// malformed one is never answered), else rejected.
+fn without_method(message: serde_json::Map<String, Value>, id: Value) -> Verdict {
+    if message.contains_key("result") || message.contains_key("error") {
+        let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
+        return if parsed.is_ok() {
+            Verdict::Pass(Kind::Other)
+        } else {
+            Verdict::Skip
+        };
+    }
+    reject(
+        id,
+        -32600,
+        "Invalid Request: a request needs a \"method\", a response a \"result\" or an \"error\"",
+    )
+}
+
+/// A notification: never answered, a malformed one dropped.
+fn notification(method: &str, message: serde_json::Map<String, Value>) -> Verdict {
+    let known = KNOWN_NOTIFICATIONS.contains(&method);
+    let cancelled = (method == "notifications/cancelled")
+        .then(|| message.get("params").and_then(|p| p.get("requestId")))
+        .flatten()
+        .map(Value::to_string);
+    let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
+    let fits = match parsed {
+        Ok(JsonRpcMessage::Notification(notification)) => {
+            !known
+                || !matches!(
+                    notification.notification,
+                    ClientNotification::CustomNotification(_)
+                )
+        }
+        _ => false,
+    };
+    match (fits, cancelled) {
+        (true, Some(id)) => Verdict::Pass(Kind::Cancelled { id }),
+        (true, None) => Verdict::Pass(Kind::Other),
+        (false, _) => Verdict::Skip,
+    }
+}
+
+/// Whether a `tools/call`'s params have the shape the protocol says:
+/// checked field by field, not by a second full parse (this is the hot
+/// path, and its arguments may be megabytes of command).
+fn tools_call_fits(params: Option<&Value>) -> bool {
+    let named = params
+        .and_then(|p| p.get("name"))
+        .is_some_and(Value::is_string);
+    let field = |name: &str, fits: fn(&Value) -> bool| {
+        params
+            .and_then(|p| p.get(name))
+            .is_none_or(|v| v.is_null() || fits(v))
+    };
+    params.is_some_and(Value::is_object)
+        && named
+        && field("arguments", Value::is_object)
+        && field("_meta", Value::is_object)
+        && field("inputResponses", Value::is_object)
+        && field("requestState", Value::is_string)
+}
+
+/// A known request whose params are not that request's is rejected (the
+/// library would take it for a custom request and answer nothing useful).
+fn known_request_fits(
+    method: String,
+    message: serde_json::Map<String, Value>,
+    id: Value,
+) -> Result<(), Verdict> {
+    let parsed = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(message));
+    let fits = matches!(
+        &parsed,
+        Ok(JsonRpcMessage::Request(request))
+            if !matches!(request.request, ClientRequest::CustomRequest(_))
+    );
+    if fits {
+        return Ok(());
+    }
+    let why = parsed
+        .err()
+        .map(|err| format!(": {err}"))
+        .unwrap_or_default();
+    Err(reject(
+        id,
+        -32602,
+        format!("Invalid params: not the params of {method}{why}"),
+    ))
 }
 
 /// The notifications the protocol library has types for.
