@@ -595,47 +595,25 @@ impl BashExecutor for LocalBashExecutor {
         None
     }
 
-    fn resolve(&self, mut request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
         let config = &self.inner.config;
-        let timeout = match request.timeout {
-            Some(value) if value.is_zero() => return Err(BashError::InvalidTimeout),
-            Some(value) => value.min(config.max_timeout),
-            None => config.default_timeout.min(config.max_timeout),
-        };
-        let base = match &config.cwd {
-            Some(cwd) => cwd.clone(),
-            None => std::env::current_dir().map_err(|_| BashError::WorkdirMissing {
-                path: PathBuf::from("."),
-            })?,
-        };
-        let workdir = match request.workdir.take() {
-            Some(dir) if dir.is_absolute() => dir,
-            Some(dir) => base.join(dir),
-            None => base,
-        };
         if request.command.len() > MAX_COMMAND_BYTES {
             return Err(BashError::CommandTooLong {
                 bytes: request.command.len(),
                 limit: MAX_COMMAND_BYTES,
             });
         }
-        request.check_command_and_env()?;
-        Ok(BashExecSpec {
-            command: request.command,
-            workdir,
-            timeout,
-            owner: request.owner,
-            sandbox_mode: request.sandbox_mode,
-            network: request.network,
-            allow_hosts: request.allow_hosts,
-            stdin: request.stdin,
-            env: request.env,
-            cancel: request.cancel,
-            terminal: request.terminal,
-            interactive: request.interactive,
-            report_cwd: request.report_cwd,
-            workdir_pinned: request.workdir_pinned,
-        })
+        let base = match &config.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().map_err(|_| BashError::WorkdirMissing {
+                path: PathBuf::from("."),
+            })?,
+        };
+        request.into_spec(&dsh_bash::Defaults::unconfined(
+            config.default_timeout,
+            config.max_timeout,
+            base,
+        ))
     }
 
     fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {

@@ -619,48 +619,31 @@ impl BashExecutor for RemoteBashExecutor {
 
     fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
         let facts = &self.inner.link.facts;
-        let max = Duration::from_millis(facts.max_timeout_ms);
-        let timeout = match request.timeout {
-            Some(Duration::ZERO) => return Err(BashError::InvalidTimeout),
-            Some(timeout) => timeout.min(max),
-            None => Duration::from_millis(facts.default_timeout_ms).min(max),
+        // The server's defaults: its timeouts, its directory (relative
+        // paths are the server's), its mode and the network under each.
+        let defaults = dsh_bash::Defaults {
+            sandbox_mode: facts.sandbox_mode,
+            networks: facts.network.clone(),
+            ..dsh_bash::Defaults::unconfined(
+                Duration::from_millis(facts.default_timeout_ms),
+                Duration::from_millis(facts.max_timeout_ms),
+                facts
+                    .cwd
+                    .clone()
+                    .unwrap_or_else(|| std::path::PathBuf::from("/")),
+            )
         };
-        request.check_command_and_env()?;
-        let workdir = match (request.workdir, &facts.cwd) {
-            (Some(dir), Some(cwd)) if dir.is_relative() => cwd.join(dir),
-            (Some(dir), _) => dir,
-            (None, Some(cwd)) => cwd.clone(),
-            (None, None) => std::path::PathBuf::from("/"),
-        };
-        if workdir.to_str().is_none() {
+        let spec = request.into_spec(&defaults)?;
+        if spec.workdir.to_str().is_none() {
             return Err(BashError::WorkdirInaccessible {
                 cause: std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "the path is not UTF-8, and a remote executor sends paths as text",
                 ),
-                path: workdir,
+                path: spec.workdir,
             });
         }
-        let sandbox_mode = request.sandbox_mode.or(facts.sandbox_mode);
-        let network = request
-            .network
-            .or_else(|| sandbox_mode.and_then(|mode| self.network_policy(mode)));
-        Ok(BashExecSpec {
-            command: request.command,
-            workdir,
-            timeout,
-            owner: request.owner,
-            sandbox_mode,
-            network,
-            allow_hosts: request.allow_hosts,
-            stdin: request.stdin,
-            env: request.env,
-            cancel: request.cancel,
-            terminal: request.terminal,
-            interactive: request.interactive,
-            report_cwd: request.report_cwd,
-            workdir_pinned: request.workdir_pinned,
-        })
+        Ok(spec)
     }
 
     fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {

@@ -59,7 +59,7 @@ pub use error::BashError;
 pub use executor::{BashExecutor, BoxFuture, ListenerHandle, TaskListener, TaskListeners};
 pub use ids::{BashTaskId, OwnerToken};
 pub use limits::{BashLimits, LimitMechanism};
-pub use request::{BashExecRequest, BashExecSpec, TerminalSize, MAX_TERMINAL_CELLS};
+pub use request::{BashExecRequest, BashExecSpec, Defaults, TerminalSize, MAX_TERMINAL_CELLS};
 pub use result::{
     BashRunResult, BashSandboxInfo, BlockedClass, BlockedPath, CollectedOutput, Containment,
     DenialEvidence, NetworkFacts, ShellFacts, MAX_BLOCKED, MAX_REFUSALS,

@@ -126,6 +126,81 @@ impl BashExecRequest {
     }
 }
 
+/// What an executor fills a request's blanks with (see
+/// [`BashExecRequest::into_spec`]).
+#[derive(Clone, Debug)]
+pub struct Defaults {
+    /// The timeout when the request names none.
+    pub timeout: Duration,
+    /// The longest timeout: a longer one asked for is cut to it.
+    pub max_timeout: Duration,
+    /// The working directory when the request names none, and what a
+    /// relative one is joined to.
+    pub workdir: PathBuf,
+    /// The sandbox mode when the request names none (`None`: the executor
+    /// does not confine).
+    pub sandbox_mode: Option<SandboxMode>,
+    /// The network policy under each mode, for a request that names a
+    /// mode but no policy (a mode not listed: none).
+    pub networks: Vec<(SandboxMode, NetworkPolicy)>,
+}
+
+impl Defaults {
+    /// Defaults with no sandbox: a timeout, its ceiling and a directory.
+    pub fn unconfined(timeout: Duration, max_timeout: Duration, workdir: PathBuf) -> Defaults {
+        Defaults {
+            timeout,
+            max_timeout,
+            workdir,
+            sandbox_mode: None,
+            networks: Vec::new(),
+        }
+    }
+}
+
+impl BashExecRequest {
+    /// The one defaulting of a request into a spec, every executor's: a
+    /// zero timeout refused and a long one cut to the ceiling, what no
+    /// executor can run refused ([`BashExecRequest::check_command_and_env`]),
+    /// the working directory defaulted and a relative one joined to the
+    /// default, the sandbox mode and its network defaulted.
+    pub fn into_spec(self, defaults: &Defaults) -> Result<BashExecSpec, crate::BashError> {
+        let timeout = match self.timeout {
+            Some(value) if value.is_zero() => return Err(crate::BashError::InvalidTimeout),
+            Some(value) => value.min(defaults.max_timeout),
+            None => defaults.timeout.min(defaults.max_timeout),
+        };
+        self.check_command_and_env()?;
+        let workdir = match self.workdir {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => defaults.workdir.join(dir),
+            None => defaults.workdir.clone(),
+        };
+        let sandbox_mode = self.sandbox_mode.or(defaults.sandbox_mode);
+        let network = self.network.or_else(|| {
+            let mode = sandbox_mode?;
+            let listed = defaults.networks.iter().find(|(m, _)| *m == mode);
+            listed.map(|(_, policy)| *policy)
+        });
+        Ok(BashExecSpec {
+            command: self.command,
+            workdir,
+            timeout,
+            owner: self.owner,
+            sandbox_mode,
+            network,
+            allow_hosts: self.allow_hosts,
+            stdin: self.stdin,
+            env: self.env,
+            cancel: self.cancel,
+            terminal: self.terminal,
+            interactive: self.interactive,
+            report_cwd: self.report_cwd,
+            workdir_pinned: self.workdir_pinned,
+        })
+    }
+}
+
 /// What an executor actually runs: the request with every default applied.
 #[derive(Clone, Debug)]
 pub struct BashExecSpec {
@@ -168,5 +243,65 @@ impl BashExecSpec {
         self.cancel
             .as_ref()
             .is_some_and(CancellationToken::is_cancelled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn confined() -> Defaults {
+        Defaults {
+            sandbox_mode: Some(SandboxMode::WorkspaceWrite),
+            networks: vec![(SandboxMode::WorkspaceWrite, NetworkPolicy::Off)],
+            ..Defaults::unconfined(
+                Duration::from_secs(120),
+                Duration::from_secs(600),
+                PathBuf::from("/work"),
+            )
+        }
+    }
+
+    #[test]
+    fn timeouts_are_defaulted_cut_and_never_zero() {
+        let spec = BashExecRequest::new("true").into_spec(&confined()).unwrap();
+        assert_eq!(spec.timeout, Duration::from_secs(120));
+        let mut long = BashExecRequest::new("true");
+        long.timeout = Some(Duration::from_secs(3600));
+        assert_eq!(
+            long.into_spec(&confined()).unwrap().timeout,
+            Duration::from_secs(600)
+        );
+        let mut zero = BashExecRequest::new("true");
+        zero.timeout = Some(Duration::ZERO);
+        assert!(matches!(
+            zero.into_spec(&confined()),
+            Err(crate::BashError::InvalidTimeout)
+        ));
+        assert!(matches!(
+            BashExecRequest::new("a\0b").into_spec(&confined()),
+            Err(crate::BashError::CommandHasNul)
+        ));
+    }
+
+    #[test]
+    fn directories_modes_and_networks_are_defaulted() {
+        let spec = BashExecRequest::new("true").into_spec(&confined()).unwrap();
+        assert_eq!(spec.workdir, PathBuf::from("/work"));
+        assert_eq!(spec.sandbox_mode, Some(SandboxMode::WorkspaceWrite));
+        assert_eq!(spec.network, Some(NetworkPolicy::Off));
+        let mut relative = BashExecRequest::new("true");
+        relative.workdir = Some(PathBuf::from("sub/dir"));
+        relative.sandbox_mode = Some(SandboxMode::DangerFullAccess);
+        let spec = relative.into_spec(&confined()).unwrap();
+        assert_eq!(spec.workdir, PathBuf::from("/work/sub/dir"));
+        // A mode with no policy listed: none (the executor's own default).
+        assert_eq!(spec.network, None);
+        let mut absolute = BashExecRequest::new("true");
+        absolute.workdir = Some(PathBuf::from("/elsewhere"));
+        absolute.network = Some(NetworkPolicy::On);
+        let spec = absolute.into_spec(&confined()).unwrap();
+        assert_eq!(spec.workdir, PathBuf::from("/elsewhere"));
+        assert_eq!(spec.network, Some(NetworkPolicy::On));
     }
 }
