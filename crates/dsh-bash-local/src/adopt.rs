@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::sys;
-use crate::tree::ProcEntry;
+use crate::procfs::ProcEntry;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static GATE: RwLock<()> = RwLock::new(());
@@ -156,7 +156,7 @@ fn unregistered_children() -> Vec<ProcEntry> {
                 .collect::<Vec<libc::pid_t>>()
         })
         .filter(|pid| !known.as_ref().is_some_and(|k| k.contains_key(pid)))
-        .filter_map(crate::tree::entry)
+        .filter_map(crate::procfs::entry)
         .filter(|entry| entry.session != own)
         .collect()
 }

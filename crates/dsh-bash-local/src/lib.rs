@@ -216,6 +216,7 @@ linux! {
     mod spill;
     mod supervise;
     mod sys;
+    mod procfs;
     mod tasks;
     mod tree;
     mod watchdog;

@@ -287,7 +287,7 @@ fn inside_view(policy: &SandboxPolicy, path: &Path) -> PathBuf {
 /// as TMPDIR, and under `workspace-write` the variables that point the
 /// tools at the sandbox's caches (as the command sees them).
 fn environment(policy: &SandboxPolicy) -> Vec<(OsString, Option<OsString>)> {
-    let mut environment = crate::provider::environment();
+    let mut environment = crate::environment::environment();
     environment.push(("TMPDIR".into(), Some("/tmp".into())));
     if policy.mode == SandboxMode::WorkspaceWrite {
         environment.extend(policy.caches.environment(|path| inside_view(policy, path)));

@@ -26,7 +26,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 
-use crate::provider::Verdict;
+use crate::verdict::Verdict;
 
 /// Bump when the probes change what they check.
 const PROBE_VERSION: u32 = 1;

@@ -355,7 +355,7 @@ pub(crate) fn confine(
     if hidden.len() < policy.hidden.len() {
         gaps.push(SandboxGap::HiddenPaths);
     }
-    let mut environment = crate::provider::environment();
+    let mut environment = crate::environment::environment();
     if let (SandboxMode::WorkspaceWrite, Some(tmp)) = (policy.mode, &policy.private_tmp) {
         environment.push(("TMPDIR".into(), Some(tmp.clone().into_os_string())));
     }

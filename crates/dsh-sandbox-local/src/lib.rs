@@ -207,6 +207,8 @@ mod audit;
 #[cfg(target_os = "linux")]
 mod bwrap;
 mod config;
+#[cfg(target_os = "linux")]
+mod environment;
 mod error;
 #[cfg(target_os = "linux")]
 mod kept_verdict;
@@ -225,6 +227,7 @@ mod seccomp;
 mod stand_in;
 #[cfg(target_os = "linux")]
 mod sys;
+mod verdict;
 
 pub use config::{Backend, ConfigError, LocalSandboxConfig, RunnerCommand};
 pub use error::{NoBackend, SandboxError};

@@ -8,35 +8,7 @@ use dsh_sandbox::{
 
 use crate::config::{Backend, ConfigError, LocalSandboxConfig};
 use crate::error::{NoBackend, SandboxError};
-
-/// Variables that hand a confined command a door to a service outside (an
-/// agent, a session bus, a container runtime): removed from its
-/// environment. The sockets themselves stay reachable by path where the
-/// mode lets the command read them; see the crate docs.
-pub(crate) const SOCKET_VARIABLES: [&str; 6] = [
-    "SSH_AUTH_SOCK",
-    "GPG_AGENT_INFO",
-    "DBUS_SESSION_BUS_ADDRESS",
-    "DOCKER_HOST",
-    "CONTAINER_HOST",
-    "KRB5CCNAME",
-];
-
-/// The environment changes every confined command gets.
-pub(crate) fn environment() -> Vec<(OsString, Option<OsString>)> {
-    SOCKET_VARIABLES
-        .iter()
-        .map(|name| (OsString::from(name), None))
-        .collect()
-}
-
-/// The backend the probes chose, or why none can be used.
-#[derive(Clone, Debug)]
-pub(crate) enum Verdict {
-    Bwrap,
-    Landlock { abi: i64 },
-    Unavailable(String),
-}
+use crate::verdict::Verdict;
 
 /// Whether probe failure `reasons` come from the host running out of file
 /// descriptors, processes or memory (EMFILE, ENFILE, EAGAIN, ENOMEM, as
