@@ -25,10 +25,9 @@
 //! cgroup2 mount, a kernel without `cgroup.kill`), the process-tree walk of
 //! `tree.rs` is used instead, and results say which one contained them.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,8 +35,11 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::config::ResourceLimits;
+use crate::sys::CgroupEntry as Entry;
 use crate::limits::{CommandLimits, LimitHost, Place};
-use crate::sys;
+use crate::cgroupfs::{
+    dead_hosts, host_dir_name, kill_members, pids_below, populated, remove_tree, signal_all,
+};
 
 /// The host's parent cgroup.
 #[derive(Debug)]
@@ -67,58 +69,6 @@ fn own_cgroup(cgroup: &str) -> Option<String> {
         .map(|path| path.trim_start_matches('/').to_owned())
 }
 
-/// The name of this host's parent cgroup under a hierarchy's base:
-/// `dsh-bash-<pid>.<start time>`, which names this process for good (a
-/// later process given the same pid is another host).
-pub(crate) fn host_dir_name() -> String {
-    format!("dsh-bash-{}", crate::scratch::owner_tag())
-}
-
-/// The host a parent cgroup's name records: `dsh-bash-<pid>.<start>`, or
-/// an older host's `dsh-bash-<pid>` (start unknown: 0).
-fn host_of(name: &str) -> Option<(u32, u64)> {
-    let owner = name.strip_prefix("dsh-bash-")?;
-    match owner.split_once('.') {
-        Some((pid, start)) => Some((pid.parse().ok()?, start.parse().ok()?)),
-        None => Some((owner.parse().ok()?, 0)),
-    }
-}
-
-/// The parents under `base` of hosts that are no longer running, with
-/// their pids; v2 and v1 hierarchies alike. A host is alive only if its
-/// pid still names a process started when it was (a reused pid is not).
-pub(crate) fn dead_hosts(base: &Path) -> Vec<(libc::pid_t, PathBuf)> {
-    let Ok(entries) = fs::read_dir(base) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let (pid, start) = host_of(entry.file_name().to_str()?)?;
-            let pid = libc::pid_t::try_from(pid).ok()?;
-            let dead = !crate::scratch::owner_alive(pid.unsigned_abs(), start);
-            dead.then(|| (pid, entry.path()))
-        })
-        .collect()
-}
-
-/// SIGKILLs every process listed in `dir`'s `cgroup.procs` (each through
-/// a pidfd, so a pid that left and was recycled is not hit); how many.
-pub(crate) fn kill_members(dir: &Path) -> usize {
-    let mut killed = 0;
-    for pid in fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse::<libc::pid_t>().ok())
-    {
-        if let Ok(fd) = sys::pidfd_open(pid) {
-            sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
-            killed += 1;
-        }
-    }
-    killed
-}
-
 /// Kills and removes the parents left by hosts that died (their watchdog
 /// could not clean up, e.g. killed with their host).
 fn sweep(base: &Path) {
@@ -139,55 +89,6 @@ fn sweep(base: &Path) {
         }
         remove_tree(&dir);
     }
-}
-
-/// Every pid in the cgroup at `dir` and in its descendants (a command may
-/// make sub-cgroups of its own and move processes there).
-fn pids_below(dir: &Path) -> Vec<libc::pid_t> {
-    let mut pids: Vec<libc::pid_t> = fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    if let Ok(entries) = fs::read_dir(dir) {
-        for entry in entries.filter_map(Result::ok) {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                pids.extend(pids_below(&entry.path()));
-            }
-        }
-    }
-    pids
-}
-
-/// Sends `signals`, in order, to every process in the cgroup at `dir`,
-/// each through a pidfd opened after it was listed and kept only if a
-/// second listing still has it (a pid that left or was recycled in between
-/// is skipped). Two listings in all, however many processes.
-pub(crate) fn signal_all(dir: &Path, signals: &[libc::c_int]) {
-    let held: Vec<(libc::pid_t, std::os::fd::OwnedFd)> = pids_below(dir)
-        .into_iter()
-        .filter_map(|pid| sys::pidfd_open(pid).ok().map(|fd| (pid, fd)))
-        .collect();
-    let still: std::collections::HashSet<libc::pid_t> = pids_below(dir).into_iter().collect();
-    for (pid, fd) in &held {
-        if still.contains(pid) {
-            for signal in signals {
-                sys::pidfd_signal(fd.as_fd(), *signal);
-            }
-        }
-    }
-}
-
-/// Removes a (killed) cgroup directory and its children, deepest first.
-pub(crate) fn remove_tree(dir: &Path) {
-    if let Ok(entries) = fs::read_dir(dir) {
-        for entry in entries.filter_map(Result::ok) {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&entry.path());
-            }
-        }
-    }
-    let _ = fs::remove_dir(dir);
 }
 
 impl CgroupHost {
@@ -274,12 +175,13 @@ impl CgroupHost {
 
     /// A new, empty cgroup for one command, under `limits` (its v1 cgroups
     /// those of `place`, where the spawning thread sits), with the paths
-    /// the child enters it by. Blocking (cgroupfs).
+    /// the child enters it by; `spawner` (its index, and how a dropped one
+    /// is handed back to it) removes it. Blocking (cgroupfs).
     pub(crate) fn command(
         &self,
         limits: &ResourceLimits,
         place: Option<Place>,
-        spawner: usize,
+        (spawner, hand_off): (usize, fn(CommandCgroup)),
     ) -> io::Result<CommandCgroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let name = format!("cmd-{n}");
@@ -298,6 +200,7 @@ impl CgroupHost {
                     procs,
                     limits,
                     spawner,
+                    hand_off,
                     inline_drop: false,
                 })
             }
@@ -329,17 +232,6 @@ impl Strays {
             remove_tree(&dir);
         }
     }
-}
-
-/// The two ways into a command's cgroup: its directory (a child cloned
-/// straight into it, `CLONE_INTO_CGROUP`) and its `cgroup.procs` (a child
-/// that moves itself, where `clone3` cannot).
-pub(crate) struct Entry<'a> {
-    pub(crate) dir: &'a CStr,
-    pub(crate) procs: &'a CStr,
-    /// The `cgroup.procs` of its v1 cgroups (the limits of a hybrid
-    /// host), which the child writes `0` to before exec.
-    pub(crate) v1: &'a [CString],
 }
 
 impl CommandCgroup {
@@ -384,6 +276,9 @@ pub(crate) struct CommandCgroup {
     limits: CommandLimits,
     /// The spawner thread that started it (which removes it).
     spawner: usize,
+    /// How a dropped one is handed to that thread (`spawn::remove`,
+    /// given by the spawner that made it).
+    hand_off: fn(CommandCgroup),
     /// Dropped, it removes itself in place (it was handed to a spawner
     /// thread that is gone).
     inline_drop: bool,
@@ -538,9 +433,10 @@ impl Drop for CommandCgroup {
             procs: std::mem::take(&mut self.procs),
             limits: std::mem::replace(&mut self.limits, CommandLimits::empty()),
             spawner: self.spawner,
+            hand_off: self.hand_off,
             inline_drop: true,
         };
-        crate::spawn::remove(handed);
+        (self.hand_off)(handed);
     }
 }
 
@@ -555,60 +451,9 @@ fn write_kill(dir: &Path) {
     }
 }
 
-fn populated(events: &str) -> bool {
-    events.lines().any(|line| line.trim() == "populated 1")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every listed process gets the signals, through the two listings of a
-    /// directory laid out as cgroupfs lays one out (a sub-cgroup too); a
-    /// listed pid that is no process is skipped.
-    /// A parent left by a host whose pid now names another process is a
-    /// dead host's, swept; this host's own is alive; an older host's name
-    /// (no start time) counts as alive while its pid exists.
-    #[test]
-    fn a_dead_hosts_parent_is_known_by_pid_and_start() {
-        let base = tempfile::tempdir().unwrap();
-        let me = std::process::id();
-        for name in [
-            host_dir_name(),
-            format!("dsh-bash-{me}.1"),
-            format!("dsh-bash-{me}"),
-            "dsh-bash-4194303".to_owned(),
-            "dsh-bash-x".to_owned(),
-        ] {
-            fs::create_dir(base.path().join(name)).unwrap();
-        }
-        let mut dead: Vec<String> = dead_hosts(base.path())
-            .into_iter()
-            .map(|(_, path)| path.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        dead.sort();
-        let mut expected = vec!["dsh-bash-4194303".to_owned(), format!("dsh-bash-{me}.1")];
-        expected.sort();
-        assert_eq!(dead, expected);
-    }
-
-    #[test]
-    fn signal_all_reaches_every_listed_process() {
-        let dir = tempfile::tempdir().unwrap();
-        let sub = dir.path().join("sub");
-        fs::create_dir(&sub).unwrap();
-        let mut children: Vec<std::process::Child> = (0..3)
-            .map(|_| std::process::Command::new("sleep").arg("30").spawn().unwrap())
-            .collect();
-        let pids: Vec<String> = children.iter().map(|c| c.id().to_string()).collect();
-        fs::write(dir.path().join("cgroup.procs"), format!("{}\n{}\n999999999\n", pids[0], pids[1])).unwrap();
-        fs::write(sub.join("cgroup.procs"), format!("{}\n", pids[2])).unwrap();
-        signal_all(dir.path(), &[libc::SIGTERM]);
-        for child in &mut children {
-            let status = child.wait().unwrap();
-            assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM));
-        }
-    }
 
     #[test]
     fn finds_the_cgroup2_mount_and_own_path() {

@@ -201,6 +201,7 @@ linux! {
     mod adopt;
     mod changes;
     mod cgroup;
+    mod cgroupfs;
     mod contain;
     mod drain;
     mod env;

@@ -179,7 +179,7 @@ impl LimitHost {
             .filter_map(|kind| {
                 let base = v1_base(&mountinfo, &own, kind.controller())?;
                 sweep_v1(&base);
-                let dir = base.join(crate::cgroup::host_dir_name());
+                let dir = base.join(crate::cgroupfs::host_dir_name());
                 match fs::create_dir(&dir) {
                     Ok(()) => Some((kind, dir)),
                     Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -542,14 +542,14 @@ fn remove_v1(dir: &Path) {
 /// through their v2 cgroup; one still inside, in any command's cgroup, is
 /// killed by pid first).
 fn sweep_v1(base: &Path) {
-    for (_, dir) in crate::cgroup::dead_hosts(base) {
+    for (_, dir) in crate::cgroupfs::dead_hosts(base) {
         for command in fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok) {
             if command.file_type().is_ok_and(|t| t.is_dir()) {
-                crate::cgroup::kill_members(&command.path());
+                crate::cgroupfs::kill_members(&command.path());
                 remove_v1(&command.path());
             }
         }
-        crate::cgroup::kill_members(&dir);
+        crate::cgroupfs::kill_members(&dir);
         remove_v1(&dir);
     }
 }

@@ -76,7 +76,14 @@ fn spawners() -> io::Result<&'static Spawners> {
         // The watchdog runs from the first spawn on: with cgroups it is
         // never told anything, yet kills the host's parent cgroup at host
         // death.
-        watchdog::ensure_started();
+        watchdog::ensure_started(watchdog::Watched {
+            cgroup: CgroupHost::get().map(|host| host.dir().to_owned()),
+            v1: CgroupHost::get()
+                .into_iter()
+                .flat_map(CgroupHost::v1_parents)
+                .map(ToOwned::to_owned)
+                .collect(),
+        });
         // The threads every stop runs on, before any command can take them.
         crate::offload::start().map_err(|err| err.to_string())?;
         let mut queues = Vec::with_capacity(SPAWNER_THREADS);
@@ -161,7 +168,7 @@ fn spawn_now(
 ) -> io::Result<Spawned> {
     let cgroup = match launch.containment {
         ContainmentChoice::ProcessTree => None,
-        _ => CgroupHost::get().and_then(|host| match host.command(&launch.limits, place, spawner) {
+        _ => CgroupHost::get().and_then(|host| match host.command(&launch.limits, place, (spawner, remove)) {
             Ok(cgroup) => Some(cgroup),
             Err(err) => {
                 tracing::warn!(%err, "cannot create a command cgroup; using the process-tree walk");

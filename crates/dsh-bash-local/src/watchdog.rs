@@ -27,7 +27,6 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::cgroup::CgroupHost;
 use crate::sys;
 
 /// `$1`: the host's parent cgroup (may be empty), killed whole at host
@@ -113,33 +112,42 @@ enum Message {
     Forget(libc::pid_t),
 }
 
-fn queue() -> Option<&'static mpsc::Sender<Message>> {
-    static QUEUE: OnceLock<Option<mpsc::Sender<Message>>> = OnceLock::new();
-    QUEUE
-        .get_or_init(|| {
-            let (sender, receiver) = mpsc::channel();
-            // The first watchdog starts here, before any command is spawned
-            // (its transient descriptors never compete with a spawn's).
-            let mut writer = Writer::default();
-            writer.restart();
-            match std::thread::Builder::new()
-                .name("dsh-bash-watchdog-writer".into())
-                .spawn(move || writer.serve(&receiver))
-            {
-                Ok(_) => Some(sender),
-                Err(err) => {
-                    tracing::warn!(%err, "cannot start the host-death watchdog's writer; commands' children may outlive a killed host");
-                    None
-                }
-            }
-        })
-        .as_ref()
+/// What the watchdog kills and removes at host death, beside the groups
+/// it is told: the host's parent cgroup (if cgroups hold its commands) and
+/// its parents on the v1 hierarchies of its limits.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Watched {
+    pub(crate) cgroup: Option<std::path::PathBuf>,
+    pub(crate) v1: Vec<std::path::PathBuf>,
 }
 
-/// Starts the watchdog (idempotent): from the first spawn on, even when no
-/// message will ever be needed (cgroups).
-pub(crate) fn ensure_started() {
-    let _ = queue();
+static QUEUE: OnceLock<Option<mpsc::Sender<Message>>> = OnceLock::new();
+
+fn queue() -> Option<&'static mpsc::Sender<Message>> {
+    QUEUE.get().and_then(Option::as_ref)
+}
+
+/// Starts the watchdog over `watched` (idempotent: the first call's
+/// `watched` counts): from the first spawn on, even when no message will
+/// ever be needed (cgroups).
+pub(crate) fn ensure_started(watched: Watched) {
+    QUEUE.get_or_init(|| {
+        let (sender, receiver) = mpsc::channel();
+        // The first watchdog starts here, before any command is spawned
+        // (its transient descriptors never compete with a spawn's).
+        let mut writer = Writer::new(watched);
+        writer.restart();
+        match std::thread::Builder::new()
+            .name("dsh-bash-watchdog-writer".into())
+            .spawn(move || writer.serve(&receiver))
+        {
+            Ok(_) => Some(sender),
+            Err(err) => {
+                tracing::warn!(%err, "cannot start the host-death watchdog's writer; commands' children may outlive a killed host");
+                None
+            }
+        }
+    });
 }
 
 /// Records process group `pgid` (kill it at host death).
@@ -163,14 +171,16 @@ struct Running {
 }
 
 struct Writer {
+    watched: Watched,
     groups: BTreeSet<libc::pid_t>,
     running: Option<Running>,
     checked: Instant,
 }
 
-impl Default for Writer {
-    fn default() -> Self {
+impl Writer {
+    fn new(watched: Watched) -> Self {
         Writer {
+            watched,
             groups: BTreeSet::new(),
             running: None,
             checked: Instant::now(),
@@ -233,8 +243,8 @@ fn watchdog_command() -> std::io::Result<Command> {
     Ok(command)
 }
 
-fn start() -> std::io::Result<Running> {
-    let cgroup = CgroupHost::get().map_or(Path::new(""), CgroupHost::dir);
+fn start(watched: &Watched) -> std::io::Result<Running> {
+    let cgroup = watched.cgroup.as_deref().unwrap_or(Path::new(""));
     let mut command = watchdog_command()?;
     command
         .arg(cgroup)
@@ -244,7 +254,7 @@ fn start() -> std::io::Result<Running> {
             let (name, value) = marker();
             format!("{name}={value}")
         })
-        .args(CgroupHost::get().into_iter().flat_map(CgroupHost::v1_parents))
+        .args(&watched.v1)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -330,7 +340,7 @@ impl Writer {
             let _ = old.child.wait();
             crate::adopt::unregister(libc::pid_t::try_from(old.child.id()).unwrap_or(0));
         }
-        match start() {
+        match start(&self.watched) {
             Ok(mut running) => {
                 let lines: String = self.groups.iter().map(|g| format!("+ {g}\n")).collect();
                 if let Err(err) = running.stdin.write_all(lines.as_bytes()) {

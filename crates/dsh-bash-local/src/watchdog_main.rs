@@ -84,7 +84,7 @@ impl Watch {
         }
         if let Some(cgroup) = &self.cgroup {
             for _ in 0..10 {
-                crate::cgroup::remove_tree(cgroup);
+                crate::cgroupfs::remove_tree(cgroup);
                 if !cgroup.exists() {
                     break;
                 }
@@ -92,7 +92,7 @@ impl Watch {
             }
         }
         for dir in &self.v1 {
-            crate::cgroup::remove_tree(dir);
+            crate::cgroupfs::remove_tree(dir);
         }
     }
 

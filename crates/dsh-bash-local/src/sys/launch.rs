@@ -13,7 +13,7 @@
 //! pipe. All signals are blocked in the spawning thread around the clone,
 //! so no handler of the parent can run on the shared memory in the child.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -588,13 +588,24 @@ impl ExecStrings {
     }
 }
 
+/// The two ways into a command's cgroup: its directory (a child cloned
+/// straight into it, `CLONE_INTO_CGROUP`) and its `cgroup.procs` (a child
+/// that moves itself, where `clone3` cannot).
+pub(crate) struct Entry<'a> {
+    pub(crate) dir: &'a CStr,
+    pub(crate) procs: &'a CStr,
+    /// The `cgroup.procs` of its v1 cgroups (the limits of a hybrid
+    /// host), which the child writes `0` to before exec.
+    pub(crate) v1: &'a [CString],
+}
+
 /// Starts `launch` in a new process, inside `cgroup` (if any) before exec
 /// (cloned into it where the kernel can, else moving itself there); its
 /// pid and our ends of its pipes. The calling thread is the child's parent
 /// thread (relevant for `PR_SET_PDEATHSIG`).
 pub(crate) fn launch(
     launch: &Launch,
-    cgroup: Option<crate::cgroup::Entry<'_>>,
+    cgroup: Option<Entry<'_>>,
     memory_rlimit: Option<u64>,
     launcher: &mut Launcher,
 ) -> io::Result<(libc::pid_t, Pipes)> {
@@ -647,7 +658,7 @@ pub(crate) fn launch(
 /// suspends this thread until then).
 unsafe fn clone_child(
     args: &mut ChildArgs,
-    cgroup: Option<&crate::cgroup::Entry<'_>>,
+    cgroup: Option<&Entry<'_>>,
     stack: &mut [u8],
 ) -> io::Result<libc::pid_t> {
     let base = stack.as_mut_ptr();

@@ -388,7 +388,7 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
 mod launch;
 mod restrict;
 
-pub(crate) use launch::{launch, pipe, Launch, Launcher, Pipes};
+pub(crate) use launch::{launch, pipe, Entry as CgroupEntry, Launch, Launcher, Pipes};
 
 #[cfg(test)]
 mod tests {
