@@ -34,7 +34,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use dsh_bash::{BashError, BashExecRequest, BashExecutor, BashRunResult, OutputCursor, TaskStatus};
+use dsh_bash::{
+    BashError, BashExecRequest, BashExecutor, BashRunResult, BashTask, OutputCursor, TaskStatus,
+};
 use tokio_util::sync::CancellationToken;
 
 /// A fail-safe bound on waits that should end in milliseconds.
@@ -48,6 +50,17 @@ async fn run(executor: &dyn BashExecutor, request: BashExecRequest) -> BashRunRe
         .run(spec)
         .await
         .unwrap_or_else(|err| panic!("run: {err}"))
+}
+
+/// Starts `request` as a background task.
+async fn start(executor: &dyn BashExecutor, request: BashExecRequest) -> BashTask {
+    let spec = executor
+        .resolve(request)
+        .unwrap_or_else(|err| panic!("resolve: {err}"));
+    executor
+        .start(spec)
+        .await
+        .unwrap_or_else(|err| panic!("start: {err}"))
 }
 
 /// Exit code, stdout and stderr come back apart, the output whole.
@@ -167,13 +180,11 @@ pub async fn long_output_keeps_its_tail_and_size(executor: Arc<dyn BashExecutor>
 /// the same text comes back, the default read goes on from the last
 /// position handed out, and a position past the output is refused.
 pub async fn reads_are_repeated_by_position(executor: Arc<dyn BashExecutor>) {
-    let spec = executor
-        .resolve(BashExecRequest::new("echo one; echo two >&2; echo three"))
-        .unwrap_or_else(|err| panic!("resolve: {err}"));
-    let task = executor
-        .start(spec)
-        .await
-        .unwrap_or_else(|err| panic!("start: {err}"));
+    let task = start(
+        &*executor,
+        BashExecRequest::new("echo one; echo two >&2; echo three"),
+    )
+    .await;
     let settled = tokio::time::timeout(PATIENCE, task.settled())
         .await
         .unwrap_or_else(|_| panic!("the task never settled"));
@@ -233,17 +244,12 @@ pub async fn reads_are_repeated_by_position(executor: Arc<dyn BashExecutor>) {
         Err(BashError::Remote { code, .. }) if code == "INVALID_POSITION" => {}
         other => panic!("a position past the output was not refused: {other:?}"),
     }
+    executor.shutdown().await;
 }
 
 /// A background task can be read as it runs, killed, and then says so.
 pub async fn background_tasks_are_read_and_killed(executor: Arc<dyn BashExecutor>) {
-    let spec = executor
-        .resolve(BashExecRequest::new("echo ready; sleep 30"))
-        .unwrap_or_else(|err| panic!("resolve: {err}"));
-    let task = executor
-        .start(spec)
-        .await
-        .unwrap_or_else(|err| panic!("start: {err}"));
+    let task = start(&*executor, BashExecRequest::new("echo ready; sleep 30")).await;
     let deadline = Instant::now() + PATIENCE;
     let mut seen = String::new();
     while !seen.contains("ready") {
@@ -290,13 +296,7 @@ pub async fn completion_is_announced_once(executor: Arc<dyn BashExecutor>) {
             .unwrap_or_else(PoisonError::into_inner)
             .push((task.id.to_string(), task.exit_code));
     }));
-    let spec = executor
-        .resolve(BashExecRequest::new("exit 4"))
-        .unwrap_or_else(|err| panic!("resolve: {err}"));
-    let task = executor
-        .start(spec)
-        .await
-        .unwrap_or_else(|err| panic!("start: {err}"));
+    let task = start(&*executor, BashExecRequest::new("exit 4")).await;
     let settled = tokio::time::timeout(PATIENCE, task.settled())
         .await
         .unwrap_or_else(|_| panic!("never settled"));
@@ -333,13 +333,7 @@ pub async fn owners_and_unknown_tasks(executor: Arc<dyn BashExecutor>) {
     let mut request = BashExecRequest::new("sleep 30");
     let owner = dsh_bash::OwnerToken::new("session-a");
     request.owner = Some(owner.clone());
-    let spec = executor
-        .resolve(request)
-        .unwrap_or_else(|err| panic!("resolve: {err}"));
-    let task = executor
-        .start(spec)
-        .await
-        .unwrap_or_else(|err| panic!("start: {err}"));
+    let task = start(&*executor, request).await;
     assert_eq!(executor.owner_of(&task.id), Some(owner));
     let unknown = dsh_bash::BashTaskId::new("no-such-task");
     assert!(matches!(
@@ -358,13 +352,7 @@ pub async fn shutdown_stops_everything_and_refuses_more(executor: Arc<dyn BashEx
     let _listening = executor.on_task_done(Arc::new(move |_| {
         *count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     }));
-    let spec = executor
-        .resolve(BashExecRequest::new("sleep 30"))
-        .unwrap_or_else(|err| panic!("resolve: {err}"));
-    let task = executor
-        .start(spec)
-        .await
-        .unwrap_or_else(|err| panic!("start: {err}"));
+    let task = start(&*executor, BashExecRequest::new("sleep 30")).await;
     tokio::time::timeout(PATIENCE, executor.shutdown())
         .await
         .unwrap_or_else(|_| panic!("shutdown hung"));
@@ -391,14 +379,7 @@ pub async fn shutdown_stops_everything_and_refuses_more(executor: Arc<dyn BashEx
 async fn in_terminal(executor: &dyn BashExecutor, command: &str) -> dsh_bash::BashTaskId {
     let mut request = BashExecRequest::new(command);
     request.terminal = Some(dsh_bash::TerminalSize::default());
-    let spec = match executor.resolve(request) {
-        Ok(spec) => spec,
-        Err(err) => panic!("resolve: {err}"),
-    };
-    match executor.start(spec).await {
-        Ok(task) => task.id,
-        Err(err) => panic!("start in a terminal: {err}"),
-    }
+    start(executor, request).await.id
 }
 
 /// Reads the task's output into `seen` until it holds `needle`.
@@ -486,14 +467,7 @@ pub async fn ctrl_c_interrupts_the_foreground_job(executor: Arc<dyn BashExecutor
 /// A task without a terminal or open stdin refuses input and has no
 /// screen, saying how to start one that has.
 pub async fn input_is_refused_to_a_task_that_takes_none(executor: Arc<dyn BashExecutor>) {
-    let spec = match executor.resolve(BashExecRequest::new("sleep 30")) {
-        Ok(spec) => spec,
-        Err(err) => panic!("resolve: {err}"),
-    };
-    let task = match executor.start(spec).await {
-        Ok(task) => task,
-        Err(err) => panic!("start: {err}"),
-    };
+    let task = start(&*executor, BashExecRequest::new("sleep 30")).await;
     match executor.write_input(&task.id, b"x").await {
         Err(err) => {
             assert_eq!(err.code(), "NOT_INTERACTIVE", "{err}");

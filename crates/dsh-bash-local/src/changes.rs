@@ -282,8 +282,10 @@ impl State {
             if dropped >= needed {
                 self.lost = Some((
                     dropped + 1,
-                    "more changes while it ran than the server keeps (100,000, or 8 MiB of paths)"
-                        .to_owned(),
+                    format!(
+                        "more changes while it ran than the server keeps ({MAX_LOGGED}, or {} MiB of paths)",
+                        MAX_LOGGED_BYTES >> 20
+                    ),
                 ));
             }
         }

@@ -76,9 +76,10 @@ fn spawners() -> io::Result<&'static Spawners> {
         // The watchdog runs from the first spawn on: with cgroups it is
         // never told anything, yet kills the host's parent cgroup at host
         // death.
+        let host = CgroupHost::get();
         watchdog::ensure_started(watchdog::Watched {
-            cgroup: CgroupHost::get().map(|host| host.dir().to_owned()),
-            v1: CgroupHost::get()
+            cgroup: host.map(|host| host.dir().to_owned()),
+            v1: host
                 .into_iter()
                 .flat_map(CgroupHost::v1_parents)
                 .map(ToOwned::to_owned)

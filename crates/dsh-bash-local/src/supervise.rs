@@ -23,9 +23,11 @@ use crate::sys::ExitStatus;
 /// earlier one (a kill outranks the caller's cancellation, shutdown
 /// outranks everything), and a stop's cause only ever rises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
 pub(crate) enum StopCause {
-    /// Its timeout elapsed.
-    Timeout,
+    /// Its timeout elapsed. (The discriminants are the ranks [`Stop`]
+    /// keeps; 0 is "none yet".)
+    Timeout = 1,
     /// The caller's cancellation fired (or the caller went away).
     Cancelled,
     /// Somebody killed the task.
@@ -47,7 +49,7 @@ impl StopCause {
 #[derive(Debug, Default)]
 pub(crate) struct Stop {
     token: CancellationToken,
-    /// 0: none yet; else the cause's index in [`StopCause::ALL`] plus one.
+    /// 0: none yet; else the cause as its discriminant.
     cause: std::sync::atomic::AtomicU8,
 }
 
@@ -55,7 +57,7 @@ impl Stop {
     /// Requests a stop for `cause`; true if and only if this raised the
     /// cause (the first request, or one that outranks it).
     pub(crate) fn request(&self, cause: StopCause) -> bool {
-        let rank = StopCause::ALL.iter().position(|c| *c == cause).unwrap_or(0) as u8 + 1;
+        let rank = cause as u8;
         let before = self
             .cause
             .fetch_max(rank, std::sync::atomic::Ordering::AcqRel);
@@ -66,7 +68,7 @@ impl Stop {
     /// The highest cause requested so far.
     pub(crate) fn cause(&self) -> Option<StopCause> {
         let rank = self.cause.load(std::sync::atomic::Ordering::Acquire);
-        StopCause::ALL.get(usize::from(rank).checked_sub(1)?).copied()
+        StopCause::ALL.into_iter().find(|cause| *cause as u8 == rank)
     }
 }
 

@@ -119,11 +119,12 @@ pub(super) fn load_tokens(args: &HttpOptions) -> Result<Loaded, ServeError> {
     })
 }
 
-type Read = (Vec<Token>, TokenSource, Option<String>);
+/// Tokens found, where, and what to tell the person.
+type Found = (Vec<Token>, TokenSource, Option<String>);
 
 /// The tokens of the file at `path` (opened once: the mode checked is the
 /// mode of the file read), or one generated into it if it does not exist.
-fn from_file(path: &Path) -> Result<Read, ServeError> {
+fn from_file(path: &Path) -> Result<Found, ServeError> {
     use std::io::Read as _;
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
     let cannot_read = |source| ServeError::io(format!("read {}", path.display()), source);
@@ -186,7 +187,7 @@ fn from_file(path: &Path) -> Result<Read, ServeError> {
 }
 
 /// A token generated into a private file of its own, told once.
-fn generated() -> Result<Read, ServeError> {
+fn generated() -> Result<Found, ServeError> {
     let token = generate_token();
     let dir = tempfile::Builder::new()
         .prefix("dsh-bash-token-")
