@@ -119,7 +119,7 @@ fn carries(pid: libc::pid_t, command: u64) -> bool {
 /// True if and only if `entry` is an orphan the host adopted: its child,
 /// not one it registered. Call under [`scanning`].
 fn adopted(entry: &ProcEntry) -> bool {
-    if !enabled() || entry.ppid != host() || entry.session == host_session() {
+    if !enabled() || entry.ppid != host() || entry.session == sys::own_session() {
         return false;
     }
     !KNOWN
@@ -133,10 +133,6 @@ fn host() -> libc::pid_t {
     libc::pid_t::try_from(std::process::id()).unwrap_or(0)
 }
 
-fn host_session() -> libc::pid_t {
-    rustix::process::getsid(None).map_or(0, |sid| sid.as_raw_nonzero().get())
-}
-
 /// The host's children that may be orphans of its commands, as
 /// `/proc/<pid>/stat` shows them: not registered, and not in the host's
 /// own session (from `/proc/self/task/*/children`: a few small reads, no
@@ -145,7 +141,7 @@ fn unregistered_children() -> Vec<ProcEntry> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
-    let own = host_session();
+    let own = sys::own_session();
     let known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
     tasks
         .filter_map(Result::ok)

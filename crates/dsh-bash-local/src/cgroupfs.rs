@@ -7,39 +7,41 @@ use std::fs;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+use crate::scratch::Owner;
 use crate::sys;
 
 /// The name of this host's parent cgroup under a hierarchy's base:
-/// `dsh-bash-<pid>.<start time>`, which names this process for good (a
-/// later process given the same pid is another host).
+/// `dsh-bash-<owner>` ([`Owner`]).
 pub(crate) fn host_dir_name() -> String {
     format!("dsh-bash-{}", crate::scratch::owner_tag())
 }
 
-/// The host a parent cgroup's name records: `dsh-bash-<pid>.<start>`, or
-/// an older host's `dsh-bash-<pid>` (start unknown: 0).
-fn host_of(name: &str) -> Option<(u32, u64)> {
+/// The host a parent cgroup's name records: `dsh-bash-<owner>`, or an
+/// older host's `dsh-bash-<pid>` (start unknown: 0).
+fn host_of(name: &str) -> Option<Owner> {
     let owner = name.strip_prefix("dsh-bash-")?;
-    match owner.split_once('.') {
-        Some((pid, start)) => Some((pid.parse().ok()?, start.parse().ok()?)),
-        None => Some((owner.parse().ok()?, 0)),
-    }
+    Owner::parse(owner).or_else(|| {
+        Some(Owner {
+            pid: owner.parse().ok()?,
+            start: 0,
+            namespace: None,
+        })
+    })
 }
 
 /// The parents under `base` of hosts that are no longer running, with
-/// their pids; v2 and v1 hierarchies alike. A host is alive only if its
-/// pid still names a process started when it was (a reused pid is not).
-pub(crate) fn dead_hosts(base: &Path) -> Vec<(libc::pid_t, PathBuf)> {
+/// their pids; v2 and v1 hierarchies alike. A host is dead only if it is
+/// proven dead ([`Owner::alive`]): a host of another pid namespace never
+/// is.
+pub(crate) fn dead_hosts(base: &Path) -> Vec<(u32, PathBuf)> {
     let Ok(entries) = fs::read_dir(base) else {
         return Vec::new();
     };
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| {
-            let (pid, start) = host_of(entry.file_name().to_str()?)?;
-            let pid = libc::pid_t::try_from(pid).ok()?;
-            let dead = !crate::scratch::owner_alive(pid.unsigned_abs(), start);
-            dead.then(|| (pid, entry.path()))
+            let host = host_of(entry.file_name().to_str()?)?;
+            (!host.alive()).then(|| (host.pid, entry.path()))
         })
         .collect()
 }
@@ -120,16 +122,20 @@ mod tests {
 
     /// A parent left by a host whose pid now names another process is a
     /// dead host's, swept; this host's own is alive; an older host's name
-    /// (no start time) counts as alive while its pid exists.
+    /// (no start time) counts as alive while its pid exists; a host of
+    /// another pid namespace is never taken for dead.
     #[test]
     fn a_dead_hosts_parent_is_known_by_pid_and_start() {
         let base = tempfile::tempdir().unwrap();
         let me = std::process::id();
+        let ours = Owner::this().namespace.expect("/proc shows the pid namespace");
         for name in [
             host_dir_name(),
             format!("dsh-bash-{me}.1"),
             format!("dsh-bash-{me}"),
             "dsh-bash-4194303".to_owned(),
+            format!("dsh-bash-4194303.5.{ours}"),
+            format!("dsh-bash-4194303.5.{}", ours + 1),
             "dsh-bash-x".to_owned(),
         ] {
             fs::create_dir(base.path().join(name)).unwrap();
@@ -139,7 +145,11 @@ mod tests {
             .map(|(_, path)| path.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         dead.sort();
-        let mut expected = vec!["dsh-bash-4194303".to_owned(), format!("dsh-bash-{me}.1")];
+        let mut expected = vec![
+            "dsh-bash-4194303".to_owned(),
+            format!("dsh-bash-{me}.1"),
+            format!("dsh-bash-4194303.5.{ours}"),
+        ];
         expected.sort();
         assert_eq!(dead, expected);
     }

@@ -84,41 +84,113 @@ pub fn start_time(pid: u32) -> Option<u64> {
         .ok()
 }
 
-/// This process as an owner: `<pid>.<start time>` (start 0 when unknown).
-pub fn owner_tag() -> String {
-    let pid = std::process::id();
-    format!("{pid}.{}", start_time(pid).unwrap_or(0))
+/// A server as the owner of what it leaves in places other servers share
+/// (scratch directories in a temp dir, parent cgroups): written
+/// `<pid>.<start>.<pid namespace>`, which names one process for good (a
+/// later process given the same pid is another owner) and says which pid
+/// namespace its pid means something in.
+///
+/// Only an owner of this server's own pid namespace can be proven dead
+/// here: a server in a container, or in a namespace `unshare --pid` made,
+/// shares `/tmp` and cgroupfs with servers whose pids it cannot see, and
+/// must not take them for dead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// Its pid, in its own pid namespace.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot); 0 when unknown.
+    pub start: u64,
+    /// The inode of its pid namespace; `None` in names made before it was
+    /// recorded (or where it could not be read).
+    pub namespace: Option<u64>,
 }
 
-/// The owner a name records after `prefix`: `<prefix><pid>.<start>-…`.
-/// Only a name ending in exactly [`RANDOM_LEN`] ASCII letters and digits
-/// is one of ours: a person's `dsh-bash-1.2-src` is never swept.
-pub fn owner_in(name: &str, prefix: &str) -> Option<(u32, u64)> {
+impl Owner {
+    /// This process.
+    pub fn this() -> Owner {
+        let pid = std::process::id();
+        Owner {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+            namespace: own_pid_namespace(),
+        }
+    }
+
+    /// The owner `<pid>.<start>` or `<pid>.<start>.<namespace>` writes.
+    pub fn parse(text: &str) -> Option<Owner> {
+        let mut parts = text.split('.');
+        let pid = parts.next()?.parse().ok()?;
+        let start = parts.next()?.parse().ok()?;
+        let namespace = match parts.next() {
+            Some(namespace) => Some(namespace.parse().ok()?),
+            None => None,
+        };
+        parts.next().is_none().then_some(Owner {
+            pid,
+            start,
+            namespace,
+        })
+    }
+
+    /// True unless the owner is certainly gone: it lived in this pid
+    /// namespace (or did not say) and its pid now names no process, or one
+    /// started at another time. A start time of 0 (unknown when the name
+    /// was made): only a missing process is proof of death. Blocking reads
+    /// of `/proc`.
+    pub fn alive(&self) -> bool {
+        if let Some(namespace) = self.namespace {
+            if own_pid_namespace() != Some(namespace) {
+                return true;
+            }
+        }
+        if self.start == 0 {
+            Path::new(&format!("/proc/{}", self.pid)).exists()
+        } else {
+            start_time(self.pid) == Some(self.start)
+        }
+    }
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.pid, self.start)?;
+        match self.namespace {
+            Some(namespace) => write!(f, ".{namespace}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The inode of this process's pid namespace, if `/proc` shows it.
+fn own_pid_namespace() -> Option<u64> {
+    rustix::fs::stat("/proc/self/ns/pid")
+        .ok()
+        .map(|stat| stat.st_ino)
+}
+
+/// This process as an owner, written (see [`Owner`]).
+pub fn owner_tag() -> String {
+    Owner::this().to_string()
+}
+
+/// The owner a name records after `prefix`: `<prefix><owner>-…`. Only a
+/// name ending in exactly [`RANDOM_LEN`] ASCII letters and digits is one
+/// of ours: a person's `dsh-bash-1.2-src` is never swept.
+pub fn owner_in(name: &str, prefix: &str) -> Option<Owner> {
     let rest = name.strip_prefix(prefix)?;
     let (owner, random) = rest.split_once('-')?;
     if random.len() != RANDOM_LEN || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return None;
     }
-    let (pid, start) = owner.split_once('.')?;
-    Some((pid.parse().ok()?, start.parse().ok()?))
+    Owner::parse(owner)
 }
 
 /// The length of the random part of a scratch directory's name (what 128
 /// bits of kernel randomness are in hex).
 pub const RANDOM_LEN: usize = 32;
 
-/// True unless the owner is certainly gone. A start time of 0 (unknown when
-/// the name was made): only a missing process is proof of death.
-pub fn owner_alive(pid: u32, start: u64) -> bool {
-    if start == 0 {
-        Path::new(&format!("/proc/{pid}")).exists()
-    } else {
-        start_time(pid) == Some(start)
-    }
-}
-
 /// Removes, from the directory `parent`, every directory named
-/// `<prefix><pid>.<start>-…` that belongs to this process's user and whose
+/// `<prefix><owner>-…` that belongs to this process's user and whose
 /// owner is dead, descriptor-relative (see the module docs). Blocking.
 pub fn sweep_dead(parent: &Path, prefix: &str) {
     let Ok(handle) = rustix::fs::open(
@@ -135,7 +207,7 @@ pub fn sweep_dead(parent: &Path, prefix: &str) {
     let mut dead = Vec::new();
     while let Some(Ok(entry)) = dir.read() {
         let name = OsStr::from_bytes(entry.file_name().to_bytes()).to_owned();
-        let Some((pid, start)) = name.to_str().and_then(|n| owner_in(n, prefix)) else {
+        let Some(owner) = name.to_str().and_then(|n| owner_in(n, prefix)) else {
             continue;
         };
         let Ok(stat) = rustix::fs::statat(&handle, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
@@ -143,7 +215,7 @@ pub fn sweep_dead(parent: &Path, prefix: &str) {
             continue;
         };
         let directory = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
-        if directory && stat.st_uid == me && !owner_alive(pid, start) {
+        if directory && stat.st_uid == me && !owner.alive() {
             dead.push(name);
         }
     }
@@ -521,18 +593,33 @@ mod tests {
     }
 
     #[test]
-    fn dead_owners_are_swept_live_ones_and_others_kept() {
+    fn dead_owners_are_swept_live_ones_others_and_other_namespaces_kept() {
         let parent = tempfile::tempdir().unwrap();
         let random = "a".repeat(RANDOM_LEN);
         let mine = format!("dsh-bash-tmp-{}-{random}", owner_tag());
         // pid 0 never names a live user process.
         let dead = format!("dsh-bash-tmp-0.5-{random}");
         let dead = dead.as_str();
+        // The same, named in this pid namespace: dead; named in another
+        // one (whose pids mean other processes): kept.
+        let ours = Owner::this()
+            .namespace
+            .expect("/proc shows the pid namespace");
+        let dead_here = format!("dsh-bash-tmp-0.5.{ours}-{random}");
+        let elsewhere = format!("dsh-bash-tmp-0.5.{}-{random}", ours + 1);
         let unknown_start_dead = format!("dsh-bash-tmp-{}.0-{random}", u32::MAX - 1);
         let other_kind = "dsh-bash-tmp-ABCDEF";
         // A person's own directory that merely looks like ours.
         let theirs = "dsh-bash-tmp-1.2-src";
-        for name in [mine.as_str(), dead, &unknown_start_dead, other_kind, theirs] {
+        for name in [
+            mine.as_str(),
+            dead,
+            &dead_here,
+            &elsewhere,
+            &unknown_start_dead,
+            other_kind,
+            theirs,
+        ] {
             fs::create_dir_all(parent.path().join(name).join("in")).unwrap();
         }
         fs::set_permissions(
@@ -548,10 +635,31 @@ mod tests {
             "a look-alike was swept"
         );
         assert!(!parent.path().join(dead).exists());
+        assert!(!parent.path().join(&dead_here).exists());
+        assert!(
+            parent.path().join(&elsewhere).exists(),
+            "another pid namespace's owner was taken for dead"
+        );
         assert!(!parent.path().join(&unknown_start_dead).exists());
         assert_eq!(
             owner_in(&format!("dsh-bash-12.34-{random}"), "dsh-bash-"),
-            Some((12, 34))
+            Some(Owner {
+                pid: 12,
+                start: 34,
+                namespace: None
+            })
+        );
+        assert_eq!(
+            owner_in(&format!("dsh-bash-12.34.56-{random}"), "dsh-bash-"),
+            Some(Owner {
+                pid: 12,
+                start: 34,
+                namespace: Some(56)
+            })
+        );
+        assert_eq!(
+            owner_in(&format!("dsh-bash-12.34.56.7-{random}"), "dsh-bash-"),
+            None
         );
         assert_eq!(owner_in("dsh-bash-12.34-ab", "dsh-bash-"), None);
         assert_eq!(

@@ -115,7 +115,7 @@ mod tests {
         let path = tmp.path().to_owned();
         let name = path.file_name().unwrap().to_str().unwrap();
         let owner = scratch::owner_in(name, PREFIX).unwrap();
-        assert_eq!(owner.0, std::process::id());
+        assert_eq!(owner.pid, std::process::id());
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         let deep = path.join("keep/sub");

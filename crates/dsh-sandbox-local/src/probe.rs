@@ -95,7 +95,10 @@ pub(crate) async fn check(
         return Err(failed(
             backend,
             if line.is_empty() {
-                "the runner did not start the probe".to_owned()
+                format!(
+                    "the runner did not start the probe (it ended with {})",
+                    ended(&result)
+                )
             } else {
                 line.to_owned()
             },
@@ -116,4 +119,13 @@ pub(crate) async fn check(
         ));
     }
     Ok(())
+}
+
+/// How a probe run ended, for a message: its exit code or its signal.
+fn ended(result: &dsh_bash::BashRunResult) -> String {
+    match (&result.signal, result.exit_code) {
+        (Some(signal), _) => signal.clone(),
+        (None, Some(code)) => format!("exit code {code}"),
+        (None, None) => "no exit status".to_owned(),
+    }
 }

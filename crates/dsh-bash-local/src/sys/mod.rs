@@ -50,6 +50,17 @@ pub(crate) unsafe fn contain_child(parent: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
+/// The host's session id as its pid namespace sees it: 0 when the
+/// session's leader lies outside that namespace (a server started in a
+/// container by a client that made no session of its own), which is also
+/// what `/proc/<pid>/stat` shows for its children in that session.
+/// (`rustix::process::getsid` cannot say 0: it asserts a positive pid.)
+pub(crate) fn own_session() -> libc::pid_t {
+    // SAFETY: getsid(0) asks for the caller's session; no pointers.
+    let sid = unsafe { libc::getsid(0) };
+    sid.max(0)
+}
+
 /// Raises the soft open-file limit to the hard one; the limit reached.
 pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
     let mut limit = libc::rlimit {
