@@ -371,26 +371,6 @@ impl CommandCgroup {
         }
     }
 
-    /// Stops everything still inside: SIGTERM (and SIGCONT), until
-    /// `grace_over` for the cgroup to empty, then `cgroup.kill`; returns
-    /// once it is empty (bounded: a process stuck in the kernel is logged).
-    pub(crate) async fn stop(&self, grace_over: impl std::future::Future<Output = ()>) {
-        if self.populated() {
-            self.signal_all_off_thread(&[libc::SIGTERM, libc::SIGCONT])
-                .await;
-            let emptied = tokio::select! {
-                emptied = self.emptied(Duration::MAX) => emptied,
-                () = grace_over => false,
-            };
-            if !emptied {
-                self.kill_off_thread().await;
-                if !self.emptied(Duration::from_secs(10)).await {
-                    tracing::warn!(cgroup = %self.path.display(), "processes survived cgroup.kill for 10 s");
-                }
-            }
-        }
-    }
-
     /// Removes the (empty) cgroup and any sub-cgroups the command made; a
     /// populated one is killed first. Blocking (cgroupfs): the spawner
     /// threads run it (`spawn::remove`).

@@ -40,8 +40,10 @@
 //!   -> sys::launch        sys/launch.rs clone(CLONE_VM | CLONE_VFORK); the child applies
 //!                                       the restriction with raw syscalls and execs bash
 //! <- Spawned              pid, pidfd, Pipes, cgroup
-//!   -> Contained          contain.rs    the containment seam: exit, stop (the cgroup or the
-//!                                       process-tree walk), left (leftovers), kill on drop
+//!   -> Run                lifecycle.rs  the machine: step(phase, event) -> actions over
+//!                                       running, lingering, terminating, killing, settled
+//!   -> Tree               contain.rs    what an action does: CgroupTree or WalkedTree
+//!                                       (the process-tree walk), kill on drop
 //! <- Ended                exit status, stop cause, leftovers, containment
 //! <- BashRunResult        tails, totals, spill paths; rendered by dsh-tool-bash
 //! ```
@@ -207,6 +209,7 @@ linux! {
     mod env;
     mod executor;
     mod input;
+    mod lifecycle;
     mod limits;
     mod offload;
     mod output;

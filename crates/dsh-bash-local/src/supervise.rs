@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use dsh_bash::Containment;
 
-use crate::contain::Contained;
+use crate::contain::{CgroupTree, Shell, WalkedTree};
+use crate::lifecycle::{GraceFor, Run, Tree};
 use crate::drain::Drain;
 use crate::input::{Input, InputSlot, Source};
 use crate::output::Stream;
@@ -63,6 +64,11 @@ impl Stop {
             .fetch_max(rank, std::sync::atomic::Ordering::AcqRel);
         self.token.cancel();
         before < rank
+    }
+
+    /// Completes once a stop was requested.
+    pub(crate) fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.token.cancelled()
     }
 
     /// The highest cause requested so far.
@@ -144,23 +150,6 @@ async fn grace_over(grace: Duration, short: Duration, shutdown: CancellationToke
     }
 }
 
-impl Patience<'_> {
-    /// The grace of a stop for `cause` (see [`grace_over`]); `shutdown`
-    /// cuts it short.
-    fn grace_over(
-        &self,
-        cause: StopCause,
-        shutdown: &CancellationToken,
-    ) -> impl std::future::Future<Output = ()> + 'static {
-        let grace = if cause == StopCause::Shutdown {
-            self.grace.min(self.shutdown_grace)
-        } else {
-            self.grace
-        };
-        grace_over(grace, self.shutdown_grace, shutdown.clone())
-    }
-}
-
 /// How a supervised command ended.
 #[derive(Debug)]
 pub(crate) struct Ended {
@@ -170,20 +159,6 @@ pub(crate) struct Ended {
     pub(crate) containment: Containment,
     /// Its limits, and whether it hit one before it ended.
     pub(crate) limits: Option<dsh_bash::BashLimits>,
-}
-
-async fn sleep_or_never(timeout: Option<Duration>) {
-    match timeout {
-        Some(timeout) => tokio::time::sleep(timeout).await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn cancelled_or_never(cancel: Option<&CancellationToken>) {
-    match cancel {
-        Some(cancel) => cancel.cancelled().await,
-        None => std::future::pending().await,
-    }
 }
 
 /// The tasks moving a command's bytes: a reader per output stream, the
@@ -291,25 +266,6 @@ impl Plumbing {
     }
 }
 
-/// The first of the shell's exit, its timeout, its caller's cancellation,
-/// a kill and the executor's shutdown: `Ok` with the (reaped) status, or
-/// the cause to stop it for.
-async fn first_end(
-    contained: &Contained,
-    ends: &Deadlines<'_>,
-) -> Result<io::Result<ExitStatus>, StopCause> {
-    tokio::select! {
-        biased;
-        status = contained.exit() => Ok(status),
-        // Its exit and its deadline both due (the host could not run in
-        // between: stopped, starved): it exited in time, not timed out.
-        () = sleep_or_never(ends.timeout) => contained.exited().map(Ok).ok_or(StopCause::Timeout),
-        () = cancelled_or_never(ends.cancel.as_ref()) => Err(StopCause::Cancelled),
-        () = ends.stop.token.cancelled() => Err(ends.stop.cause().unwrap_or(StopCause::Killed)),
-        () = ends.shutdown.cancelled() => Err(StopCause::Shutdown),
-    }
-}
-
 /// Runs `launch` to its end: its streams through `capture`, ended early by
 /// `ends`, stopped with `patience`; `held` is dropped once the whole tree
 /// is gone (after this returns when leftovers are still being stopped).
@@ -327,59 +283,47 @@ pub(crate) async fn supervise(
     for observer in &observers {
         observer.started(u32::try_from(spawned.pid).unwrap_or(0));
     }
-    let contained = Contained::new(
-        spawned.pid,
-        spawned.pidfd,
-        spawned.cgroup,
-        spawned.rlimits,
-        command,
-        held,
-    );
     // From here on `held` goes with the tree on every path, `?` ones too:
-    // a dropped `Contained` drops it once the shell is reaped.
+    // a dropped tree drops it once the shell is reaped.
+    let shell = Shell::new(spawned.pid, spawned.pidfd, command, held);
     let plumbing = Plumbing::start(spawned.pipes, &capture).await?;
-    let mut contained = contained?;
-    let containment = contained.kind();
-    let end = first_end(&contained, &ends).await;
-    // Before the stop: the counters say what the command itself hit.
-    let limits = contained.limits();
-    let ended = match end {
-        Ok(status) => {
-            let status = status?;
-            let held = contained.take_held();
-            let left = contained.left().await;
-            let leftovers = left.count();
-            // Also with no member found: a group kept only by a zombie must
-            // still be released, or the watchdog would kill its number at
-            // host death, when it may be someone else's.
-            if !matches!(left, crate::contain::Leftovers::None) {
-                let grace = patience.grace_over(StopCause::Killed, ends.shutdown);
-                patience.tracker.spawn(async move {
-                    left.stop(grace).await;
-                    drop(held);
-                });
-            }
-            Ended {
-                status,
-                cause: None,
-                leftovers,
-                containment,
-                limits,
-            }
-        }
-        Err(cause) => {
-            ends.stop.request(cause);
-            let cause = ends.stop.cause().unwrap_or(cause);
-            let grace = patience.grace_over(cause, ends.shutdown);
-            Ended {
-                status: contained.stop(grace).await?,
-                cause: Some(cause),
-                leftovers: 0,
-                containment,
-                limits,
-            }
-        }
+    let shell = shell?;
+    let ended = match spawned.cgroup {
+        Some(cgroup) => drive(CgroupTree::new(shell, cgroup), &ends, &patience).await?,
+        None => drive(WalkedTree::new(shell, spawned.rlimits), &ends, &patience).await?,
     };
     plumbing.finish(patience.linger).await;
     Ok(ended)
+}
+
+/// Drives `tree`'s machine until the result may go out; what lingers is
+/// stopped on the tracker after.
+async fn drive<T: Tree + Send + 'static>(
+    tree: T,
+    ends: &Deadlines<'_>,
+    patience: &Patience<'_>,
+) -> io::Result<Ended> {
+    let containment = tree.containment();
+    let (grace, short, shutdown) = (patience.grace, patience.shutdown_grace, ends.shutdown.clone());
+    let grace_for: GraceFor = Box::new(move |cause| {
+        let grace = if cause == StopCause::Shutdown {
+            grace.min(short)
+        } else {
+            grace
+        };
+        Box::pin(grace_over(grace, short, shutdown.clone()))
+    });
+    let mut run = Run::new(tree, grace_for);
+    let report = run.until_report(ends).await?;
+    let limits = run.limits.clone();
+    if !run.settled() {
+        patience.tracker.spawn(async move { run.until_settled().await });
+    }
+    Ok(Ended {
+        status: report.status,
+        cause: report.cause,
+        leftovers: report.leftovers,
+        containment,
+        limits,
+    })
 }

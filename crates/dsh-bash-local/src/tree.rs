@@ -18,7 +18,6 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 
@@ -231,6 +230,8 @@ pub(crate) struct Stopping {
     tree: Tree,
     root: Option<OwnedFd>,
     members: Members,
+    /// Whether the kill went out: only the members are waited for then.
+    killed: bool,
 }
 
 impl Stopping {
@@ -251,6 +252,7 @@ impl Stopping {
                 tree,
                 root,
                 members,
+                killed: false,
             }
         })
         .await;
@@ -265,6 +267,7 @@ impl Stopping {
                     tree,
                     root: None,
                     members: Members::default(),
+                    killed: false,
                 }
             }
         }
@@ -275,10 +278,9 @@ impl Stopping {
         self.members.len()
     }
 
-    /// Steps 2–4: SIGTERM, wait up to `grace`, then SIGKILL what is left.
-    /// Returns once every member has exited.
-    pub(crate) async fn finish(mut self, grace_over: impl std::future::Future<Output = ()>) {
-        // Unheld members first, while every parent is still frozen.
+    /// Step 2: SIGTERM and SIGCONT to everything (unheld members first,
+    /// while every parent is still frozen).
+    pub(crate) fn terminate(&self) {
         for signal in [libc::SIGTERM, libc::SIGCONT] {
             for pid in &self.members.unheld {
                 sys::signal_pid(*pid, signal);
@@ -286,68 +288,68 @@ impl Stopping {
         }
         self.send(libc::SIGTERM);
         self.send(libc::SIGCONT);
-        let mut watched = watchable(&self.members);
-        let root_watch = self
+    }
+
+    /// Completes once every member (and the root) has exited and, until
+    /// the kill, nothing else is left: not the group, and (with adoption)
+    /// no orphan the shell left the host, such as one forked in its
+    /// SIGTERM handler. Otherwise it stays pending: the grace decides.
+    pub(crate) async fn gone(&self) {
+        let watched = watchable(&self.members);
+        let root = self
             .root
             .as_ref()
             .and_then(|fd| fd.try_clone().ok())
             .and_then(|fd| sys::readable_fd(fd).ok());
-        let everything_exited = async {
-            if let Some(root) = &root_watch {
-                exited(root).await;
-            }
-            all_exited(&watched).await;
-        };
-        let exited_in_time = tokio::select! {
-            () = everything_exited => true,
-            () = grace_over => false,
-        };
-        // Done only if nothing is left: not the group, and (with adoption)
-        // no orphan the shell left the host, such as one forked in its
-        // SIGTERM handler.
+        if let Some(root) = &root {
+            exited(root).await;
+        }
+        all_exited(&watched).await;
+        if self.killed {
+            return;
+        }
         let group = self.tree.group && sys::group_alive(self.tree.pgid);
         let (pgid, command) = (self.tree.pgid, self.tree.command);
-        if exited_in_time
-            && !group
+        let orphans = !group
             && crate::offload::run(crate::offload::Lane::Stop, move || {
                 crate::adopt::live_orphans_of(pgid, command)
             })
             .await
-            .map_or(true, |orphans| orphans.is_empty())
-        {
-            return;
+            .map_or(true, |orphans| !orphans.is_empty());
+        if group || orphans {
+            std::future::pending::<()>().await;
         }
+    }
+
+    /// Steps 3–4: freezes again what survived (and its new children) and
+    /// SIGKILLs it all.
+    pub(crate) async fn kill(&mut self) {
         // A reaped root's pid and an empty group's number may be reused:
         // the refreeze matches neither then.
-        self.tree.group = group;
+        self.tree.group = self.tree.group && sys::group_alive(self.tree.pgid);
         if let Some(root) = &self.root {
             let exited = sys::try_reap_peek(root.as_fd());
             self.tree.from_root = self.tree.from_root && !exited;
         }
-        // Survivors: freeze again (their new children too) and kill.
         let tree = self.tree;
+        let root = self.root.take();
+        let mut members = std::mem::take(&mut self.members);
         let refrozen = crate::offload::run(crate::offload::Lane::Stop, move || {
-            freeze(tree, self.root.as_ref(), &mut self.members);
-            self
+            freeze(tree, root.as_ref(), &mut members);
+            (root, members)
         })
         .await;
-        let Ok(stopping) = refrozen else {
+        self.killed = true;
+        let Ok((root, members)) = refrozen else {
             sys::signal_group(tree.pgid, libc::SIGKILL);
             return;
         };
+        self.root = root;
+        self.members = members;
         // The refreeze stopped everything again: unheld members' parents
         // are frozen, so killing them by pid is safe now.
-        kill_frozen(&mut Proc, &stopping.members);
-        stopping.send(libc::SIGKILL);
-        watched = watchable(&stopping.members);
-        // SIGKILL cannot be caught; the bound only guards against processes
-        // stuck in uninterruptible sleep.
-        if tokio::time::timeout(Duration::from_secs(10), all_exited(&watched))
-            .await
-            .is_err()
-        {
-            tracing::warn!(pgid = tree.pgid, "processes survived SIGKILL for 10 s");
-        }
+        kill_frozen(&mut Proc, &self.members);
+        self.send(libc::SIGKILL);
     }
 
     fn send(&self, signal: libc::c_int) {
