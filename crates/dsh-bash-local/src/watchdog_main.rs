@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
+use rustix::event::{PollFd, PollFlags};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -65,16 +65,10 @@ pub fn run_watchdog_if_asked() {
 
 impl Watch {
     fn serve(self) {
-        // SAFETY: setting dispositions to SIG_IGN in a single-threaded
-        // process before anything else runs.
-        unsafe {
-            libc::signal(libc::SIGHUP, libc::SIG_IGN);
-            libc::signal(libc::SIGINT, libc::SIG_IGN);
-        }
+        crate::sys::ignore_hangup_and_interrupt();
         let groups = self.wait_for_death();
         for group in &groups {
-            // SAFETY: kill(2) of a recorded process group (> 1).
-            unsafe { libc::kill(-group, libc::SIGKILL) };
+            crate::sys::signal_group(*group, libc::SIGKILL);
         }
         if let Some(cgroup) = &self.cgroup {
             let _ = std::fs::write(cgroup.join("cgroup.kill"), "1");
@@ -104,25 +98,23 @@ impl Watch {
             return groups;
         };
         let mut pending = Vec::new();
+        let stdin = std::io::stdin();
         loop {
             let mut fds = [
-                libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                PollFd::new(&stdin, PollFlags::IN),
+                PollFd::new(&pidfd, PollFlags::IN),
             ];
-            // SAFETY: poll(2) on two descriptors we hold, no timeout.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if ready < 0 {
-                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return groups;
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return groups,
             }
-            if fds[1].revents != 0 {
+            if !fds[1].revents().is_empty() {
                 // The host is gone: what it wrote before it died counts.
                 drain(&mut pending, &mut groups);
                 return groups;
             }
-            if fds[0].revents == 0 {
+            if fds[0].revents().is_empty() {
                 continue;
             }
             if !read_messages(&mut pending, &mut groups) {
@@ -149,9 +141,7 @@ impl Watch {
 /// (`Ok(0)` at EOF).
 fn read_once(pending: &mut Vec<u8>) -> std::io::Result<usize> {
     let mut buf = [0u8; 4096];
-    // SAFETY: read(2) from our stdin into a stack buffer.
-    let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+    let n = rustix::io::read(std::io::stdin(), &mut buf)?;
     pending.extend_from_slice(&buf[..n]);
     Ok(n)
 }
@@ -177,10 +167,10 @@ fn apply_lines(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
 
 /// Applies every message still in the pipe (without waiting).
 fn drain(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
-    // SAFETY: fcntl(2) on our stdin: make reads return EAGAIN when empty.
-    unsafe {
-        let flags = libc::fcntl(0, libc::F_GETFL);
-        libc::fcntl(0, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    // Reads return EAGAIN once the pipe is empty.
+    let stdin = std::io::stdin();
+    if let Ok(flags) = rustix::fs::fcntl_getfl(&stdin) {
+        let _ = rustix::fs::fcntl_setfl(&stdin, flags | rustix::fs::OFlags::NONBLOCK);
     }
     while matches!(read_once(pending), Ok(1..)) {}
     apply_lines(pending, groups);

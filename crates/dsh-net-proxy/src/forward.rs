@@ -16,11 +16,13 @@
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use crate::sys::Forked;
 
 /// The argument (after the program) that makes the host's binary a
 /// forwarder.
@@ -110,23 +112,18 @@ fn run(args: &[OsString]) -> i32 {
             return 125;
         }
     };
-    // SAFETY: called first in `main` (`run_if_asked`), before any thread
-    // exists, so the child is a whole copy of a single-threaded process
-    // and may run any code.
-    match unsafe { libc::fork() } {
-        -1 => {
-            eprintln!(
-                "dsh-bash: the network forwarder cannot fork its relay: {}",
-                io::Error::last_os_error()
-            );
+    // Called first in `main` (`run_if_asked`), before any thread exists.
+    match crate::sys::fork_single_threaded() {
+        Err(err) => {
+            eprintln!("dsh-bash: the network forwarder cannot fork its relay: {err}");
             125
         }
-        0 => {
-            relay_alone();
+        Ok(Forked::Child) => {
+            crate::sys::leave_session_and_streams();
             serve(&listener, &Arc::new(door));
             0
         }
-        _ => {
+        Ok(Forked::Parent) => {
             drop(listener);
             drop(door);
             let err = std::process::Command::new(&command[0])
@@ -145,42 +142,13 @@ fn run(args: &[OsString]) -> i32 {
     }
 }
 
-/// The relay leaves the command's session and process group and lets go
-/// of its standard streams (the command's output pipes end with the
-/// command, not with the relay).
-fn relay_alone() {
-    let null = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null");
-    // SAFETY: plain syscalls on descriptors this process owns; `setsid`
-    // cannot fail for a freshly forked child (it leads no group).
-    unsafe {
-        libc::setsid();
-        if let Ok(null) = &null {
-            for fd in 0..3 {
-                libc::dup2(std::os::fd::AsRawFd::as_raw_fd(null), fd);
-            }
-        }
-    }
-}
-
 /// Takes descriptor `fd` as the door: it must be a socket, and it is
-/// closed on exec from here on (the command never holds it).
+/// closed on exec from here on (the command never holds it). The relay
+/// leaves the command's session and process group and lets go of its
+/// standard streams (the command's output pipes end with the command, not
+/// with the relay).
 fn inherit(fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: fcntl with integer arguments only; it fails cleanly for a
-    // descriptor that is not open.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above; `fd` is open.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is open, was handed to this process to own, and nothing
-    // else in it refers to it.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let owned = crate::sys::take_inherited(fd)?;
     let kind = rustix::fs::fstat(&owned).map_err(io::Error::from)?;
     if rustix::fs::FileType::from_raw_mode(kind.st_mode) != rustix::fs::FileType::Socket {
         return Err(io::Error::other("not a socket"));

@@ -47,6 +47,8 @@
 // Functions stay under 80 lines (clippy.toml); tests may run longer.
 #![cfg_attr(not(test), deny(clippy::too_many_lines))]
 #![warn(clippy::too_many_lines)]
+// Unsafe code lives in `sys` only.
+#![deny(unsafe_code)]
 
 use std::fmt;
 use std::io;
@@ -64,6 +66,8 @@ pub mod forward;
 mod http;
 mod meter;
 mod socks;
+#[allow(unsafe_code)]
+mod sys;
 mod upstream;
 
 /// What one door allows at most.

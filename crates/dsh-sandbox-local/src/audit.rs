@@ -41,15 +41,13 @@
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
-use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use dsh_sandbox::{BoxFuture, DenialWitness, SpawnObserver};
 
-const NETLINK_AUDIT: libc::c_int = 9;
 const AUDIT_GET: u16 = 1000;
 const AUDIT_USER: u16 = 1005;
 const AUDIT_LANDLOCK_ACCESS: u16 = 1423;
@@ -120,8 +118,8 @@ impl Listener {
     }
 
     fn start() -> io::Result<&'static Listener> {
-        let multicast = socket(READLOG_GROUP)?;
-        let control = socket(0)?;
+        let multicast = crate::sys::audit_socket(READLOG_GROUP)?;
+        let control = crate::sys::audit_socket(0)?;
         let tag = random_tag();
         let listener: &'static Listener = Box::leak(Box::new(Listener {
             control: Mutex::new(control),
@@ -172,7 +170,7 @@ impl Listener {
         send(&control, AUDIT_GET, libc::NLM_F_REQUEST as u16, seq, &[])?;
         let mut buffer = [0u8; 8192];
         loop {
-            let got = recv(&control, &mut buffer)?;
+            let got = crate::sys::recv(&control, &mut buffer)?;
             for (kind, reply_seq, payload) in messages(&buffer[..got]) {
                 if reply_seq != seq {
                     continue;
@@ -212,7 +210,7 @@ impl Listener {
         send(&control, AUDIT_USER, flags, n as u32, text.as_bytes())?;
         if acknowledged {
             let mut buffer = [0u8; 4096];
-            let got = recv(&control, &mut buffer)?;
+            let got = crate::sys::recv(&control, &mut buffer)?;
             let refused = messages(&buffer[..got])
                 .find(|(kind, _, _)| *kind == NLMSG_ERROR)
                 .map(|(_, _, payload)| nlmsg_error(payload))
@@ -228,7 +226,7 @@ impl Listener {
     fn read(&self, multicast: &OwnedFd) {
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
-            let got = match recv(multicast, &mut buffer) {
+            let got = match crate::sys::recv(multicast, &mut buffer) {
                 Ok(got) => got,
                 Err(err) if err.raw_os_error() == Some(libc::ENOBUFS) => {
                     self.filed().overruns += 1;
@@ -466,65 +464,6 @@ impl Drop for Watch {
     }
 }
 
-/// A netlink audit socket bound to `group` (0: none), close-on-exec.
-fn socket(group: u32) -> io::Result<OwnedFd> {
-    // SAFETY: socket with integer arguments.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            NETLINK_AUDIT,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just handed us this fd.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: an all-zero sockaddr_nl is valid; we set the fields we mean.
-    let mut address: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    address.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    address.nl_groups = if group == 0 { 0 } else { 1 << (group - 1) };
-    // SAFETY: bind reads the address we own, of the size we pass.
-    if unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&address as *const libc::sockaddr_nl).cast(),
-            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    if group == 0 {
-        // Replies come at once; a second bounds a lost one.
-        let timeout = libc::timeval {
-            tv_sec: 1,
-            tv_usec: 0,
-        };
-        set_option(&fd, libc::SO_RCVTIMEO, &timeout);
-    } else {
-        // Room for bursts of records (root may exceed rmem_max); without
-        // it overruns are still detected.
-        set_option(&fd, libc::SO_RCVBUFFORCE, &((4 << 20) as libc::c_int));
-    }
-    Ok(fd)
-}
-
-/// `setsockopt(SOL_SOCKET, option, value)`, best effort.
-fn set_option<T>(fd: &OwnedFd, option: libc::c_int, value: &T) {
-    // SAFETY: setsockopt reads a value we own, of the size we pass.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            option,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
-    };
-}
-
 /// Sends one netlink message to the kernel.
 fn send(fd: &OwnedFd, kind: u16, flags: u16, seq: u32, payload: &[u8]) -> io::Result<()> {
     let length = NLMSG_HDRLEN + payload.len();
@@ -535,34 +474,7 @@ fn send(fd: &OwnedFd, kind: u16, flags: u16, seq: u32, payload: &[u8]) -> io::Re
     message.extend_from_slice(&seq.to_ne_bytes());
     message.extend_from_slice(&0u32.to_ne_bytes());
     message.extend_from_slice(payload);
-    // SAFETY: an all-zero sockaddr_nl addresses the kernel.
-    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    // SAFETY: sendto reads the message and address we own.
-    let sent = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            message.as_ptr().cast(),
-            message.len(),
-            0,
-            (&kernel as *const libc::sockaddr_nl).cast(),
-            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Receives one datagram.
-fn recv(fd: &OwnedFd, buffer: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: recv writes at most buffer.len() bytes into the buffer we own.
-    let got = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), 0) };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(got as usize)
+    crate::sys::send_to_kernel(fd, &message)
 }
 
 /// The refusals of domains `child` created: another process's domain of

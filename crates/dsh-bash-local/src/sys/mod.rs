@@ -61,6 +61,17 @@ pub(crate) fn own_session() -> libc::pid_t {
     sid.max(0)
 }
 
+/// Ignores SIGHUP and SIGINT (the watchdog: a closing terminal or a
+/// Ctrl-C at the host's must not end it before the host's death does).
+pub(crate) fn ignore_hangup_and_interrupt() {
+    // SAFETY: SIG_IGN dispositions in the watchdog, a single-threaded
+    // process, before anything else runs; no handler code is installed.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+}
+
 /// Raises the soft open-file limit to the hard one; the limit reached.
 pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
     let mut limit = libc::rlimit {
