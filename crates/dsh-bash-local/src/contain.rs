@@ -20,7 +20,7 @@ use tokio::io::unix::AsyncFd;
 use dsh_bash::{BashLimits, Containment};
 
 use crate::cgroup::{CgroupHost, CommandCgroup};
-use crate::lifecycle::{Left, Tree};
+use crate::lifecycle::{Emptied, Left, Tree};
 use crate::limits::CommandLimits;
 use crate::offload::{self, Lane};
 use crate::spawn;
@@ -201,10 +201,11 @@ impl Tree for CgroupTree {
         }
     }
 
-    async fn emptied(&self) {
+    async fn emptied(&self) -> Emptied {
         if let Some(cgroup) = &self.cgroup {
             cgroup.emptied(Duration::MAX).await;
         }
+        Emptied::All
     }
 
     async fn kill(&mut self) {
@@ -333,9 +334,10 @@ impl Tree for WalkedTree {
         }
     }
 
-    async fn emptied(&self) {
-        if let Some(stopping) = &self.stopping {
-            stopping.gone().await;
+    async fn emptied(&self) -> Emptied {
+        match &self.stopping {
+            Some(stopping) => stopping.gone().await,
+            None => Emptied::All,
         }
     }
 

@@ -46,6 +46,15 @@ pub(crate) struct Left {
     pub(crate) any: bool,
 }
 
+/// What is left once what a stop found has gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Emptied {
+    /// Nothing.
+    All,
+    /// Something the stop had not found.
+    Survivors,
+}
+
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Event {
@@ -57,6 +66,10 @@ pub(crate) enum Event {
     Settled(Left),
     /// Nothing of the tree is left (the shell aside).
     Emptied,
+    /// What the stop found has gone, yet something of the tree survives
+    /// it (a process it had not seen, an orphan, a group a zombie keeps):
+    /// killed at once, as the grace would end in the same kill.
+    Survived,
     /// The grace of a stop is over.
     GraceOver,
     /// The kill's bound passed with processes still there.
@@ -182,7 +195,9 @@ impl Ending {
                 actions.push(Action::Forget);
             }
             Event::Emptied => self.emptied = true,
-            Event::GraceOver if !killed => return (Phase::Killing(self), vec![Action::Kill]),
+            Event::GraceOver | Event::Survived if !killed => {
+                return (Phase::Killing(self), vec![Action::Kill]);
+            }
             Event::KillBoundOver if killed => {
                 tracing::warn!("processes survived the kill for {KILL_BOUND:?}");
                 self.emptied = true;
@@ -229,8 +244,10 @@ pub(crate) trait Tree {
     fn settle(&mut self) -> impl Future<Output = Left> + Send;
     /// SIGTERM and SIGCONT to everything.
     fn terminate(&mut self) -> impl Future<Output = ()> + Send;
-    /// Completes once nothing of the tree is left (the shell aside).
-    fn emptied(&self) -> impl Future<Output = ()> + Send;
+    /// Completes once what the stop found has gone: with
+    /// [`Emptied::All`] when nothing of the tree is left (the shell aside),
+    /// [`Emptied::Survivors`] when something it had not found survives.
+    fn emptied(&self) -> impl Future<Output = Emptied> + Send;
     /// Kills everything now.
     fn kill(&mut self) -> impl Future<Output = ()> + Send;
     /// Releases the tree (see [`Action::Release`]).
@@ -246,7 +263,7 @@ pub(crate) type GraceFor = Box<dyn Fn(StopCause) -> Timer + Send + Sync>;
 /// What woke the driver while a stop runs.
 enum Woke {
     Shell(io::Result<ExitStatus>),
-    Emptied,
+    Emptied(Emptied),
     Timer,
 }
 
@@ -321,7 +338,7 @@ impl<T: Tree> Run<T> {
         let woke = tokio::select! {
             biased;
             status = tree.shell_exit(), if !shell_known => Woke::Shell(status),
-            () = tree.emptied(), if !emptied => Woke::Emptied,
+            left = tree.emptied(), if !emptied => Woke::Emptied(left),
             () = async {
                 match timer {
                     Some(timer) => timer.await,
@@ -331,7 +348,8 @@ impl<T: Tree> Run<T> {
         };
         Ok(match woke {
             Woke::Shell(status) => Event::ShellExited(status?),
-            Woke::Emptied => Event::Emptied,
+            Woke::Emptied(Emptied::All) => Event::Emptied,
+            Woke::Emptied(Emptied::Survivors) => Event::Survived,
             Woke::Timer => {
                 self.timer = None;
                 match self.phase {
@@ -505,6 +523,23 @@ mod tests {
         assert_eq!(actions.last(), Some(&report(KILLED, Some(StopCause::Killed), 0)));
     }
 
+    /// What the stop had not found (an orphan, a group a zombie keeps)
+    /// is killed as soon as what it found has gone, not after the grace.
+    #[test]
+    fn survivors_are_killed_at_once() {
+        let (phase, actions) = run(&[Event::Stop(StopCause::Killed), Event::Survived]);
+        assert!(matches!(phase, Phase::Killing(_)));
+        assert_eq!(actions.last(), Some(&Action::Kill));
+        let (phase, actions) = run(&[
+            Event::Stop(StopCause::Killed),
+            Event::Survived,
+            Event::Emptied,
+            Event::ShellExited(KILLED),
+        ]);
+        assert_eq!(phase, Phase::Settled);
+        assert_eq!(actions.iter().filter(|a| **a == Action::Kill).count(), 1);
+    }
+
     /// The kill's bound gives up on the tree (a process stuck in the
     /// kernel), never on the shell's status.
     #[test]
@@ -534,6 +569,7 @@ mod tests {
             Event::Settled(Left { count: 1, any: true }),
             Event::Settled(Left { count: 0, any: false }),
             Event::Emptied,
+            Event::Survived,
             Event::GraceOver,
             Event::KillBoundOver,
         ];
@@ -657,8 +693,9 @@ mod tests {
                 }
             }
 
-            async fn emptied(&self) {
+            async fn emptied(&self) -> Emptied {
                 let _ = self.empty.1.clone().wait_for(|empty| *empty).await;
+                Emptied::All
             }
 
             async fn kill(&mut self) {

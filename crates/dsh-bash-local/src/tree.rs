@@ -21,6 +21,8 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use tokio::io::unix::AsyncFd;
 
+use crate::lifecycle::Emptied;
+
 use crate::procfs::{scan, ProcEntry};
 use crate::sys;
 
@@ -290,11 +292,11 @@ impl Stopping {
         self.send(libc::SIGCONT);
     }
 
-    /// Completes once every member (and the root) has exited and, until
-    /// the kill, nothing else is left: not the group, and (with adoption)
-    /// no orphan the shell left the host, such as one forked in its
-    /// SIGTERM handler. Otherwise it stays pending: the grace decides.
-    pub(crate) async fn gone(&self) {
+    /// Completes once every member (and the root) has exited: with
+    /// `Survivors` when, before the kill, something else is left (the
+    /// group, or with adoption an orphan the shell left the host, such as
+    /// one forked in its SIGTERM handler), to be frozen and killed.
+    pub(crate) async fn gone(&self) -> Emptied {
         let watched = watchable(&self.members);
         let root = self
             .root
@@ -306,7 +308,7 @@ impl Stopping {
         }
         all_exited(&watched).await;
         if self.killed {
-            return;
+            return Emptied::All;
         }
         let group = self.tree.group && sys::group_alive(self.tree.pgid);
         let (pgid, command) = (self.tree.pgid, self.tree.command);
@@ -317,7 +319,9 @@ impl Stopping {
             .await
             .map_or(true, |orphans| !orphans.is_empty());
         if group || orphans {
-            std::future::pending::<()>().await;
+            Emptied::Survivors
+        } else {
+            Emptied::All
         }
     }
 
