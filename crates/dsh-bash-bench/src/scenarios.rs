@@ -554,7 +554,7 @@ fn sandboxed_in(
     // (either inside a writable workspace is refused).
     let workspace = options.scratch.join("dsh-bench-workspace");
     std::fs::create_dir_all(&workspace).unwrap_or_else(|e| panic!("{e}"));
-    let made = SandboxBashExecutor::new(
+    let made = dsh_bash_sandbox::sandboxed(
         SandboxConfig {
             local: LocalConfig {
                 cwd: Some(workspace.clone()),

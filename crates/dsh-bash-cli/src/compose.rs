@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
-use dsh_bash_sandbox::{CacheConfig, CachePlace, SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::{CacheConfig, CachePlace, SandboxConfig};
 use dsh_sandbox::{
     HiddenPaths, HostPattern, HostPreset, HostRules, NetworkPolicy, ProtectedPaths, SandboxMode,
 };
@@ -448,15 +448,19 @@ pub fn compose(
         hosts,
         caches: caches_of(args),
     };
-    let executor = SandboxBashExecutor::new(config, Arc::new(provider))?;
-    if let Some(secret) = secrets
-        .iter()
-        .find(|secret| secret.starts_with(executor.workspace_root()))
-    {
+    let executor = dsh_bash_sandbox::sandboxed(config, Arc::new(provider))?;
+    // A sandboxed executor always has its workspace.
+    let inside = |secret: &&PathBuf| {
+        executor
+            .workspace_root()
+            .is_some_and(|workspace| secret.starts_with(workspace))
+    };
+    if let Some(secret) = secrets.iter().find(inside) {
+        let workspace = executor.workspace_root().unwrap_or(secret).to_owned();
         anyhow::bail!(
             "the token file {} lies inside the workspace {}: a command could read or rewrite it; keep it outside (e.g. in ~/.config/dsh-bash/)",
             secret.display(),
-            executor.workspace_root().display()
+            workspace.display()
         );
     }
     Ok(Composed {

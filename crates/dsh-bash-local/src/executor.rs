@@ -49,6 +49,8 @@ struct Inner {
     prologue: std::sync::OnceLock<Option<Arc<std::os::fd::OwnedFd>>>,
     /// The workspace's watch, when changes are tracked; else why not.
     changes: Result<Arc<crate::changes::ChangeWatch>, Option<String>>,
+    /// What confines each launch (the sandbox), if anything does.
+    hook: Option<Arc<dyn LaunchHook>>,
 }
 
 impl std::fmt::Debug for LocalBashExecutor {
@@ -61,7 +63,7 @@ impl std::fmt::Debug for LocalBashExecutor {
 
 pub use dsh_sandbox::Invocation;
 
-pub use crate::settle::{NeverRan, SettleStamp, Settled};
+use crate::hook::{LaunchHook, Launching, NeverRan, Outcome, Settle, Verdict};
 
 /// Commands up to this size go in the argv; longer ones through a
 /// descriptor (one argument may hold at most 128 KiB).
@@ -149,6 +151,16 @@ pub fn sweep_dead_hosts(config: &LocalConfig) {
 impl LocalBashExecutor {
     /// Builds an executor; fails, naming the field, on an unusable config.
     pub fn new(config: LocalConfig) -> Result<Self, ConfigError> {
+        Self::build(config, None)
+    }
+
+    /// Builds an executor that launches every command through `hook`
+    /// (see [`LaunchHook`]).
+    pub fn with_hook(config: LocalConfig, hook: Arc<dyn LaunchHook>) -> Result<Self, ConfigError> {
+        Self::build(config, Some(hook))
+    }
+
+    fn build(config: LocalConfig, hook: Option<Arc<dyn LaunchHook>>) -> Result<Self, ConfigError> {
         config.validate()?;
         if config.adopt_orphans {
             crate::adopt::enable();
@@ -198,6 +210,7 @@ impl LocalBashExecutor {
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
                 prologue: std::sync::OnceLock::new(),
+                hook,
             }),
         })
     }
@@ -217,11 +230,10 @@ impl LocalBashExecutor {
         &self.inner.config
     }
 
-    /// The private directory holding this executor's full-output (spill)
-    /// files, once one was needed: a confining executor keeps it readable
-    /// for later commands, which are told to read those files.
-    pub fn spill_directory(&self) -> Option<PathBuf> {
-        self.inner.spill.current_path()
+    /// The writable workspace root its launch hook's confinement keeps;
+    /// `None` without a hook.
+    pub fn workspace_root(&self) -> Option<&Path> {
+        self.inner.hook.as_ref().map(|hook| hook.workspace_root())
     }
 
     /// The plain invocation of a spec: `<shell> -c -- <command>` (the `--`
@@ -236,7 +248,7 @@ impl LocalBashExecutor {
     /// remains, stated: `bash -c` execs its last command, `eval` waits for
     /// it, so a long command whose last command dies of signal n reports
     /// exit code 128+n rather than the signal.
-    pub fn invocation(&self, spec: &BashExecSpec) -> Result<Invocation, BashError> {
+    fn plain_invocation(&self, spec: &BashExecSpec) -> Result<Invocation, BashError> {
         let shell = self.inner.config.shell.clone().into_os_string();
         if spec.command.len() < INLINE_COMMAND_BYTES {
             return Ok(Invocation {
@@ -275,20 +287,77 @@ impl LocalBashExecutor {
         })
     }
 
-    /// Runs `spec` in the foreground through `invocation` instead of the
-    /// plain shell: the mechanics confining executors build on.
-    pub async fn run_invocation(
-        &self,
-        spec: BashExecSpec,
-        invocation: Invocation,
-    ) -> Result<BashRunResult, BashError> {
-        let inner = &self.inner;
-        if inner.closed.load(Ordering::Acquire) {
+    /// What a command must pass before anything is made for it: the
+    /// executor open, the call not cancelled.
+    fn admit(&self, spec: &BashExecSpec) -> Result<(), BashError> {
+        if self.inner.closed.load(Ordering::Acquire) {
             return Err(BashError::ShutDown);
         }
         if spec.cancelled() {
             return Err(BashError::AbortedBeforeSpawn);
         }
+        Ok(())
+    }
+
+    /// `spec`'s invocation: the plain shell, or what the hook makes of it
+    /// (with what settles it).
+    async fn launching(
+        &self,
+        spec: &BashExecSpec,
+    ) -> Result<(Invocation, Option<Box<dyn Settle>>), BashError> {
+        let plain = self.plain_invocation(spec)?;
+        match &self.inner.hook {
+            None => Ok((plain, None)),
+            Some(hook) => {
+                // Later commands are told to read full-output files there.
+                let readable = self.inner.spill.current_path().into_iter().collect();
+                let Launching { invocation, settle } = hook.confine(spec, plain, readable).await?;
+                Ok((invocation, Some(settle)))
+            }
+        }
+    }
+
+    /// Runs `spec` in the foreground: through the hook, if there is one,
+    /// whose verdict completes the result.
+    async fn run_hooked(&self, spec: BashExecSpec) -> Result<BashRunResult, BashError> {
+        self.admit(&spec)?;
+        check_workdir(&spec.workdir)?;
+        let (invocation, settle) = self.launching(&spec).await?;
+        let ran = self.run_invocation(spec, invocation).await;
+        let Some(settle) = settle else {
+            return ran;
+        };
+        let outcome = match &ran {
+            Ok(result) => Outcome::Ran {
+                exit_code: result.exit_code,
+                stopped: result.aborted || result.timed_out,
+                stderr: result.stderr.text.clone(),
+            },
+            Err(BashError::Spawn { message, cause }) => Outcome::NeverRan {
+                why: NeverRan::of(cause),
+                message: message.clone(),
+            },
+            // Dropped, the settle cleans up all the same.
+            Err(_) => return ran,
+        };
+        match settle.settle(outcome).await {
+            Verdict::Ran(facts) => ran.map(|mut result| {
+                result.sandbox = facts;
+                result
+            }),
+            Verdict::Unavailable { error, .. } => Err(error),
+        }
+    }
+
+    /// Runs `spec` in the foreground through `invocation` (the plain shell
+    /// or a hook's; a shell snapshot's own).
+    pub(crate) async fn run_invocation(
+        &self,
+        spec: BashExecSpec,
+        invocation: Invocation,
+    ) -> Result<BashRunResult, BashError> {
+        let inner = &self.inner;
+        self.admit(&spec)?;
         check_workdir(&spec.workdir)?;
         // Supervised inline (no task hop); the tracker token makes shutdown
         // wait for this run. A caller that drops this future drops the
@@ -298,22 +367,17 @@ impl LocalBashExecutor {
         inner.foreground(spec, invocation, &stop).await
     }
 
-    /// Starts `spec` in the background through `invocation`. `stamp` runs
-    /// once the task has ended and before anybody sees it settled; it may
-    /// amend the settled state (sandbox facts) using the collected stderr.
-    pub fn start_invocation(
+    /// Starts `spec` in the background through `invocation`. `settle`
+    /// gives the hook's verdict once the task has ended, before anybody
+    /// sees it settled.
+    fn start_invocation(
         &self,
         spec: BashExecSpec,
         invocation: Invocation,
-        stamp: Option<SettleStamp>,
+        settle: Option<Box<dyn Settle>>,
     ) -> Result<BashTask, BashError> {
         let inner = &self.inner;
-        if inner.closed.load(Ordering::Acquire) {
-            return Err(BashError::ShutDown);
-        }
-        if spec.cancelled() {
-            return Err(BashError::AbortedBeforeSpawn);
-        }
+        self.admit(&spec)?;
         let id = BashTaskId::new(format!(
             "bash-{}",
             inner.next_id.fetch_add(1, Ordering::Relaxed) + 1
@@ -345,7 +409,7 @@ impl LocalBashExecutor {
         let runner = Arc::clone(inner);
         inner
             .tracker
-            .spawn(async move { runner.background(spec, invocation, entry, stamp).await });
+            .spawn(async move { runner.background(spec, invocation, entry, settle).await });
         Ok(task)
     }
 }
@@ -522,7 +586,7 @@ impl Inner {
         spec: BashExecSpec,
         invocation: Invocation,
         entry: Arc<TaskEntry>,
-        stamp: Option<SettleStamp>,
+        settle: Option<Box<dyn Settle>>,
     ) {
         let streams = (&entry.stdout, &entry.stderr);
         let mut never_ran = None;
@@ -552,7 +616,7 @@ impl Inner {
                 }
             }
             Err((why, reason)) => {
-                never_ran = Some(why);
+                never_ran = Some((why, reason.clone()));
                 if let Some(input) = &entry.input {
                     input.close(&format!("the task never started ({reason})")).await;
                 }
@@ -570,9 +634,19 @@ impl Inner {
                 }
             }
         };
-        if let Some(stamp) = stamp {
-            let stderr = entry.stderr.collected().text;
-            state = stamp(state, Settled { stderr, never_ran }).await;
+        if let Some(settle) = settle {
+            let outcome = match never_ran {
+                Some((why, message)) => Outcome::NeverRan { why, message },
+                None => Outcome::Ran {
+                    exit_code: state.exit_code,
+                    stopped: state.status == TaskStatus::Killed,
+                    stderr: entry.stderr.collected().text,
+                },
+            };
+            state.sandbox = match settle.settle(outcome).await {
+                Verdict::Ran(facts) => facts,
+                Verdict::Unavailable { facts, .. } => Some(facts),
+            };
         }
         entry.publisher.publish(state);
         let killed_by_shutdown = entry.stop.cause() == Some(StopCause::Shutdown);
@@ -592,7 +666,11 @@ impl Inner {
 
 impl BashExecutor for LocalBashExecutor {
     fn sandbox_mode(&self) -> Option<SandboxMode> {
-        None
+        self.inner.hook.as_ref().map(|hook| hook.sandbox_mode())
+    }
+
+    fn network_policy(&self, mode: SandboxMode) -> Option<dsh_bash::NetworkPolicy> {
+        self.inner.hook.as_ref().map(|hook| hook.network_policy(mode))
     }
 
     fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
@@ -609,25 +687,29 @@ impl BashExecutor for LocalBashExecutor {
                 path: PathBuf::from("."),
             })?,
         };
-        request.into_spec(&dsh_bash::Defaults::unconfined(
+        let decided = self.inner.hook.as_ref().map(|hook| hook.decide(&request));
+        let mut spec = request.into_spec(&dsh_bash::Defaults::unconfined(
             config.default_timeout,
             config.max_timeout,
             base,
-        ))
+        ))?;
+        if let Some((mode, network)) = decided {
+            spec.sandbox_mode = Some(mode);
+            spec.network = Some(network);
+        }
+        Ok(spec)
     }
 
     fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
-        Box::pin(async move {
-            let invocation = self.invocation(&spec)?;
-            self.run_invocation(spec, invocation).await
-        })
+        Box::pin(self.run_hooked(spec))
     }
 
     fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
-        let started = self
-            .invocation(&spec)
-            .and_then(|invocation| self.start_invocation(spec, invocation, None));
-        Box::pin(async move { started })
+        Box::pin(async move {
+            self.admit(&spec)?;
+            let (invocation, settle) = self.launching(&spec).await?;
+            self.start_invocation(spec, invocation, settle)
+        })
     }
 
     fn get(&self, id: &BashTaskId) -> Option<BashTask> {
@@ -749,6 +831,9 @@ impl BashExecutor for LocalBashExecutor {
             if inner.config.discard_spill_on_shutdown {
                 let spill = Arc::clone(&inner.spill);
                 let _ = crate::offload::run(crate::offload::Lane::Io, move || spill.remove()).await;
+            }
+            if let Some(hook) = &inner.hook {
+                hook.shutdown().await;
             }
         })
     }

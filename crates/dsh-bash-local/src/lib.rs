@@ -32,7 +32,8 @@
 //! ```text
 //! MCP tools/call "bash"   dsh-bash-mcp  lib.rs        BashServer::call_tool
 //!   -> BashTools::call    dsh-tool-bash tools.rs      arguments, escalation, owner
-//!   -> BashExecutor::run  (a sandboxing executor first turns its policy into an Invocation)
+//!   -> BashExecutor::run  executor.rs   the plain Invocation; with a LaunchHook (the
+//!                                       sandbox, hook.rs) the hook's confined one
 //!   -> foreground         executor.rs   Invocation -> Launch (argv, env, restriction)
 //!   -> supervise          supervise.rs  Capture (streams), Deadlines (timeout, cancel,
 //!                                       kill, shutdown), Patience (grace, linger)
@@ -45,6 +46,8 @@
 //!   -> Tree               contain.rs    what an action does: CgroupTree or WalkedTree
 //!                                       (the process-tree walk), kill on drop
 //! <- Ended                exit status, stop cause, leftovers, containment
+//!   -> Settle             hook.rs       one Outcome (ran, stopped, never ran) for runs and
+//!                                       tasks alike; the hook's Verdict: facts or unavailable
 //! <- BashRunResult        tails, totals, spill paths; rendered by dsh-tool-bash
 //! ```
 //!
@@ -243,8 +246,8 @@ elsewhere! {
 }
 
 mod config;
+mod hook;
 pub mod scratch;
-mod settle;
 mod shell;
 mod signal;
 
@@ -252,7 +255,7 @@ pub use config::{
     ChangeTracking, ConfigError, ContainmentChoice, LocalConfig, ResourceLimits, ScrubPolicy,
 };
 pub use dsh_sandbox::Invocation;
-pub use settle::{is_exhaustion, NeverRan, SettleStamp, Settled};
+pub use hook::{is_exhaustion, LaunchHook, Launching, NeverRan, Outcome, Settle, Verdict};
 pub use shell::{
     ShellSnapshot, SnapshotError, SnapshotSlot, SnapshotSource, SnapshotState, SnapshotSummary,
 };

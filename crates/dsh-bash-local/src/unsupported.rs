@@ -4,14 +4,13 @@
 //! uninhabited field), so its methods are never called.
 
 use std::convert::Infallible;
-use std::path::PathBuf;
 
 use dsh_bash::{
     BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashTask, BashTaskId,
     BashTaskRead, BoxFuture, ListenerHandle, OwnerToken, SandboxMode, TaskListener,
 };
 
-use crate::{ConfigError, Invocation, LocalConfig, SettleStamp};
+use crate::{ConfigError, LaunchHook, LocalConfig};
 
 /// Runs bash commands locally — on Linux; here [`LocalBashExecutor::new`]
 /// says this platform is unsupported.
@@ -39,33 +38,17 @@ impl LocalBashExecutor {
         match self.never {}
     }
 
-    /// Where full-output files go.
-    pub fn spill_directory(&self) -> Option<PathBuf> {
+    /// The writable workspace root of its hook's confinement.
+    pub fn workspace_root(&self) -> Option<&std::path::Path> {
         match self.never {}
     }
 
-    /// How `spec` runs as a plain shell.
-    pub fn invocation(&self, _spec: &BashExecSpec) -> Result<Invocation, BashError> {
-        match self.never {}
-    }
-
-    /// Runs `spec` in the foreground through `invocation`.
-    pub async fn run_invocation(
-        &self,
-        _spec: BashExecSpec,
-        _invocation: Invocation,
-    ) -> Result<BashRunResult, BashError> {
-        match self.never {}
-    }
-
-    /// Starts `spec` in the background through `invocation`.
-    pub fn start_invocation(
-        &self,
-        _spec: BashExecSpec,
-        _invocation: Invocation,
-        _stamp: Option<SettleStamp>,
-    ) -> Result<BashTask, BashError> {
-        match self.never {}
+    /// Checks `config`, then refuses: this platform is not Linux.
+    pub fn with_hook(
+        config: LocalConfig,
+        _hook: std::sync::Arc<dyn LaunchHook>,
+    ) -> Result<Self, ConfigError> {
+        Self::new(config)
     }
 }
 

@@ -2,12 +2,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_bash::{
-    BashError, BashExecRequest, BashExecSpec, BashExecutor, BashRunResult, BashSandboxInfo,
-    BashTask, BashTaskId, BashTaskRead, BoxFuture, DenialEvidence, ListenerHandle, NetworkFacts,
-    OwnerToken, SandboxMode, TaskListener, TaskState,
+    BashError, BashExecRequest, BashExecSpec, BashSandboxInfo, BoxFuture, DenialEvidence,
+    NetworkFacts, SandboxMode,
 };
 use dsh_bash_local::{
-    ConfigError, Invocation, LocalBashExecutor, LocalConfig, NeverRan, SettleStamp, Settled,
+    ConfigError, Invocation, LaunchHook, Launching, LocalBashExecutor, LocalConfig, NeverRan,
+    Outcome, Settle, Verdict,
 };
 use dsh_sandbox::{
     Confinement, Held, HiddenPath, HiddenPaths, HostRules, NetworkPolicy, ProtectedPaths,
@@ -81,10 +81,13 @@ pub enum SandboxConfigError {
     ScratchInWorkspace(String),
 }
 
-/// Runs bash commands confined by a [`SandboxProvider`].
-#[derive(Clone)]
-pub struct SandboxBashExecutor {
-    local: LocalBashExecutor,
+/// Runs bash commands confined by a [`SandboxProvider`]: the local
+/// executor with the sandbox as its launch hook (built by [`sandboxed`]).
+pub type SandboxBashExecutor = LocalBashExecutor;
+
+/// The sandbox as the local executor's launch hook: asks the provider to
+/// confine each command, and gives each its sandbox facts once it ended.
+struct Sandbox {
     provider: Arc<dyn SandboxProvider>,
     mode: SandboxMode,
     network: Option<NetworkPolicy>,
@@ -98,15 +101,6 @@ pub struct SandboxBashExecutor {
     /// directory of the server inside the writable workspace.
     scratch_inside: Option<String>,
     cleanups: TaskTracker,
-}
-
-impl std::fmt::Debug for SandboxBashExecutor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SandboxBashExecutor")
-            .field("mode", &self.mode)
-            .field("workspace", &self.workspace.path())
-            .finish_non_exhaustive()
-    }
 }
 
 /// A command as the provider confines it, with what it owns until its
@@ -434,14 +428,25 @@ fn scratch_inside(workspace: &Workspace, places: &[(&str, PathBuf)]) -> Option<S
     })
 }
 
-impl SandboxBashExecutor {
-    /// Builds the executor. The workspace root is resolved now, once: its
-    /// canonical path and an open handle (a later symlink swap of the path
-    /// changes nothing); `/` is refused.
-    pub fn new(
+/// Builds a local executor confined by `provider`: the sandbox as its
+/// launch hook. The workspace root is resolved now, once: its canonical
+/// path and an open handle (a later symlink swap of the path changes
+/// nothing); `/` is refused.
+pub fn sandboxed(
+    config: SandboxConfig,
+    provider: Arc<dyn SandboxProvider>,
+) -> Result<LocalBashExecutor, SandboxConfigError> {
+    let local = config.local.clone();
+    let sandbox = Sandbox::new(config, provider)?;
+    Ok(LocalBashExecutor::with_hook(local, Arc::new(sandbox))?)
+}
+
+impl Sandbox {
+    fn new(
         config: SandboxConfig,
         provider: Arc<dyn SandboxProvider>,
     ) -> Result<Self, SandboxConfigError> {
+        config.local.validate()?;
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let base = config
             .local
@@ -485,11 +490,10 @@ impl SandboxBashExecutor {
                 early.sweep_and_stamp();
             });
         }
-        Ok(SandboxBashExecutor {
+        Ok(Sandbox {
             caches,
             workspace,
             scratch_inside,
-            local: LocalBashExecutor::new(config.local)?,
             provider,
             mode: config.mode,
             network: config.network,
@@ -498,17 +502,6 @@ impl SandboxBashExecutor {
             hosts: Arc::new(config.hosts),
             cleanups: TaskTracker::new(),
         })
-    }
-
-    /// Whether results list what changed in the workspace (see
-    /// [`LocalBashExecutor::tracks_changes`]).
-    pub fn tracks_changes(&self) -> Result<bool, String> {
-        self.local.tracks_changes()
-    }
-
-    /// The canonical workspace root writable under `workspace-write`.
-    pub fn workspace_root(&self) -> &std::path::Path {
-        self.workspace.path()
     }
 
     fn mode_of(&self, spec: &BashExecSpec) -> SandboxMode {
@@ -604,8 +597,13 @@ impl SandboxBashExecutor {
     /// Asks the provider how to run `spec` under `mode`: the confinement,
     /// the invocation to hand to the local executor, and the command's
     /// private temporary directory (under `workspace-write`).
-    async fn confine(&self, spec: &BashExecSpec, mode: SandboxMode) -> Result<Confined, BashError> {
-        let plain = self.local.invocation(spec)?;
+    async fn confine(
+        &self,
+        spec: &BashExecSpec,
+        mode: SandboxMode,
+        plain: Invocation,
+        readable: Vec<PathBuf>,
+    ) -> Result<Confined, BashError> {
         if let Some(why) = self
             .scratch_inside
             .as_ref()
@@ -632,7 +630,7 @@ impl SandboxBashExecutor {
             workspace: self.workspace.clone(),
             private_tmp: private_tmp.as_ref().map(|dir| dir.path().to_owned()),
             // Full-output paths printed earlier stay readable.
-            readable: self.local.spill_directory().into_iter().collect(),
+            readable,
             hidden: hidden_now(&self.hidden, mode).await?,
             protected,
             caches,
@@ -685,187 +683,251 @@ impl SandboxBashExecutor {
             gone,
         })
     }
+}
 
-    async fn run_confined(&self, spec: BashExecSpec) -> Result<BashRunResult, BashError> {
-        let mode = self.mode_of(&spec);
-        if !mode.confines() {
-            let mut result = self.local.run(spec).await?;
-            result.sandbox = Some(BashSandboxInfo {
-                mode,
-                backend: None,
-                denied: false,
-                denial_evidence: DenialEvidence::Stderr,
-                refused: Vec::new(),
-                enforcement: None,
-                runner_failed: false,
-                gaps: Vec::new(),
-                workspace: None,
-                network: Some(NetworkFacts::of(NetworkPolicy::On)),
-                protected: Vec::new(),
-                hidden: Vec::new(),
-                blocked: Vec::new(),
-                planted: Vec::new(),
-            });
-            return Ok(result);
-        }
-        let Confined {
-            confinement,
-            rights,
-            index,
-            invocation,
-            leftovers,
-            gone,
-        } = self.confine(&spec, mode).await?;
-        let ran = self.local.run_invocation(spec, invocation).await;
-        // Gone before the result is when the tree is (a printed TMPDIR
-        // never outlives it, nor a stand-in the workspace did not have);
-        // else once its last leftover is.
-        clean_when_gone(&self.cleanups, leftovers, gone).await;
-        let mut result = match ran {
-            Ok(result) => result,
-            // Out of descriptors, processes or memory: the host is busy, the
-            // sandbox is not missing; said as what it is.
-            Err(BashError::Spawn { message, cause }) if dsh_bash_local::is_exhaustion(&cause) => {
-                return Err(SandboxUnavailable::exhausted(mode, Some(message)).into())
-            }
-            // The runner could not even start (missing binary, a restriction
-            // the kernel refused, reported by the launcher): nothing ran.
-            Err(BashError::Spawn { message, .. }) => {
-                self.provider.runner_failed();
-                return Err(SandboxUnavailable::new(mode, Some(message)).into());
-            }
-            Err(other) => return Err(other),
-        };
-        let stderr = &result.stderr.text;
-        // Structural: only the runner's own status channel says whether the
-        // command started; nothing the command printed is consulted.
-        let stopped = result.aborted || result.timed_out;
-        if confinement.runner_outcome() == RunnerOutcome::NeverStarted && !stopped {
-            self.provider.runner_failed();
-            return Err(SandboxUnavailable::new(mode, first_line(stderr)).into());
-        }
-        let mut info = facts(mode, &confinement, &self.workspace);
-        judge_denial(&mut info, &confinement, result.exit_code, stderr).await;
-        explain_denial(&mut info, rights, stderr).await;
-        note_planted(&mut info, index, &confinement).await;
-        record_refused_hosts(&mut info, &confinement);
-        result.sandbox = Some(info);
-        Ok(result)
-    }
+/// How a command ended, as the sandbox judges it: one rule for a
+/// foreground run and a background task.
+#[derive(Debug, PartialEq, Eq)]
+enum Class {
+    /// It ran (or never ran for a reason of its own, nothing to judge):
+    /// denials are judged from its exit.
+    Ran { judged: bool },
+    /// The runner never started it: the sandbox is unavailable.
+    RunnerFailed(Option<String>),
+    /// The host ran out of descriptors, processes or memory.
+    Exhausted(String),
+}
 
-    async fn start_confined(&self, spec: BashExecSpec) -> Result<BashTask, BashError> {
-        let mode = self.mode_of(&spec);
-        if !mode.confines() {
-            return self.local.start(spec).await;
-        }
-        let Confined {
-            confinement,
-            rights,
-            index,
-            invocation,
-            leftovers,
-            gone,
-        } = self.confine(&spec, mode).await?;
-        let workspace = self.workspace.clone();
-        let cleanups = self.cleanups.clone();
-        let provider = Arc::clone(&self.provider);
-        let stamp: SettleStamp = Box::new(move |mut state: TaskState, settled: Settled| {
-            Box::pin(async move {
-                clean_when_gone(&cleanups, leftovers, gone).await;
-                let mut info = facts(mode, &confinement, &workspace);
-                // A task stopped while the runner was still setting up never
-                // started either, but that is the stop, not a runner failure.
-                let stopped = state.status == dsh_bash::TaskStatus::Killed;
-                let never_started = confinement.runner_outcome() == RunnerOutcome::NeverStarted;
-                let launch_failed = settled.never_ran == Some(NeverRan::Launch);
-                if launch_failed || (settled.never_ran.is_none() && never_started && !stopped) {
-                    provider.runner_failed();
-                    info.runner_failed = true;
-                } else if settled.never_ran.is_none() {
-                    judge_denial(&mut info, &confinement, state.exit_code, &settled.stderr).await;
-                    explain_denial(&mut info, rights, &settled.stderr).await;
-                    note_planted(&mut info, index, &confinement).await;
-                    record_refused_hosts(&mut info, &confinement);
-                }
-                state.sandbox = Some(info);
-                state
-            })
-        });
-        self.local.start_invocation(spec, invocation, Some(stamp))
+/// Classifies an outcome: a launch failure or a runner that never
+/// reported starting the command (unless a stop cut its setup short) is
+/// the runner's failure; exhaustion is the host's; a missing working
+/// directory is the request's.
+fn classify(outcome: &Outcome, runner: RunnerOutcome) -> Class {
+    match outcome {
+        Outcome::NeverRan {
+            why: NeverRan::Exhausted,
+            message,
+        } => Class::Exhausted(message.clone()),
+        Outcome::NeverRan {
+            why: NeverRan::Launch,
+            message,
+        } => Class::RunnerFailed(Some(message.clone())),
+        Outcome::NeverRan { .. } => Class::Ran { judged: false },
+        Outcome::Ran {
+            stopped: false,
+            stderr,
+            ..
+        } if runner == RunnerOutcome::NeverStarted => Class::RunnerFailed(first_line(stderr)),
+        Outcome::Ran { .. } => Class::Ran { judged: true },
     }
 }
 
-impl BashExecutor for SandboxBashExecutor {
-    fn sandbox_mode(&self) -> Option<SandboxMode> {
-        Some(self.mode)
+/// What settles one confined command.
+struct Settling {
+    mode: SandboxMode,
+    confinement: Confinement,
+    rights: WriteRights,
+    index: Option<IndexWatch>,
+    leftovers: Leftovers,
+    gone: tokio::sync::oneshot::Receiver<()>,
+    workspace: Workspace,
+    cleanups: TaskTracker,
+    provider: Arc<dyn SandboxProvider>,
+}
+
+impl Settle for Settling {
+    fn settle(self: Box<Self>, outcome: Outcome) -> BoxFuture<'static, Verdict> {
+        Box::pin(self.verdict(outcome))
+    }
+}
+
+impl Settling {
+    async fn verdict(self, outcome: Outcome) -> Verdict {
+        let Settling {
+            mode,
+            confinement,
+            rights,
+            index,
+            leftovers,
+            gone,
+            workspace,
+            cleanups,
+            provider,
+        } = self;
+        // Gone before the verdict is when the tree is (a printed TMPDIR
+        // never outlives it, nor a stand-in the workspace did not have);
+        // else once its last leftover is.
+        clean_when_gone(&cleanups, leftovers, gone).await;
+        let mut info = facts(mode, &confinement, &workspace);
+        match classify(&outcome, confinement.runner_outcome()) {
+            Class::Exhausted(message) => Verdict::Unavailable {
+                facts: info,
+                error: SandboxUnavailable::exhausted(mode, Some(message)).into(),
+            },
+            Class::RunnerFailed(why) => {
+                provider.runner_failed();
+                info.runner_failed = true;
+                Verdict::Unavailable {
+                    facts: info,
+                    error: SandboxUnavailable::new(mode, why).into(),
+                }
+            }
+            Class::Ran { judged: false } => Verdict::Ran(Some(info)),
+            Class::Ran { judged: true } => {
+                let Outcome::Ran {
+                    exit_code, stderr, ..
+                } = &outcome
+                else {
+                    return Verdict::Ran(Some(info));
+                };
+                judge_denial(&mut info, &confinement, *exit_code, stderr).await;
+                explain_denial(&mut info, rights, stderr).await;
+                note_planted(&mut info, index, &confinement).await;
+                record_refused_hosts(&mut info, &confinement);
+                Verdict::Ran(Some(info))
+            }
+        }
+    }
+}
+
+/// A command under a mode that does not confine: its facts say so.
+struct Unconfined(SandboxMode);
+
+impl Settle for Unconfined {
+    fn settle(self: Box<Self>, _outcome: Outcome) -> BoxFuture<'static, Verdict> {
+        let info = BashSandboxInfo {
+            mode: self.0,
+            backend: None,
+            denied: false,
+            denial_evidence: DenialEvidence::Stderr,
+            refused: Vec::new(),
+            enforcement: None,
+            runner_failed: false,
+            gaps: Vec::new(),
+            workspace: None,
+            network: Some(NetworkFacts::of(NetworkPolicy::On)),
+            protected: Vec::new(),
+            hidden: Vec::new(),
+            blocked: Vec::new(),
+            planted: Vec::new(),
+        };
+        Box::pin(async move { Verdict::Ran(Some(info)) })
+    }
+}
+
+impl LaunchHook for Sandbox {
+    fn sandbox_mode(&self) -> SandboxMode {
+        self.mode
     }
 
-    fn network_policy(&self, mode: SandboxMode) -> Option<NetworkPolicy> {
-        Some(self.network_of(None, mode, false))
+    fn network_policy(&self, mode: SandboxMode) -> NetworkPolicy {
+        self.network_of(None, mode, false)
     }
 
-    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+    fn decide(&self, request: &BashExecRequest) -> (SandboxMode, NetworkPolicy) {
         let mode = request.sandbox_mode.unwrap_or(self.mode);
         let network = self.network_of(request.network, mode, !request.allow_hosts.is_empty());
-        let mut spec = self.local.resolve(request)?;
-        spec.sandbox_mode = Some(mode);
-        spec.network = Some(network);
-        Ok(spec)
+        (mode, network)
     }
 
-    fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
-        Box::pin(self.run_confined(spec))
+    fn workspace_root(&self) -> &std::path::Path {
+        self.workspace.path()
     }
 
-    fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
-        Box::pin(self.start_confined(spec))
-    }
-
-    fn get(&self, id: &BashTaskId) -> Option<BashTask> {
-        self.local.get(id)
-    }
-
-    fn owner_of(&self, id: &BashTaskId) -> Option<OwnerToken> {
-        self.local.owner_of(id)
-    }
-
-    fn list(&self) -> Vec<BashTask> {
-        self.local.list()
-    }
-
-    fn read_output(
-        &self,
-        id: &BashTaskId,
-        since: Option<dsh_bash::OutputCursor>,
-    ) -> Result<BashTaskRead, BashError> {
-        self.local.read_output(id, since)
-    }
-
-    fn write_input<'a>(
+    fn confine<'a>(
         &'a self,
-        id: &'a BashTaskId,
-        input: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), BashError>> {
-        self.local.write_input(id, input)
-    }
-
-    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
-        self.local.screen(id)
-    }
-
-    fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
-        self.local.kill(id)
-    }
-
-    fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
-        self.local.on_task_done(listener)
+        spec: &'a BashExecSpec,
+        plain: Invocation,
+        readable: Vec<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launching, BashError>> {
+        Box::pin(async move {
+            let mode = self.mode_of(spec);
+            if !mode.confines() {
+                return Ok(Launching {
+                    invocation: plain,
+                    settle: Box::new(Unconfined(mode)),
+                });
+            }
+            let Confined {
+                confinement,
+                rights,
+                index,
+                invocation,
+                leftovers,
+                gone,
+            } = self.confine(spec, mode, plain, readable).await?;
+            Ok(Launching {
+                invocation,
+                settle: Box::new(Settling {
+                    mode,
+                    confinement,
+                    rights,
+                    index,
+                    leftovers,
+                    gone,
+                    workspace: self.workspace.clone(),
+                    cleanups: self.cleanups.clone(),
+                    provider: Arc::clone(&self.provider),
+                }),
+            })
+        })
     }
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            self.local.shutdown().await;
             self.cleanups.close();
             self.cleanups.wait().await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ran(stopped: bool) -> Outcome {
+        Outcome::Ran {
+            exit_code: Some(1),
+            stopped,
+            stderr: "bwrap: cannot set up\n".into(),
+        }
+    }
+
+    fn never(why: NeverRan) -> Outcome {
+        Outcome::NeverRan {
+            why,
+            message: "cannot run bwrap".into(),
+        }
+    }
+
+    /// One rule for both: a runner that never reported starting the
+    /// command failed unless a stop cut its setup short; a launch failure
+    /// is the runner's, exhaustion the host's, a missing directory the
+    /// request's (defect 1: a task that cannot spawn is no runner failure).
+    #[test]
+    fn one_classification_for_runs_and_tasks() {
+        let started = RunnerOutcome::Started;
+        let never_started = RunnerOutcome::NeverStarted;
+        assert_eq!(classify(&ran(false), started), Class::Ran { judged: true });
+        assert_eq!(
+            classify(&ran(false), never_started),
+            Class::RunnerFailed(Some("bwrap: cannot set up".into()))
+        );
+        assert_eq!(
+            classify(&ran(true), never_started),
+            Class::Ran { judged: true }
+        );
+        assert_eq!(
+            classify(&never(NeverRan::Launch), started),
+            Class::RunnerFailed(Some("cannot run bwrap".into()))
+        );
+        assert_eq!(
+            classify(&never(NeverRan::Exhausted), never_started),
+            Class::Exhausted("cannot run bwrap".into())
+        );
+        assert_eq!(
+            classify(&never(NeverRan::Workdir), never_started),
+            Class::Ran { judged: false }
+        );
     }
 }

@@ -47,7 +47,7 @@
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let provider = Arc::new(LocalSandboxProvider::new(LocalSandboxConfig::default())?);
-//! let executor = SandboxBashExecutor::new(SandboxConfig::default(), provider)?;
+//! let executor = dsh_bash_sandbox::sandboxed(SandboxConfig::default(), provider)?;
 //! let result = executor.run(executor.resolve(BashExecRequest::new("touch /etc/x"))?).await?;
 //! assert!(result.sandbox.unwrap().denied);
 //! # Ok(())
@@ -110,5 +110,5 @@ mod planted;
 mod private_tmp;
 
 pub use caches::{CacheConfig, CachePlace};
-pub use executor::{SandboxBashExecutor, SandboxConfig, SandboxConfigError};
+pub use executor::{sandboxed, SandboxBashExecutor, SandboxConfig, SandboxConfigError};
 pub use private_tmp::sweep_dead_once as sweep_dead_private_tmps;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use dsh_bash::{BashExecutor, SandboxMode};
 use dsh_bash_local::LocalConfig;
-use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::SandboxConfig;
 use dsh_sandbox_local::{LocalSandboxConfig, LocalSandboxProvider};
 
 fn workspace() -> &'static std::path::Path {
@@ -25,7 +25,7 @@ fn executor() -> Option<Arc<dyn BashExecutor>> {
     }
     let provider = LocalSandboxProvider::new(LocalSandboxConfig::default()).unwrap();
     Some(Arc::new(
-        SandboxBashExecutor::new(
+        dsh_bash_sandbox::sandboxed(
             SandboxConfig {
                 local: LocalConfig {
                     grace: Duration::from_millis(400),

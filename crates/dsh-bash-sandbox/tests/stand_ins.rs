@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use dsh_bash::{BashExecRequest, BashExecutor, SandboxMode};
 use dsh_bash_local::LocalConfig;
-use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::SandboxConfig;
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
 const WORKERS: usize = 1;
@@ -32,7 +32,7 @@ async fn commands_claiming_the_same_stand_ins_all_run() {
     })
     .unwrap();
     let executor = Arc::new(
-        SandboxBashExecutor::new(
+        dsh_bash_sandbox::sandboxed(
             SandboxConfig {
                 local: LocalConfig {
                     grace: Duration::from_millis(400),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use dsh_bash::{BashExecRequest, BashExecutor, SandboxMode};
 use dsh_bash_local::{ContainmentChoice, LocalConfig};
-use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::SandboxConfig;
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
 /// Waits (fail-safe 20 s) until `done` holds.
@@ -34,7 +34,7 @@ fn mkfifo(path: &Path) {
 async fn outlives_its_command_until_its_last_leftover(containment: ContainmentChoice) {
     let workspace = tempfile::tempdir().unwrap();
     let ws = workspace.path().to_owned();
-    let executor = SandboxBashExecutor::new(
+    let executor = dsh_bash_sandbox::sandboxed(
         SandboxConfig {
             local: LocalConfig {
                 // Long enough that only the leftover itself ends its grace.

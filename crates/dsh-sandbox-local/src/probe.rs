@@ -5,11 +5,14 @@
 //! timeout.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_bash::{BashExecRequest, BashExecutor};
-use dsh_bash_local::{LocalBashExecutor, LocalConfig};
+use dsh_bash::{BashError, BashExecRequest, BashExecSpec, BashExecutor, BoxFuture};
+use dsh_bash_local::{
+    Invocation, LaunchHook, Launching, LocalBashExecutor, LocalConfig, Outcome, Settle, Verdict,
+};
 use dsh_sandbox::{Confinement, RunnerOutcome, SandboxMode, SandboxPolicy, Workspace};
 
 use crate::error::SandboxError;
@@ -31,6 +34,89 @@ fn failed(backend: &'static str, reason: impl Into<String>) -> SandboxError {
         backend,
         reason: reason.into(),
     }
+}
+
+/// The probe's launch hook: every command runs as the confinement under
+/// test built it (the probe runs one).
+struct Probe {
+    invocation: Invocation,
+    workspace: PathBuf,
+}
+
+impl LaunchHook for Probe {
+    fn sandbox_mode(&self) -> SandboxMode {
+        SandboxMode::ReadOnly
+    }
+
+    fn network_policy(&self, _mode: SandboxMode) -> dsh_sandbox::NetworkPolicy {
+        dsh_sandbox::NetworkPolicy::Off
+    }
+
+    fn decide(&self, _request: &BashExecRequest) -> (SandboxMode, dsh_sandbox::NetworkPolicy) {
+        (SandboxMode::ReadOnly, dsh_sandbox::NetworkPolicy::Off)
+    }
+
+    fn workspace_root(&self) -> &Path {
+        &self.workspace
+    }
+
+    fn confine<'a>(
+        &'a self,
+        _spec: &'a BashExecSpec,
+        _plain: Invocation,
+        _readable: Vec<PathBuf>,
+    ) -> BoxFuture<'a, Result<Launching, BashError>> {
+        let invocation = self.invocation.clone();
+        Box::pin(async move {
+            Ok(Launching {
+                invocation,
+                settle: Box::new(Judged),
+            })
+        })
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// The probe judges its run itself (from the confinement's report).
+struct Judged;
+
+impl Settle for Judged {
+    fn settle(self: Box<Self>, _outcome: Outcome) -> BoxFuture<'static, Verdict> {
+        Box::pin(async { Verdict::Ran(None) })
+    }
+}
+
+/// Runs the confinement's invocation once in `dir`, within `timeout`.
+async fn run(
+    backend: &'static str,
+    confinement: &Confinement,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<Result<dsh_bash::BashRunResult, BashError>, SandboxError> {
+    let hook = Probe {
+        invocation: confinement.invocation.clone(),
+        workspace: dir.to_owned(),
+    };
+    let executor = LocalBashExecutor::with_hook(
+        LocalConfig {
+            cwd: Some(dir.to_owned()),
+            default_timeout: timeout,
+            max_timeout: timeout,
+            ..LocalConfig::default()
+        },
+        Arc::new(hook),
+    )
+    .map_err(|err| failed(backend, format!("probe executor: {err}")))?;
+    let outcome = async {
+        let spec = executor.resolve(BashExecRequest::new("sandbox probe"))?;
+        executor.run(spec).await
+    }
+    .await;
+    executor.shutdown().await;
+    Ok(outcome)
 }
 
 /// Runs the probe command under the confinement `build` makes for a
@@ -67,21 +153,7 @@ pub(crate) async fn check(
         terminal: false,
     };
     let confinement = build(&probe_argv(&target), &policy)?;
-    let executor = LocalBashExecutor::new(LocalConfig {
-        cwd: Some(scratch.path().to_owned()),
-        default_timeout: timeout,
-        max_timeout: timeout,
-        ..LocalConfig::default()
-    })
-    .map_err(|err| failed(backend, format!("probe executor: {err}")))?;
-    let outcome = async {
-        let spec = executor.resolve(BashExecRequest::new("sandbox probe"))?;
-        executor
-            .run_invocation(spec, confinement.invocation.clone())
-            .await
-    }
-    .await;
-    executor.shutdown().await;
+    let outcome = run(backend, &confinement, scratch.path(), timeout).await?;
     let leaked = target.exists();
     let result = outcome.map_err(|err| failed(backend, err.to_string()))?;
     if result.timed_out {

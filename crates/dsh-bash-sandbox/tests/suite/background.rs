@@ -92,7 +92,7 @@ async fn a_background_runner_failure_settles_runner_failed() {
 /// failure: the provider keeps what it decided about this host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_workdir_is_missing_is_no_runner_failure() {
-    use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+    use dsh_bash_sandbox::SandboxConfig;
 
     use super::fixture::{local, Recorder};
 
@@ -101,7 +101,7 @@ async fn a_task_whose_workdir_is_missing_is_no_runner_failure() {
         runner: Some(dsh_sandbox::RunnerOutcome::Started),
         ..Recorder::default()
     });
-    let executor = SandboxBashExecutor::new(
+    let executor = dsh_bash_sandbox::sandboxed(
         SandboxConfig {
             local: local(),
             mode: SandboxMode::ReadOnly,

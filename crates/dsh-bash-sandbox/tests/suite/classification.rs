@@ -188,7 +188,7 @@ async fn only_the_runner_report_decides_runner_failure() {
 
     use dsh_bash::BashExecutor;
     use dsh_bash_local::LocalConfig;
-    use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+    use dsh_bash_sandbox::SandboxConfig;
     use dsh_sandbox::RunnerOutcome;
 
     use super::fixture::{local, Recorder};
@@ -198,7 +198,7 @@ async fn only_the_runner_report_decides_runner_failure() {
             runner: Some(outcome),
             ..Recorder::default()
         });
-        SandboxBashExecutor::new(
+        dsh_bash_sandbox::sandboxed(
             SandboxConfig {
                 local: LocalConfig {
                     cwd: Some("/tmp".into()),

@@ -22,7 +22,7 @@ pub fn local() -> LocalConfig {
 
 fn over(config: LocalSandboxConfig, mode: SandboxMode, root: &Path) -> SandboxBashExecutor {
     let provider = LocalSandboxProvider::new(config).unwrap();
-    SandboxBashExecutor::new(
+    dsh_bash_sandbox::sandboxed(
         SandboxConfig {
             local: LocalConfig {
                 cwd: Some(root.to_owned()),

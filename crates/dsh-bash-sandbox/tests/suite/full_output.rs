@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dsh_bash::SandboxMode;
 use dsh_bash_local::LocalConfig;
-use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
+use dsh_bash_sandbox::SandboxConfig;
 use dsh_sandbox_local::{LocalSandboxConfig, LocalSandboxProvider};
 
 use super::fixture::{backends, local, run};
@@ -22,7 +22,7 @@ async fn a_spill_path_is_readable_by_the_next_command() {
             })
             .unwrap();
             // The default spill parent: the host's temp dir (/tmp).
-            let executor = SandboxBashExecutor::new(
+            let executor = dsh_bash_sandbox::sandboxed(
                 SandboxConfig {
                     local: LocalConfig {
                         cwd: Some(root.path().to_owned()),

@@ -10,7 +10,7 @@ use dsh_bash_sandbox::{SandboxBashExecutor, SandboxConfig};
 use super::fixture::{local, run, Recorder};
 
 fn over(recorder: &Arc<Recorder>, mode: SandboxMode) -> SandboxBashExecutor {
-    SandboxBashExecutor::new(
+    dsh_bash_sandbox::sandboxed(
         SandboxConfig {
             local: LocalConfig {
                 cwd: Some("/var/tmp".into()),
@@ -39,7 +39,10 @@ async fn resolve_stamps_the_mode_and_the_default_is_reported() {
         Some(SandboxMode::WorkspaceWrite)
     );
     // SBX-05: the root defaults to the configured cwd, absolute.
-    assert_eq!(executor.workspace_root(), std::path::Path::new("/var/tmp"));
+    assert_eq!(
+        executor.workspace_root(),
+        Some(std::path::Path::new("/var/tmp"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,11 +96,15 @@ async fn danger_full_access_never_asks_the_provider() {
         .start(executor.resolve(BashExecRequest::new("true")).unwrap())
         .await
         .unwrap();
-    assert_eq!(
-        task.settled().await.sandbox,
-        None,
-        "background danger tasks carry no facts"
-    );
+    // One verdict for runs and tasks: the task says what the run says.
+    let task_facts = task
+        .settled()
+        .await
+        .sandbox
+        .expect("a task carries its facts");
+    assert_eq!(task_facts.mode, SandboxMode::DangerFullAccess);
+    assert_eq!((task_facts.backend, task_facts.enforcement), (None, None));
+    assert!(!task_facts.denied && !task_facts.runner_failed);
     assert!(recorder.calls.lock().unwrap().is_empty());
 }
 
@@ -160,7 +167,7 @@ async fn scratch_places_inside_the_workspace_are_refused() {
     };
     let recorder = Arc::new(Recorder::default());
     let provider = || Arc::clone(&recorder) as Arc<dyn dsh_sandbox::SandboxProvider>;
-    let err = SandboxBashExecutor::new(config(SandboxMode::WorkspaceWrite), provider())
+    let err = dsh_bash_sandbox::sandboxed(config(SandboxMode::WorkspaceWrite), provider())
         .unwrap_err()
         .to_string();
     assert!(
@@ -173,7 +180,7 @@ async fn scratch_places_inside_the_workspace_are_refused() {
     );
     // Read-only by default: runs, but a call asking for workspace-write is
     // refused, and the provider is never asked.
-    let executor = SandboxBashExecutor::new(config(SandboxMode::ReadOnly), provider()).unwrap();
+    let executor = dsh_bash_sandbox::sandboxed(config(SandboxMode::ReadOnly), provider()).unwrap();
     let mut request = BashExecRequest::new("touch ran");
     request.sandbox_mode = Some(SandboxMode::WorkspaceWrite);
     let spec = executor.resolve(request).unwrap();

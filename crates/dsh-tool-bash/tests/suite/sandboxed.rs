@@ -21,7 +21,7 @@ fn confined(
     mode: SandboxMode,
 ) -> Arc<SandboxBashExecutor> {
     Arc::new(
-        SandboxBashExecutor::new(
+        dsh_bash_sandbox::sandboxed(
             SandboxConfig {
                 local: LocalConfig {
                     cwd: Some(root.to_owned()),
