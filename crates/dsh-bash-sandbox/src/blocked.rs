@@ -122,7 +122,7 @@ impl WriteRights {
             Some(rest) => self.home.as_ref()?.join(rest),
             None => self.workdir.join(word),
         };
-        Some(dsh_sandbox::lexically_clean(&path))
+        Some(dsh_protect::lexically_clean(&path))
     }
 
     /// Why `path` is read-only for the command, or `None` when it could

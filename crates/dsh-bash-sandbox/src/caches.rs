@@ -142,7 +142,7 @@ impl Caches {
         // Judged before anything is made: nothing of the server's is
         // created where a command could rename it.
         let placed =
-            dsh_sandbox::resolved_as_far_as_it_exists(&root).unwrap_or_else(|| root.clone());
+            dsh_protect::resolved_as_far_as_it_exists(&root).unwrap_or_else(|| root.clone());
         if placed.starts_with(&self.workspace) {
             return Err(format!(
                 "the cache root {} lies inside the writable workspace {}; give --sandbox-cache a directory outside it",

@@ -76,7 +76,7 @@
 //!   (`dsh-sandbox-local`'s `stand_in`);
 //! - **protected-path binds**: every source opened beneath the workspace
 //!   handle without following a link, bound by descriptor;
-//! - **protected-path resolution** (`dsh_sandbox::ProtectedPaths::resolve`:
+//! - **protected-path resolution** (`dsh_protect::resolve`:
 //!   listing a home's dot-entries, reading git's config files and index):
 //!   reads only, by path; a swap can change what is *proposed* for
 //!   protection, never what is opened, created or removed, which is

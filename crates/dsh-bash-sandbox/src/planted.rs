@@ -45,7 +45,7 @@ fn stamp(path: &Path) -> Option<Stamp> {
 
 /// Every repository index of `workspace` with its stamp now.
 fn stamps(workspace: &Workspace) -> Vec<(PathBuf, Option<Stamp>)> {
-    dsh_sandbox::repository_indexes(workspace)
+    dsh_protect::repository_indexes(workspace)
         .into_iter()
         .map(|index| {
             let now = stamp(&index);
@@ -72,7 +72,7 @@ impl IndexWatch {
         if stamps(&self.workspace) == self.before {
             return (Vec::new(), true);
         }
-        dsh_sandbox::unvetted_gitlinks(&self.workspace, kept)
+        dsh_protect::unvetted_gitlinks(&self.workspace, kept)
     }
 }
 

@@ -146,7 +146,7 @@ impl Protection {
             return Ok(protection);
         }
         let root = policy.workspace.path();
-        let resolution = policy.protected.resolve(&policy.workspace);
+        let resolution = dsh_protect::resolve(&policy.protected, &policy.workspace);
         protection.incomplete = !resolution.complete;
         for protected in &resolution.paths {
             let Some(relative) = beneath(root, &protected.path) else {

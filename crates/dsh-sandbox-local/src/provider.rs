@@ -366,7 +366,9 @@ impl LocalSandboxProvider {
         {
             let owned = policy.clone();
             tokio::task::spawn_blocking(move || {
-                owned.protected.resolve(&owned.workspace).paths.is_empty()
+                dsh_protect::resolve(&owned.protected, &owned.workspace)
+                    .paths
+                    .is_empty()
             })
             .await
             .unwrap_or(false)

@@ -58,7 +58,6 @@
 
 mod caches;
 mod gap;
-mod git;
 mod hidden;
 mod hosts;
 mod mode;
@@ -71,7 +70,6 @@ pub use caches::{
     CacheDir, CacheValue, HostDirs, HostPlace, SandboxCaches, ToolCache, TOOL_CACHES,
 };
 pub use gap::SandboxGap;
-pub use git::lexically_clean;
 pub use hidden::{
     homes, mount_aliases, HiddenPath, HiddenPaths, HideError, CREDENTIAL_FILES, MAX_HIDDEN,
 };
@@ -79,9 +77,9 @@ pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, Pa
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
 pub use network::{NetworkPolicy, ParseNetworkError};
 pub use protect::{
-    repository_indexes, resolved_as_far_as_it_exists, stand_in_contents, unvetted_gitlinks,
-    ProtectError, Protected, ProtectedPaths, ProtectedState, Resolution, DEFAULT_PROTECTED_PATHS,
-    HOME_PROTECTED_DIRS, HOME_PROTECTED_PATHS, MAX_CLASS_MEMBERS, ROOT_PROTECTED_SUFFIXES,
+    stand_in_contents, ProtectError, Protected, ProtectedPaths, ProtectedState, Resolution,
+    DEFAULT_PROTECTED_PATHS, HOME_PROTECTED_DIRS, HOME_PROTECTED_PATHS, ROOT_PROTECTED_SUFFIXES,
+    STAND_IN_PREFIX,
 };
 pub use provider::{
     BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, NetworkLog,

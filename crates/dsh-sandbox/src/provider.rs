@@ -95,7 +95,7 @@ pub struct SandboxPolicy {
     pub hidden: Vec<crate::HiddenPath>,
     /// What stays read-only inside the workspace under `workspace-write`
     /// (ignored in the other modes). A backend that keeps them resolves
-    /// them against the workspace itself ([`ProtectedPaths::resolve`]),
+    /// them against the workspace itself (`dsh_protect::resolve`),
     /// when and where it can afford the file-system walk.
     pub protected: ProtectedPaths,
     /// The sandbox's own caches under `workspace-write` (ignored in the

@@ -171,7 +171,7 @@ enum Member {
 /// - `info/attributes`: which filter and diff drivers run on which files;
 /// - `commondir`: where git reads the repository's config from (a
 ///   stand-in holds `.`, the directory itself, which is what git assumes
-///   without one; see [`crate::stand_in_contents`]);
+///   without one; see [`dsh_sandbox::stand_in_contents`]);
 /// - `worktrees`: each linked worktree's `commondir`, `gitdir` and config
 ///   (so `git worktree add` is refused: a new worktree's `commondir` could
 ///   name a config of the command's).
