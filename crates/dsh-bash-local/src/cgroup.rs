@@ -31,10 +31,11 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::ResourceLimits;
+use crate::offload::{Lane, Lanes};
 use crate::sys::CgroupEntry as Entry;
 use crate::limits::{CommandLimits, LimitHost, Place};
 use crate::cgroupfs::{
@@ -44,6 +45,8 @@ use crate::cgroupfs::{
 /// The host's parent cgroup.
 #[derive(Debug)]
 pub(crate) struct CgroupHost {
+    /// The cgroup the host process is in, where every host's parent is.
+    base: PathBuf,
     dir: PathBuf,
     next: AtomicU64,
     /// Where each kind of resource limit is applied (see `limits.rs`).
@@ -92,27 +95,15 @@ fn sweep(base: &Path) {
 }
 
 impl CgroupHost {
-    /// The host's parent cgroup, created on first use; `None` where cgroups
-    /// cannot be used (the reason is logged once at debug level).
-    pub(crate) fn get() -> Option<&'static CgroupHost> {
-        static HOST: OnceLock<Option<CgroupHost>> = OnceLock::new();
-        HOST.get_or_init(|| match CgroupHost::create() {
-            Ok(host) => Some(host),
-            Err(why) => {
-                tracing::debug!(%why, "cgroup containment unavailable; using the process-tree walk");
-                None
-            }
-        })
-        .as_ref()
-    }
-
-    fn create() -> Result<CgroupHost, String> {
+    /// Makes the host's parent cgroup; `Err` says why cgroups cannot be
+    /// used here. What dead hosts left is not touched: see
+    /// [`CgroupHost::sweep_dead`].
+    pub(crate) fn create() -> Result<CgroupHost, String> {
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
         let mount = cgroup2_mount(&mountinfo).ok_or("no cgroup2 mount")?;
         let own = fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
         let own = own_cgroup(&own).ok_or("this process is in no cgroup2 cgroup")?;
         let base = mount.join(own);
-        sweep(&base);
         let dir = base.join(host_dir_name());
         if let Err(err) = fs::create_dir(&dir) {
             if err.kind() != io::ErrorKind::AlreadyExists {
@@ -125,10 +116,17 @@ impl CgroupHost {
         }
         let limits = LimitHost::find(&base, &dir);
         Ok(CgroupHost {
+            base,
             dir,
             next: AtomicU64::new(0),
             limits,
         })
+    }
+
+    /// Kills and removes the parents left by hosts that died (blocking, up
+    /// to a second per stale parent while its processes exit).
+    pub(crate) fn sweep_dead(&self) {
+        sweep(&self.base);
     }
 
     /// The parent cgroup's directory (the watchdog kills it at host death).
@@ -181,7 +179,7 @@ impl CgroupHost {
         &self,
         limits: &ResourceLimits,
         place: Option<Place>,
-        (spawner, hand_off): (usize, fn(CommandCgroup)),
+        (spawner, hand_off): (usize, HandOff),
     ) -> io::Result<CommandCgroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let name = format!("cmd-{n}");
@@ -262,6 +260,17 @@ impl CommandCgroup {
     }
 }
 
+/// How a dropped command cgroup reaches the spawner thread that removes
+/// it.
+#[derive(Clone)]
+pub(crate) struct HandOff(pub(crate) Arc<dyn Fn(CommandCgroup) + Send + Sync>);
+
+impl std::fmt::Debug for HandOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandOff")
+    }
+}
+
 /// One command's cgroup.
 #[derive(Debug)]
 pub(crate) struct CommandCgroup {
@@ -276,9 +285,9 @@ pub(crate) struct CommandCgroup {
     limits: CommandLimits,
     /// The spawner thread that started it (which removes it).
     spawner: usize,
-    /// How a dropped one is handed to that thread (`spawn::remove`,
-    /// given by the spawner that made it).
-    hand_off: fn(CommandCgroup),
+    /// How a dropped one is handed to that thread (given by the spawner
+    /// that made it).
+    hand_off: HandOff,
     /// Dropped, it removes itself in place (it was handed to a spawner
     /// thread that is gone).
     inline_drop: bool,
@@ -325,10 +334,11 @@ impl CommandCgroup {
     /// Sends `signals`, in order, to every process in the cgroup, on a stop
     /// thread (the listing reads cgroupfs, which another cgroup operation
     /// may hold); see [`signal_all`].
-    pub(crate) async fn signal_all_off_thread(&self, signals: &'static [libc::c_int]) {
+    pub(crate) async fn signal_all_off_thread(&self, lanes: &Lanes, signals: &'static [libc::c_int]) {
         let path = self.path.clone();
         // No stop thread (or it panicked): in place.
-        if crate::offload::run(crate::offload::Lane::Stop, move || signal_all(&path, signals))
+        if lanes
+            .run(Lane::Stop, move || signal_all(&path, signals))
             .await
             .is_err()
         {
@@ -338,10 +348,11 @@ impl CommandCgroup {
 
     /// [`CommandCgroup::kill`] on a blocking thread: the write takes the
     /// kernel's cgroup mutex, which another cgroup operation may hold.
-    pub(crate) async fn kill_off_thread(&self) {
+    pub(crate) async fn kill_off_thread(&self, lanes: &Lanes) {
         let path = self.path.clone();
         // No stop thread (or the write panicked): in place.
-        if crate::offload::run(crate::offload::Lane::Stop, move || write_kill(&path))
+        if lanes
+            .run(Lane::Stop, move || write_kill(&path))
             .await
             .is_err()
         {
@@ -413,10 +424,10 @@ impl Drop for CommandCgroup {
             procs: std::mem::take(&mut self.procs),
             limits: std::mem::replace(&mut self.limits, CommandLimits::empty()),
             spawner: self.spawner,
-            hand_off: self.hand_off,
+            hand_off: self.hand_off.clone(),
             inline_drop: true,
         };
-        (self.hand_off)(handed);
+        (self.hand_off.0)(handed);
     }
 }
 
@@ -452,5 +463,45 @@ mod tests {
         assert_eq!(own_cgroup("0::/\n"), Some(String::new()));
         assert!(populated("populated 1\nfrozen 0\n"));
         assert!(!populated("populated 0\nfrozen 0\n"));
+    }
+
+    /// Defect 4: the first command (or executor) no longer waits for the
+    /// sweep of dead hosts' cgroups, which can take a second per stale
+    /// one: making the host's own parent touches none of them; the sweep,
+    /// run apart, kills and removes them.
+    #[test]
+    fn making_the_host_cgroup_leaves_the_sweep_to_its_own_thread() {
+        let host = match CgroupHost::create() {
+            Ok(host) => host,
+            Err(why) => {
+                let required = std::env::var("DSH_TEST_REQUIRE_LIMITS").is_ok_and(|v| v == "1");
+                assert!(!required, "DSH_TEST_REQUIRE_LIMITS=1 but no host cgroup: {why}");
+                eprintln!("SKIPPED: no writable cgroup2 with cgroup.kill here: {why}");
+                return;
+            }
+        };
+        let dead = (4_100_000..4_200_000)
+            .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .unwrap_or(4_199_999);
+        let stale = host.base.join(format!("dsh-bash-{dead}"));
+        fs::create_dir_all(&stale).unwrap();
+        let mut survivor = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+        fs::write(stale.join("cgroup.procs"), survivor.id().to_string()).unwrap();
+        // A second host made now (as a restarted server would) leaves it.
+        let again = CgroupHost::create();
+        let untouched = survivor.try_wait().unwrap().is_none() && stale.exists();
+        host.sweep_dead();
+        // The sweep waited for it to empty: our child is a zombie by now.
+        let swept = survivor.try_wait().unwrap().is_some();
+        if !swept {
+            let _ = survivor.kill();
+        }
+        let _ = survivor.wait();
+        let _ = fs::remove_dir(&stale);
+        drop(again);
+        let _ = fs::remove_dir(&host.dir);
+        assert!(untouched, "making a host cgroup swept a dead host's cgroup on the caller's thread");
+        assert!(swept, "the sweep left a dead host's process running");
+        assert!(!stale.exists(), "the sweep left a dead host's cgroup");
     }
 }

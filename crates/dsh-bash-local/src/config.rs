@@ -241,6 +241,13 @@ pub enum ConfigError {
         /// The cap.
         max: Duration,
     },
+    /// The host (the threads every command is spawned from and stopped on,
+    /// the watchdog) could not start.
+    #[error("{why} (the process may be out of threads: raise RLIMIT_NPROC or end processes, then start again)")]
+    Host {
+        /// What failed.
+        why: String,
+    },
     /// This platform cannot run local commands the way this executor
     /// promises (it needs Linux: pidfds, cgroups, `clone`).
     #[error("LocalBashExecutor runs commands on Linux only (pidfds, cgroups, clone), and this is {os}; run them on a Linux machine through dsh-bash-remote (ssh host dsh-bash mcp)")]

@@ -19,11 +19,11 @@ use tokio::io::unix::AsyncFd;
 
 use dsh_bash::{BashLimits, Containment};
 
-use crate::cgroup::{CgroupHost, CommandCgroup};
+use crate::cgroup::CommandCgroup;
+use crate::host::Host;
 use crate::lifecycle::{Emptied, Left, Tree};
 use crate::limits::CommandLimits;
-use crate::offload::{self, Lane};
-use crate::spawn;
+use crate::offload::Lane;
 use crate::sys::{self, ExitStatus};
 use crate::tree::{self, Stopping};
 
@@ -39,6 +39,8 @@ type Held = Vec<Arc<dyn dsh_sandbox::Held>>;
 /// A command's shell (its pid is also its process group) and what must
 /// outlive its tree.
 pub(crate) struct Shell {
+    /// The host it was spawned by (adoption, lanes, spawners).
+    host: Arc<Host>,
     pid: libc::pid_t,
     pidfd: AsyncFd<OwnedFd>,
     /// Its number (`DSH_BASH_COMMAND`), for its orphans.
@@ -54,13 +56,14 @@ impl Shell {
     /// cannot be polled) is killed with its group and reaped off the
     /// runtime: no zombie stays.
     pub(crate) fn new(
-        pid: libc::pid_t,
-        pidfd: OwnedFd,
+        host: Arc<Host>,
+        (pid, pidfd): (libc::pid_t, OwnedFd),
         command: u64,
         held: Held,
     ) -> io::Result<Shell> {
         match sys::readable_or_back(pidfd) {
             Ok(pidfd) => Ok(Shell {
+                host,
                 pid,
                 pidfd,
                 command,
@@ -69,9 +72,10 @@ impl Shell {
             }),
             Err((pidfd, err)) => {
                 sys::signal_group(pid, libc::SIGKILL);
-                let reaped = offload::submit(Lane::Stop, move || {
+                let spawners = host.spawners.clone();
+                let reaped = host.lanes.submit(Lane::Stop, move || {
                     sys::reap_blocking(pidfd.as_fd());
-                    spawn::release(pid);
+                    spawners.release(pid);
                     drop(held);
                 });
                 if let Err(why) = reaped {
@@ -123,14 +127,15 @@ impl Shell {
         let held = std::mem::take(&mut self.held);
         // On a stop thread (started before any command): a drop creates no
         // thread, so a fork bomb cannot keep it from killing.
-        let reaper = offload::submit(Lane::Stop, move || {
+        let host = Arc::clone(&self.host);
+        let reaper = self.host.lanes.submit(Lane::Stop, move || {
             if walk {
-                tree::kill_now(pid, command, &pidfd);
-                spawn::release(pid);
+                tree::kill_now(&host.adoption, (pid, command), &pidfd);
+                host.spawners.release(pid);
             }
             // SIGKILL is immediate; the wait only collects the zombie.
             sys::reap_blocking(pidfd.as_fd());
-            crate::adopt::unregister(pid);
+            host.adoption.unregister(pid);
             drop(held);
         });
         if let Err(err) = reaper {
@@ -176,11 +181,11 @@ impl Tree for CgroupTree {
     }
 
     fn forget(&mut self) {
-        crate::adopt::unregister(self.shell.pid);
+        self.shell.host.adoption.unregister(self.shell.pid);
     }
 
     async fn settle(&mut self) -> Left {
-        let strays = stop_strays().await;
+        let strays = stop_strays(&self.shell.host).await;
         match &self.cgroup {
             Some(cgroup) if cgroup.lingers(SETTLE).await => Left {
                 count: strays + cgroup.pids().len(),
@@ -196,7 +201,7 @@ impl Tree for CgroupTree {
     async fn terminate(&mut self) {
         if let Some(cgroup) = &self.cgroup {
             cgroup
-                .signal_all_off_thread(&[libc::SIGTERM, libc::SIGCONT])
+                .signal_all_off_thread(&self.shell.host.lanes, &[libc::SIGTERM, libc::SIGCONT])
                 .await;
         }
     }
@@ -212,15 +217,15 @@ impl Tree for CgroupTree {
         if let Some(cgroup) = &self.cgroup {
             // Whatever is left, including what was forked during the
             // grace: one atomic kill.
-            cgroup.kill_off_thread().await;
+            cgroup.kill_off_thread(&self.shell.host.lanes).await;
         }
     }
 
     async fn release(&mut self) {
         if let Some(cgroup) = self.cgroup.take() {
-            spawn::remove(cgroup);
+            self.shell.host.spawners.remove(cgroup);
         }
-        stop_strays().await;
+        stop_strays(&self.shell.host).await;
         self.shell.release();
     }
 }
@@ -277,7 +282,7 @@ impl Tree for WalkedTree {
     }
 
     fn forget(&mut self) {
-        crate::adopt::unregister(self.shell.pid);
+        self.shell.host.adoption.unregister(self.shell.pid);
     }
 
     /// Its group, if it outlives the settle window, and the orphans it
@@ -294,8 +299,12 @@ impl Tree for WalkedTree {
         };
         let group = lingering(|| sys::group_alive(pid)).await;
         settling.armed = false;
-        let orphans = crate::adopt::enabled()
-            && offload::run(Lane::Stop, move || crate::adopt::live_orphans_of(pid, command))
+        let host = &self.shell.host;
+        let adoption = Arc::clone(&host.adoption);
+        let orphans = adoption.enabled()
+            && host
+                .lanes
+                .run(Lane::Stop, move || adoption.live_orphans_of(pid, command))
                 .await
                 .map_or(true, |orphans| !orphans.is_empty());
         if !(group || orphans) {
@@ -310,7 +319,7 @@ impl Tree for WalkedTree {
             group,
             command,
         };
-        let stopping = Stopping::freeze(tree, None).await;
+        let stopping = Stopping::freeze(Arc::clone(host), tree, None).await;
         let count = stopping.member_count();
         self.stopping = Some(stopping);
         // Also with no member found: a group kept only by a zombie must
@@ -327,7 +336,7 @@ impl Tree for WalkedTree {
                 group: true,
                 command: self.shell.command,
             };
-            self.stopping = Some(Stopping::freeze(tree, root).await);
+            self.stopping = Some(Stopping::freeze(Arc::clone(&self.shell.host), tree, root).await);
         }
         if let Some(stopping) = &self.stopping {
             stopping.terminate();
@@ -349,7 +358,7 @@ impl Tree for WalkedTree {
 
     async fn release(&mut self) {
         self.stopping = None;
-        spawn::release(self.shell.pid);
+        self.shell.host.spawners.release(self.shell.pid);
         self.shell.release();
     }
 }
@@ -364,14 +373,14 @@ impl Drop for WalkedTree {
 /// its own cgroup); how many there were. The listing and the pidfd kills
 /// do not block; a foreign cgroup is killed and removed off the runtime
 /// threads.
-async fn stop_strays() -> usize {
-    let Some(host) = CgroupHost::get() else {
+async fn stop_strays(host: &Host) -> usize {
+    let Some(cgroups) = &host.cgroups else {
         return 0;
     };
-    let strays = host.strays();
+    let strays = cgroups.strays();
     let count = strays.count();
     if !strays.cgroups.is_empty() {
-        let _ = offload::run(Lane::Stop, move || strays.remove()).await;
+        let _ = host.lanes.run(Lane::Stop, move || strays.remove()).await;
     }
     count
 }

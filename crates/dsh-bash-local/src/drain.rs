@@ -10,7 +10,7 @@ use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::input::Source;
-use crate::offload::{self, Lane};
+use crate::offload::{self, Lane, Lanes};
 use crate::output::{Pushed, Spill, Stream};
 use crate::spill::SpillDir;
 
@@ -37,6 +37,7 @@ struct SpillWriter {
     cap: u64,
     /// Where to make room when the filesystem is full, for whom.
     room: (Arc<SpillDir>, Option<dsh_bash::OwnerToken>),
+    lanes: Lanes,
 }
 
 /// Writes all of `batch`; on a full filesystem, makes room once (the
@@ -72,7 +73,11 @@ fn write_making_room(
 }
 
 impl SpillWriter {
-    fn new(file: File, cap: u64, room: (Arc<SpillDir>, Option<dsh_bash::OwnerToken>)) -> Self {
+    fn new(
+        file: File,
+        (cap, lanes): (u64, Lanes),
+        room: (Arc<SpillDir>, Option<dsh_bash::OwnerToken>),
+    ) -> Self {
         SpillWriter {
             file: Some(file),
             pending: Vec::with_capacity(SPILL_BATCH),
@@ -80,6 +85,7 @@ impl SpillWriter {
             written: 0,
             cap,
             room,
+            lanes,
         }
     }
 
@@ -118,7 +124,7 @@ impl SpillWriter {
         };
         self.written += batch.len() as u64;
         let room = self.room.clone();
-        self.in_flight = Some(offload::spawn(Lane::Io, move || {
+        self.in_flight = Some(self.lanes.spawn(Lane::Io, move || {
             write_making_room(&mut file, &batch, &room)?;
             Ok((file, batch))
         })?);
@@ -156,6 +162,8 @@ pub(crate) struct Drain {
     /// Fires when the command has ended and lingered long enough: the
     /// reader no longer waits for an EOF a leftover process may withhold.
     pub(crate) linger_over: CancellationToken,
+    /// Where its spill file's blocking work runs.
+    pub(crate) lanes: Lanes,
 }
 
 impl Drain {
@@ -277,7 +285,7 @@ impl Drain {
         let owner = self.owner.clone();
         // Out of threads or out of disk alike: the tail stays, the reason is
         // in the result.
-        let created = offload::run(Lane::Io, move || spill.create(label, &owner)).await;
+        let created = self.lanes.run(Lane::Io, move || spill.create(label, &owner)).await;
         let (file, path) = match created.and_then(|made| made) {
             Ok(created) => created,
             Err(err) => {
@@ -289,7 +297,7 @@ impl Drain {
         };
         self.stream.set_spill(Spill::Active(path));
         let room = (Arc::clone(&self.spill), self.owner.clone());
-        let mut active = Some(SpillWriter::new(file, self.cap, room));
+        let mut active = Some(SpillWriter::new(file, (self.cap, self.lanes.clone()), room));
         for part in [earlier, chunk] {
             let Some(writer) = active.as_mut() else {
                 break;
@@ -308,7 +316,7 @@ impl Drain {
         };
         tracing::warn!(%err, path = %path.display(), "writing a spill file failed; keeping it as partial");
         let measured = path.clone();
-        let bytes = offload::run(Lane::Io, move || std::fs::metadata(measured).map(|m| m.len()))
+        let bytes = self.lanes.run(Lane::Io, move || std::fs::metadata(measured).map(|m| m.len()))
             .await
             .and_then(|len| len)
             .unwrap_or(0);
@@ -322,7 +330,7 @@ impl Drain {
         let spill = Arc::clone(&self.spill);
         let stream = Arc::downgrade(&self.stream);
         let owner = self.owner.clone();
-        let retained = offload::run(Lane::Io, move || spill.retain(path, bytes, stream, owner)).await;
+        let retained = self.lanes.run(Lane::Io, move || spill.retain(path, bytes, stream, owner)).await;
         if let Err(err) = retained {
             tracing::warn!(%err, "spill retention did not run");
         }

@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{ConfigError, LocalConfig};
 use crate::env::child_env;
+use crate::host::Host;
 use crate::shell_run::ShellRun;
 use crate::output::Stream;
 use crate::signal::signal_name;
@@ -36,6 +37,8 @@ pub struct LocalBashExecutor {
 }
 
 struct Inner {
+    /// The process's host: threads, cgroups, adoption, watchdog.
+    host: Arc<Host>,
     config: LocalConfig,
     spill: Arc<SpillDir>,
     registry: Mutex<Registry>,
@@ -125,26 +128,19 @@ fn check_workdir(workdir: &Path) -> Result<(), BashError> {
 
 /// Sweeps what hosts that died outright (with their watchdog) left for
 /// the host `config` describes: their parent cgroups, processes killed
-/// first (unless the containment is the process-tree walk), and their
-/// spill directories. Blocking and bounded (a stale cgroup gets a second
-/// to empty), once per process; [`LocalBashExecutor::new`] starts it on a
-/// thread of its own, and a server calls it too before it takes its first
-/// request (a second caller waits for the first).
+/// first, and their spill directories. Blocking and bounded (a stale
+/// cgroup gets a second to empty), once per process;
+/// [`LocalBashExecutor::new`] starts it on a thread of its own, and a
+/// server calls it too before it takes its first request (a second caller
+/// waits for the first).
 pub fn sweep_dead_hosts(config: &LocalConfig) {
-    /// Spill parents already swept by this process (held while sweeping:
-    /// a second caller waits for the first instead of sweeping again).
-    static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-    if config.containment != crate::ContainmentChoice::ProcessTree {
-        let _ = crate::cgroup::CgroupHost::get();
-    }
     let spill_parent = config
         .spill_parent
         .clone()
         .unwrap_or_else(crate::scratch::temp_dir);
-    let mut swept = SWEPT.lock().unwrap_or_else(PoisonError::into_inner);
-    if !swept.contains(&spill_parent) {
-        crate::scratch::sweep_dead(&spill_parent, crate::scratch::SPILL_PREFIX);
-        swept.push(spill_parent);
+    match Host::get() {
+        Ok(host) => host.sweep_dead(&spill_parent),
+        Err(err) => tracing::warn!(%err, "cannot sweep what dead hosts left"),
     }
 }
 
@@ -162,24 +158,27 @@ impl LocalBashExecutor {
 
     fn build(config: LocalConfig, hook: Option<Arc<dyn LaunchHook>>) -> Result<Self, ConfigError> {
         config.validate()?;
+        // The watchdog, the stop and spawner threads, before the first
+        // request (never on the runtime thread that runs it).
+        let host = Host::get().map_err(|err| ConfigError::Host {
+            why: err.to_string(),
+        })?;
         if config.adopt_orphans {
-            crate::adopt::enable();
+            host.adoption.enable();
         }
         // A host killed outright together with its watchdog leaves its
         // cgroup behind, processes and all, and its spill directory: swept
         // when the next host starts, not at its first command (on a thread
         // of its own: killing a stale tree may take a moment).
-        let swept = config.clone();
+        let (swept, spill_parent) = (
+            Arc::clone(&host),
+            config.spill_parent.clone().unwrap_or_else(crate::scratch::temp_dir),
+        );
         if let Err(err) = std::thread::Builder::new()
             .name("dsh-bash-sweep".into())
-            .spawn(move || sweep_dead_hosts(&swept))
+            .spawn(move || swept.sweep_dead(&spill_parent))
         {
             tracing::warn!(%err, "cannot sweep what dead hosts left");
-        }
-        // The watchdog, the stop and spawner threads, before the first
-        // request (never on the runtime thread that runs it).
-        if let Err(err) = crate::spawn::start() {
-            tracing::warn!(%err, "cannot start the spawner threads; commands will not be spawned");
         }
         let spill = SpillDir::new(
             config.spill_parent.clone(),
@@ -200,6 +199,7 @@ impl LocalBashExecutor {
         };
         Ok(LocalBashExecutor {
             inner: Arc::new(Inner {
+                host,
                 changes,
                 config,
                 spill: Arc::new(spill),
@@ -438,9 +438,8 @@ impl Inner {
         // watchdog finds, at host death, what no group or cgroup holds.
         // (Overwritten: a host running inside another one's command has
         // its own.)
-        static COMMANDS: AtomicU64 = AtomicU64::new(0);
-        let command = COMMANDS.fetch_add(1, Ordering::Relaxed) + 1;
-        for (name, value) in [crate::watchdog::marker(), crate::adopt::command_marker(command)] {
+        let command = self.host.next_command();
+        for (name, value) in [self.host.watchdog.marker(), crate::adopt::command_marker(command)] {
             match env.binary_search_by(|(k, _)| k.as_os_str().cmp(name.as_ref())) {
                 Ok(at) => env[at].1 = value.into(),
                 Err(at) => env.insert(at, (name.into(), value.into())),
@@ -496,7 +495,7 @@ impl Inner {
         let mark = match &watch {
             Some(watch) => {
                 let watch = Arc::clone(watch);
-                crate::offload::run(crate::offload::Lane::Io, move || watch.begin())
+                self.host.lanes.run(crate::offload::Lane::Io, move || watch.begin())
                     .await
                     .ok()
             }
@@ -512,6 +511,7 @@ impl Inner {
                 max_spill_bytes: self.config.max_spill_bytes,
                 owner: spec.owner.clone(),
                 input: input.cloned(),
+                host: &self.host,
             },
             Deadlines {
                 timeout,
@@ -531,7 +531,7 @@ impl Inner {
         // The mark is released even when the command could not start.
         let changed = match (watch, mark) {
             (Some(watch), Some(mark)) => {
-                crate::offload::run(crate::offload::Lane::Io, move || watch.end(mark))
+                self.host.lanes.run(crate::offload::Lane::Io, move || watch.end(mark))
                     .await
                     .ok()
             }
@@ -659,7 +659,7 @@ impl Inner {
         let paths: Vec<PathBuf> = evicted.iter().flat_map(|e| e.spill_paths()).collect();
         if !paths.is_empty() {
             let spill = Arc::clone(&self.spill);
-            let _ = crate::offload::run(crate::offload::Lane::Io, move || spill.discard(&paths)).await;
+            let _ = self.host.lanes.run(crate::offload::Lane::Io, move || spill.discard(&paths)).await;
         }
     }
 }
@@ -830,7 +830,7 @@ impl BashExecutor for LocalBashExecutor {
             inner.registry().clear();
             if inner.config.discard_spill_on_shutdown {
                 let spill = Arc::clone(&inner.spill);
-                let _ = crate::offload::run(crate::offload::Lane::Io, move || spill.remove()).await;
+                let _ = self.inner.host.lanes.run(crate::offload::Lane::Io, move || spill.remove()).await;
             }
             if let Some(hook) = &inner.hook {
                 hook.shutdown().await;

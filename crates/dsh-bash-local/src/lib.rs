@@ -51,6 +51,17 @@
 //! <- BashRunResult        tails, totals, spill paths; rendered by dsh-tool-bash
 //! ```
 //!
+//! # One host per process
+//!
+//! What every command of a process shares is owned by one object, the host
+//! (`host.rs`), started by the first executor and held by each through an
+//! `Arc`: the stop and I/O threads, the parent cgroup, the adoption
+//! registry, the watchdog, the spawner threads, the command counter. It is
+//! the crate's only static, because the kernel keeps the subreaper bit and
+//! a spawning thread's death signal per process. Starting it makes the
+//! parent cgroup and starts the threads and the watchdog; it sweeps
+//! nothing (see below).
+//!
 //! # Containment: how nothing outlives its task
 //!
 //! Two mechanisms; every foreground result says which one contained it
@@ -213,6 +224,7 @@ linux! {
     mod drain;
     mod env;
     mod executor;
+    mod host;
     mod input;
     mod lifecycle;
     mod limits;
@@ -233,7 +245,7 @@ linux! {
     mod watchdog_main;
     pub use executor::{sweep_dead_hosts, LocalBashExecutor};
     pub use snapshot::take_shell_snapshot;
-    pub use watchdog::use_watchdog_program;
+    pub use host::use_watchdog_program;
     pub use watchdog_main::run_watchdog_if_asked;
 }
 

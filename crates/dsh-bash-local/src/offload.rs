@@ -10,7 +10,7 @@ use std::future::Future;
 use std::io;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{mpsc, Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
@@ -29,22 +29,55 @@ pub(crate) enum Lane {
 const STOP_THREADS: usize = 2;
 const IO_THREADS: usize = 2;
 
-struct Lanes {
+/// The stop and I/O lanes: their queues (cheap to clone). Started once,
+/// with the host (`host.rs`).
+#[derive(Clone)]
+pub(crate) struct Lanes {
     stop: mpsc::Sender<Job>,
     io: mpsc::Sender<Job>,
 }
 
-fn lanes() -> io::Result<&'static Lanes> {
-    static LANES: OnceLock<Result<Lanes, String>> = OnceLock::new();
-    LANES
-        .get_or_init(|| {
-            Ok(Lanes {
-                stop: lane("stop", STOP_THREADS)?,
-                io: lane("io", IO_THREADS)?,
-            })
-        })
-        .as_ref()
-        .map_err(|err| io::Error::new(io::ErrorKind::WouldBlock, err.clone()))
+impl Lanes {
+    /// Starts both lanes' threads. A host that cannot start them runs no
+    /// command it could not stop.
+    pub(crate) fn start() -> io::Result<Lanes> {
+        let lanes = lane("stop", STOP_THREADS).and_then(|stop| Ok((stop, lane("io", IO_THREADS)?)));
+        let (stop, io) = lanes.map_err(|err| io::Error::new(io::ErrorKind::WouldBlock, err))?;
+        Ok(Lanes { stop, io })
+    }
+
+    /// Queues `f` on `lane`. Never creates a thread, never panics.
+    pub(crate) fn spawn<R: Send + 'static>(
+        &self,
+        lane: Lane,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<Handle<R>> {
+        let (reply, result) = oneshot::channel();
+        self.submit(lane, move || {
+            let _ = reply.send(f());
+        })?;
+        Ok(Handle(result))
+    }
+
+    /// Runs `f` on `lane` and waits for it.
+    pub(crate) async fn run<R: Send + 'static>(
+        &self,
+        lane: Lane,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R> {
+        self.spawn(lane, f)?.await
+    }
+
+    /// Queues `f` without waiting for it (a drop's work).
+    pub(crate) fn submit(&self, lane: Lane, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
+        let queue = match lane {
+            Lane::Stop => &self.stop,
+            Lane::Io => &self.io,
+        };
+        queue
+            .send(Box::new(f))
+            .map_err(|_| io::Error::other("the blocking lane is gone"))
+    }
 }
 
 /// A queue served by up to `threads` threads (at least one, or an error).
@@ -75,12 +108,6 @@ fn lane(name: &str, threads: usize) -> Result<mpsc::Sender<Job>, String> {
     }
 }
 
-/// Starts the lanes (idempotent). Called before the first spawn: a host
-/// that cannot start them runs no command it could not stop.
-pub(crate) fn start() -> io::Result<()> {
-    lanes().map(drop)
-}
-
 /// A job's result, or an error once it is known it will never come.
 pub(crate) struct Handle<R>(oneshot::Receiver<R>);
 
@@ -92,36 +119,4 @@ impl<R> Future for Handle<R> {
             .poll(cx)
             .map(|got| got.map_err(|_| io::Error::other("a blocking job panicked")))
     }
-}
-
-/// Queues `f` on `lane`. Never creates a thread, never panics.
-pub(crate) fn spawn<R: Send + 'static>(
-    lane: Lane,
-    f: impl FnOnce() -> R + Send + 'static,
-) -> io::Result<Handle<R>> {
-    let (reply, result) = oneshot::channel();
-    submit(lane, move || {
-        let _ = reply.send(f());
-    })?;
-    Ok(Handle(result))
-}
-
-/// Runs `f` on `lane` and waits for it.
-pub(crate) async fn run<R: Send + 'static>(
-    lane: Lane,
-    f: impl FnOnce() -> R + Send + 'static,
-) -> io::Result<R> {
-    spawn(lane, f)?.await
-}
-
-/// Queues `f` without waiting for it (a drop's work).
-pub(crate) fn submit(lane: Lane, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    let lanes = lanes()?;
-    let queue = match lane {
-        Lane::Stop => &lanes.stop,
-        Lane::Io => &lanes.io,
-    };
-    queue
-        .send(Box::new(f))
-        .map_err(|_| io::Error::other("the blocking lane is gone"))
 }

@@ -16,15 +16,16 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::cgroup::{CgroupHost, CommandCgroup};
+use crate::adopt::Adoption;
+use crate::cgroup::{CgroupHost, CommandCgroup, HandOff};
 use crate::config::ContainmentChoice;
 use crate::limits::{CommandLimits, Place};
 use crate::sys::{self, Launcher};
-use crate::watchdog;
+use crate::watchdog::Watchdog;
 
 pub(crate) use crate::sys::{Launch, Pipes};
 
@@ -49,64 +50,81 @@ enum Job {
 /// How many permanent spawner threads fork in parallel.
 const SPAWNER_THREADS: usize = 4;
 
-struct Spawners {
-    queues: Vec<mpsc::Sender<Job>>,
-    next: AtomicUsize,
+/// The spawner threads' queues (cheap to clone); one set per host
+/// (`host.rs`), started before its first command.
+#[derive(Clone)]
+pub(crate) struct Spawners {
+    queues: Arc<[mpsc::Sender<Job>]>,
+    next: Arc<AtomicUsize>,
+}
+
+/// What a spawner thread reaches of its host.
+#[derive(Clone)]
+pub(crate) struct Reach {
+    pub(crate) cgroups: Option<Arc<CgroupHost>>,
+    pub(crate) adoption: Arc<Adoption>,
+    pub(crate) watchdog: Watchdog,
 }
 
 impl Spawners {
+    /// Starts the spawner threads.
+    pub(crate) fn start(reach: &Reach) -> io::Result<Spawners> {
+        let mut queues = Vec::with_capacity(SPAWNER_THREADS);
+        for index in 0..SPAWNER_THREADS {
+            let (jobs, queue) = mpsc::channel::<Job>();
+            // A cgroup dropped by its supervisor comes back to the thread
+            // that made it.
+            let back = jobs.clone();
+            let hand_off = HandOff(Arc::new(move |cgroup| {
+                let _ = back.send(Job::Remove(Box::new(cgroup)));
+            }));
+            let reach = reach.clone();
+            std::thread::Builder::new()
+                .name(format!("dsh-bash-spawner-{index}"))
+                .spawn(move || serve((index, hand_off), &reach, &queue))
+                .map_err(|err| io::Error::other(format!("cannot start a spawner thread: {err}")))?;
+            queues.push(jobs);
+        }
+        Ok(Spawners {
+            queues: queues.into(),
+            next: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
     fn send(&self, job: Job) -> io::Result<()> {
         let index = self.next.fetch_add(1, Ordering::Relaxed) % self.queues.len();
         self.queues[index]
             .send(job)
             .map_err(|_| io::Error::other("the spawner thread is gone"))
     }
+
+    /// Spawns `launch` on a spawner thread.
+    pub(crate) async fn spawn(&self, launch: Launch) -> io::Result<Spawned> {
+        let (reply, spawned) = oneshot::channel();
+        self.send(Job::Spawn(Box::new(launch), reply))?;
+        spawned
+            .await
+            .map_err(|_| io::Error::other("the spawner thread dropped the request"))?
+    }
+
+    /// Tells the watchdog that group `pgid` is gone and must not be killed
+    /// at host death (its number may be reused).
+    pub(crate) fn release(&self, pgid: libc::pid_t) {
+        let _ = self.send(Job::Release(pgid));
+    }
+
+    /// Removes a settled command's cgroup on the spawner thread that
+    /// started it (cgroupfs blocks on the kernel's cgroup mutex; no runtime
+    /// thread waits for it), which has left the command's v1 cgroups by
+    /// then. Where that thread is gone, the cgroup's drop removes it in
+    /// place.
+    pub(crate) fn remove(&self, cgroup: CommandCgroup) {
+        let index = cgroup.spawner() % self.queues.len();
+        let _ = self.queues[index].send(Job::Remove(Box::new(cgroup)));
+    }
 }
 
-/// Starts the watchdog, the stop threads and the spawner threads, once per
-/// process: called when an executor is built, so the first command does
-/// not start them on a runtime thread.
-pub(crate) fn start() -> io::Result<()> {
-    spawners().map(|_| ())
-}
-
-fn spawners() -> io::Result<&'static Spawners> {
-    static SPAWNERS: OnceLock<Result<Spawners, String>> = OnceLock::new();
-    let spawners = SPAWNERS.get_or_init(|| {
-        // The watchdog runs from the first spawn on: with cgroups it is
-        // never told anything, yet kills the host's parent cgroup at host
-        // death.
-        let host = CgroupHost::get();
-        watchdog::ensure_started(watchdog::Watched {
-            cgroup: host.map(|host| host.dir().to_owned()),
-            v1: host
-                .into_iter()
-                .flat_map(CgroupHost::v1_parents)
-                .map(ToOwned::to_owned)
-                .collect(),
-        });
-        // The threads every stop runs on, before any command can take them.
-        crate::offload::start().map_err(|err| err.to_string())?;
-        let mut queues = Vec::with_capacity(SPAWNER_THREADS);
-        for index in 0..SPAWNER_THREADS {
-            let (jobs, queue) = mpsc::channel::<Job>();
-            std::thread::Builder::new()
-                .name(format!("dsh-bash-spawner-{index}"))
-                .spawn(move || serve(index, queue))
-                .map_err(|err| format!("cannot start a spawner thread: {err}"))?;
-            queues.push(jobs);
-        }
-        Ok(Spawners {
-            queues,
-            next: AtomicUsize::new(0),
-        })
-    });
-    spawners
-        .as_ref()
-        .map_err(|err| io::Error::other(err.clone()))
-}
-
-fn serve(index: usize, queue: mpsc::Receiver<Job>) {
+fn serve((index, hand_off): (usize, HandOff), reach: &Reach, queue: &mpsc::Receiver<Job>) {
     let mut launcher = Launcher::default();
     // The next command's v1 cgroups, with this thread inside (see
     // `limits::Place`); made after each command a cgroup holds, for the
@@ -116,15 +134,13 @@ fn serve(index: usize, queue: mpsc::Receiver<Job>) {
         match job {
             Job::Spawn(launch, reply) => {
                 let cgroups = launch.containment != ContainmentChoice::ProcessTree;
-                let limits = cgroups
-                    .then(CgroupHost::get)
-                    .flatten()
-                    .map(CgroupHost::limits);
+                let host = reach.cgroups.as_deref();
+                let limits = host.filter(|_| cgroups).map(CgroupHost::limits);
                 let taken = match (limits, place.take()) {
                     (Some(_), taken) => taken,
                     // A process-tree command must not start inside a place.
                     (None, Some(left)) => {
-                        if let Some(host) = CgroupHost::get() {
+                        if let Some(host) = host {
                             host.limits().discard(left);
                         }
                         None
@@ -134,12 +150,12 @@ fn serve(index: usize, queue: mpsc::Receiver<Job>) {
                 // While this thread is inside, it counts in `pids.current`:
                 // the limit is one higher until it has moved on.
                 let lowered = taken.as_ref().and_then(Place::processes).zip(launch.limits.processes);
-                let spawned = spawn_now(&launch, &mut launcher, (index, taken));
+                let spawned = spawn_now(&launch, &mut launcher, reach, (index, &hand_off, taken));
                 if let Ok(spawned) = &spawned {
                     // A cgroup needs no message: the watchdog kills the
                     // host's parent cgroup at host death.
                     if spawned.cgroup.is_none() {
-                        watchdog::record(spawned.pid);
+                        reach.watchdog.record(spawned.pid);
                     }
                 }
                 if let Err(Ok(orphan)) = reply.send(spawned) {
@@ -156,7 +172,7 @@ fn serve(index: usize, queue: mpsc::Receiver<Job>) {
                     crate::limits::set_processes(&pids, processes);
                 }
             }
-            Job::Release(pgid) => watchdog::forget(pgid),
+            Job::Release(pgid) => reach.watchdog.forget(pgid),
             Job::Remove(cgroup) => cgroup.remove(),
         }
     }
@@ -165,11 +181,12 @@ fn serve(index: usize, queue: mpsc::Receiver<Job>) {
 fn spawn_now(
     launch: &Launch,
     launcher: &mut Launcher,
-    (spawner, place): (usize, Option<crate::limits::Place>),
+    reach: &Reach,
+    (spawner, hand_off, place): (usize, &HandOff, Option<Place>),
 ) -> io::Result<Spawned> {
     let cgroup = match launch.containment {
         ContainmentChoice::ProcessTree => None,
-        _ => CgroupHost::get().and_then(|host| match host.command(&launch.limits, place, (spawner, remove)) {
+        _ => reach.cgroups.as_deref().and_then(|host| match host.command(&launch.limits, place, (spawner, hand_off.clone())) {
             Ok(cgroup) => Some(cgroup),
             Err(err) => {
                 tracing::warn!(%err, "cannot create a command cgroup; using the process-tree walk");
@@ -187,10 +204,10 @@ fn spawn_now(
         Some(cgroup) => cgroup.memory_rlimit(),
         None => rlimits.as_ref().and_then(|r| r.memory_rlimit),
     };
-    let gate = crate::adopt::spawning();
+    let gate = reach.adoption.spawning();
     let entry = cgroup.as_ref().map(CommandCgroup::entry);
     let (pid, pipes) = sys::launch(launch, entry, memory_rlimit, launcher)?;
-    crate::adopt::register(pid);
+    reach.adoption.register(pid);
     drop(gate);
     let pidfd = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
@@ -209,32 +226,4 @@ fn spawn_now(
         cgroup,
         rlimits,
     })
-}
-
-/// Spawns `launch` on the spawner thread.
-pub(crate) async fn spawn(launch: Launch) -> io::Result<Spawned> {
-    let (reply, spawned) = oneshot::channel();
-    spawners()?.send(Job::Spawn(Box::new(launch), reply))?;
-    spawned
-        .await
-        .map_err(|_| io::Error::other("the spawner thread dropped the request"))?
-}
-
-/// Tells the watchdog that group `pgid` is gone and must not be killed at
-/// host death (its number may be reused).
-pub(crate) fn release(pgid: libc::pid_t) {
-    if let Ok(spawners) = spawners() {
-        let _ = spawners.send(Job::Release(pgid));
-    }
-}
-
-/// Removes a settled command's cgroup on the spawner thread that started
-/// it (cgroupfs blocks on the kernel's cgroup mutex; no runtime thread
-/// waits for it), which has left the command's v1 cgroups by then. Where
-/// no spawner runs, the cgroup's drop removes it in place.
-pub(crate) fn remove(cgroup: CommandCgroup) {
-    if let Ok(spawners) = spawners() {
-        let index = cgroup.spawner() % spawners.queues.len();
-        let _ = spawners.queues[index].send(Job::Remove(Box::new(cgroup)));
-    }
 }

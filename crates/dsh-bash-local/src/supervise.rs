@@ -14,6 +14,7 @@ use dsh_bash::Containment;
 use crate::contain::{CgroupTree, Shell, WalkedTree};
 use crate::lifecycle::{GraceFor, Run, Tree};
 use crate::drain::Drain;
+use crate::host::Host;
 use crate::input::{Input, InputSlot, Source};
 use crate::output::Stream;
 use crate::spawn::{self, Launch};
@@ -113,6 +114,8 @@ pub(crate) struct Capture<'a> {
     /// Where a task that takes input keeps its terminal or open stdin
     /// while it runs; `None`: stdin gets `stdin` and is closed.
     pub(crate) input: Option<Arc<InputSlot>>,
+    /// The host that spawns and stops it.
+    pub(crate) host: &'a Arc<Host>,
 }
 
 /// What may end a command before it exits: its timeout, its caller's
@@ -185,6 +188,7 @@ impl Plumbing {
             owner: capture.owner.clone(),
             counted: std::sync::atomic::AtomicU64::new(0),
             linger_over: linger.clone(),
+            lanes: capture.host.lanes.clone(),
         };
         let stdout = match &pipes.terminal {
             Some(_) => Source::terminal(pipes.stdout)?,
@@ -279,13 +283,18 @@ pub(crate) async fn supervise(
 ) -> io::Result<Ended> {
     let command = launch.command;
     let observers = std::mem::take(&mut launch.observers);
-    let spawned = spawn::spawn(launch).await?;
+    let spawned = capture.host.spawners.spawn(launch).await?;
     for observer in &observers {
         observer.started(u32::try_from(spawned.pid).unwrap_or(0));
     }
     // From here on `held` goes with the tree on every path, `?` ones too:
     // a dropped tree drops it once the shell is reaped.
-    let shell = Shell::new(spawned.pid, spawned.pidfd, command, held);
+    let shell = Shell::new(
+        Arc::clone(capture.host),
+        (spawned.pid, spawned.pidfd),
+        command,
+        held,
+    );
     let plumbing = Plumbing::start(spawned.pipes, &capture).await?;
     let shell = shell?;
     let ended = match spawned.cgroup {

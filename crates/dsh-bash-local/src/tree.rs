@@ -18,10 +18,14 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 
 use tokio::io::unix::AsyncFd;
 
+use crate::adopt::Adoption;
+use crate::host::Host;
 use crate::lifecycle::Emptied;
+use crate::offload::Lane;
 
 use crate::procfs::{scan, ProcEntry};
 use crate::sys;
@@ -49,10 +53,10 @@ pub(crate) trait ProcessTable {
     }
 }
 
-/// The system's table: `/proc` and pidfds.
-pub(crate) struct Proc;
+/// The system's table: `/proc` and pidfds, with the host's adoption.
+pub(crate) struct Proc<'a>(pub(crate) &'a Adoption);
 
-impl ProcessTable for Proc {
+impl ProcessTable for Proc<'_> {
     type Handle = OwnedFd;
 
     fn scan(&mut self) -> Vec<ProcEntry> {
@@ -72,7 +76,7 @@ impl ProcessTable for Proc {
     }
 
     fn adopted(&mut self, entry: &ProcEntry, tree: &Tree) -> bool {
-        crate::adopt::adopted_by(entry, tree.pgid, tree.command)
+        self.0.adopted_by(entry, tree.pgid, tree.command)
     }
 }
 
@@ -190,9 +194,9 @@ pub(crate) fn freeze_in<T: ProcessTable>(
 
 /// [`freeze_in`] on the system's table (holding the adoption gate: no
 /// spawn, no reaping while it classifies).
-pub(crate) fn freeze(tree: Tree, root: Option<&OwnedFd>, members: &mut Members) {
-    let _gate = crate::adopt::enabled().then(crate::adopt::scanning);
-    freeze_in(&mut Proc, tree, root, members);
+pub(crate) fn freeze(adoption: &Adoption, tree: Tree, root: Option<&OwnedFd>, members: &mut Members) {
+    let _gate = adoption.enabled().then(|| adoption.scanning());
+    freeze_in(&mut Proc(adoption), tree, root, members);
 }
 
 /// Kills what a freeze found: every held member, and every unheld one whose
@@ -229,6 +233,8 @@ fn watchable(members: &Members) -> Vec<AsyncFd<OwnedFd>> {
 /// A tree being stopped: frozen, with its members known.
 #[derive(Debug)]
 pub(crate) struct Stopping {
+    /// The host whose adoption and lanes the stop uses.
+    host: Arc<Host>,
     tree: Tree,
     root: Option<OwnedFd>,
     members: Members,
@@ -240,17 +246,19 @@ impl Stopping {
     /// Freezes the tree (step 1): the root and the group at once, here
     /// (two syscalls: a bomb in the group stops forking now), then the
     /// `/proc` walk for what left the group, on a stop thread.
-    pub(crate) async fn freeze(tree: Tree, root: Option<OwnedFd>) -> Stopping {
+    pub(crate) async fn freeze(host: Arc<Host>, tree: Tree, root: Option<OwnedFd>) -> Stopping {
         if let Some(root) = &root {
             sys::pidfd_signal(root.as_fd(), libc::SIGSTOP);
         }
         if tree.group {
             sys::signal_group(tree.pgid, libc::SIGSTOP);
         }
-        let frozen = crate::offload::run(crate::offload::Lane::Stop, move || {
+        let walker = Arc::clone(&host);
+        let frozen = host.lanes.run(Lane::Stop, move || {
             let mut members = Members::default();
-            freeze(tree, root.as_ref(), &mut members);
+            freeze(&walker.adoption, tree, root.as_ref(), &mut members);
             Stopping {
+                host: walker,
                 tree,
                 root,
                 members,
@@ -266,6 +274,7 @@ impl Stopping {
                 tracing::error!(%err, "freezing a process tree failed; killing its group");
                 sys::signal_group(tree.pgid, libc::SIGKILL);
                 Stopping {
+                    host,
                     tree,
                     root: None,
                     members: Members::default(),
@@ -312,11 +321,13 @@ impl Stopping {
         }
         let group = self.tree.group && sys::group_alive(self.tree.pgid);
         let (pgid, command) = (self.tree.pgid, self.tree.command);
+        let adoption = Arc::clone(&self.host.adoption);
         let orphans = !group
-            && crate::offload::run(crate::offload::Lane::Stop, move || {
-                crate::adopt::live_orphans_of(pgid, command)
-            })
-            .await
+            && self
+                .host
+                .lanes
+                .run(Lane::Stop, move || adoption.live_orphans_of(pgid, command))
+                .await
             .map_or(true, |orphans| !orphans.is_empty());
         if group || orphans {
             Emptied::Survivors
@@ -338,8 +349,9 @@ impl Stopping {
         let tree = self.tree;
         let root = self.root.take();
         let mut members = std::mem::take(&mut self.members);
-        let refrozen = crate::offload::run(crate::offload::Lane::Stop, move || {
-            freeze(tree, root.as_ref(), &mut members);
+        let host = Arc::clone(&self.host);
+        let refrozen = self.host.lanes.run(Lane::Stop, move || {
+            freeze(&host.adoption, tree, root.as_ref(), &mut members);
             (root, members)
         })
         .await;
@@ -352,7 +364,7 @@ impl Stopping {
         self.members = members;
         // The refreeze stopped everything again: unheld members' parents
         // are frozen, so killing them by pid is safe now.
-        kill_frozen(&mut Proc, &self.members);
+        kill_frozen(&mut Proc(&self.host.adoption), &self.members);
         self.send(libc::SIGKILL);
     }
 
@@ -360,7 +372,7 @@ impl Stopping {
         if let Some(root) = &self.root {
             sys::pidfd_signal(root.as_fd(), signal);
         }
-        self.members.signal_all(&mut Proc, signal);
+        self.members.signal_all(&mut Proc(&self.host.adoption), signal);
         if self.tree.group {
             sys::signal_group(self.tree.pgid, signal);
         }
@@ -374,15 +386,16 @@ impl Drop for Stopping {
         if let Some(root) = &self.root {
             sys::pidfd_signal(root.as_fd(), libc::SIGKILL);
         }
-        self.members.signal_all(&mut Proc, libc::SIGKILL);
+        self.members.signal_all(&mut Proc(&self.host.adoption), libc::SIGKILL);
     }
 }
 
 /// Kills a whole tree synchronously, without a grace: for a supervisor that
 /// is dropped before its command ended. Blocking (reads `/proc`).
-pub(crate) fn kill_now(pgid: libc::pid_t, command: u64, root: &OwnedFd) {
+pub(crate) fn kill_now(adoption: &Adoption, (pgid, command): (libc::pid_t, u64), root: &OwnedFd) {
     let mut members = Members::default();
     freeze(
+        adoption,
         Tree {
             pgid,
             from_root: true,
@@ -392,7 +405,7 @@ pub(crate) fn kill_now(pgid: libc::pid_t, command: u64, root: &OwnedFd) {
         Some(root),
         &mut members,
     );
-    kill_frozen(&mut Proc, &members);
+    kill_frozen(&mut Proc(adoption), &members);
     sys::pidfd_signal(root.as_fd(), libc::SIGKILL);
     sys::signal_group(pgid, libc::SIGKILL);
 }

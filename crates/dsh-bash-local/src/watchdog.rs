@@ -3,7 +3,7 @@
 //! (even by SIGKILL) it kills what the host's commands left. It is the
 //! host's own binary run as the watchdog (`watchdog_main.rs`, blocking on a
 //! pidfd of the host) when the host named one with
-//! [`use_watchdog_program`], else a tiny `bash` loop.
+//! [`crate::use_watchdog_program`], else a tiny `bash` loop.
 //!
 //! It learns of the death by EOF on its stdin, a pipe whose write end only
 //! the host holds and never gives up: a dedicated writer thread owns it and
@@ -24,9 +24,10 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::adopt::Adoption;
 use crate::sys;
 
 /// `$1`: the host's parent cgroup (may be empty), killed whole at host
@@ -84,17 +85,16 @@ fi
 
 /// The environment entry every command of this host carries (name, value):
 /// the host's pid and start time, unique to this host.
-pub(crate) fn marker() -> (&'static str, String) {
-    static VALUE: OnceLock<String> = OnceLock::new();
-    let value = VALUE.get_or_init(|| {
-        format!(
-            "{}.{}",
-            std::process::id(),
-            sys::start_time(std::process::id()).unwrap_or(0)
-        )
-    });
-    ("DSH_BASH_HOST", value.clone())
+fn host_marker() -> String {
+    format!(
+        "{}.{}",
+        std::process::id(),
+        sys::start_time(std::process::id()).unwrap_or(0)
+    )
 }
+
+/// The marker's name.
+const MARKER: &str = "DSH_BASH_HOST";
 
 /// The name the watchdog runs under (`$0`), so it can be found.
 pub(crate) const NAME: &str = "dsh-bash-watchdog";
@@ -121,23 +121,38 @@ pub(crate) struct Watched {
     pub(crate) v1: Vec<std::path::PathBuf>,
 }
 
-static QUEUE: OnceLock<Option<mpsc::Sender<Message>>> = OnceLock::new();
-
-fn queue() -> Option<&'static mpsc::Sender<Message>> {
-    QUEUE.get().and_then(Option::as_ref)
+/// The host's link to its watchdog: the writer's queue (none where the
+/// writer could not start) and the marker its commands carry. Cheap to
+/// clone; one per host (`host.rs`).
+#[derive(Clone, Debug)]
+pub(crate) struct Watchdog {
+    queue: Option<mpsc::Sender<Message>>,
+    marker: String,
 }
 
-/// Starts the watchdog over `watched` (idempotent: the first call's
-/// `watched` counts): from the first spawn on, even when no message will
-/// ever be needed (cgroups).
-pub(crate) fn ensure_started(watched: Watched) {
-    QUEUE.get_or_init(|| {
+impl Watchdog {
+    /// Starts the watchdog over `watched` (run as `program` if the host
+    /// named one), before any command is spawned (its transient
+    /// descriptors never compete with a spawn's), and the writer thread
+    /// that feeds it and reaps `adoption`'s exited orphans.
+    pub(crate) fn start(
+        watched: Watched,
+        program: Option<std::path::PathBuf>,
+        adoption: Arc<Adoption>,
+    ) -> Watchdog {
+        let marker = host_marker();
         let (sender, receiver) = mpsc::channel();
-        // The first watchdog starts here, before any command is spawned
-        // (its transient descriptors never compete with a spawn's).
-        let mut writer = Writer::new(watched);
+        let mut writer = Writer {
+            watched,
+            program,
+            marker: format!("{MARKER}={marker}"),
+            adoption,
+            groups: BTreeSet::new(),
+            running: None,
+            checked: Instant::now(),
+        };
         writer.restart();
-        match std::thread::Builder::new()
+        let queue = match std::thread::Builder::new()
             .name("dsh-bash-watchdog-writer".into())
             .spawn(move || writer.serve(&receiver))
         {
@@ -146,21 +161,27 @@ pub(crate) fn ensure_started(watched: Watched) {
                 tracing::warn!(%err, "cannot start the host-death watchdog's writer; commands' children may outlive a killed host");
                 None
             }
-        }
-    });
-}
-
-/// Records process group `pgid` (kill it at host death).
-pub(crate) fn record(pgid: libc::pid_t) {
-    if let Some(queue) = queue() {
-        let _ = queue.send(Message::Record(pgid));
+        };
+        Watchdog { queue, marker }
     }
-}
 
-/// Forgets process group `pgid` (it is gone; its number may be reused).
-pub(crate) fn forget(pgid: libc::pid_t) {
-    if let Some(queue) = queue() {
-        let _ = queue.send(Message::Forget(pgid));
+    /// The environment entry every command of this host carries.
+    pub(crate) fn marker(&self) -> (&'static str, String) {
+        (MARKER, self.marker.clone())
+    }
+
+    /// Records process group `pgid` (kill it at host death).
+    pub(crate) fn record(&self, pgid: libc::pid_t) {
+        if let Some(queue) = &self.queue {
+            let _ = queue.send(Message::Record(pgid));
+        }
+    }
+
+    /// Forgets process group `pgid` (it is gone; its number may be reused).
+    pub(crate) fn forget(&self, pgid: libc::pid_t) {
+        if let Some(queue) = &self.queue {
+            let _ = queue.send(Message::Forget(pgid));
+        }
     }
 }
 
@@ -172,20 +193,14 @@ struct Running {
 
 struct Writer {
     watched: Watched,
+    /// The program run as the watchdog; `bash` with the script if none.
+    program: Option<std::path::PathBuf>,
+    /// `DSH_BASH_HOST=<marker>`.
+    marker: String,
+    adoption: Arc<Adoption>,
     groups: BTreeSet<libc::pid_t>,
     running: Option<Running>,
     checked: Instant,
-}
-
-impl Writer {
-    fn new(watched: Watched) -> Self {
-        Writer {
-            watched,
-            groups: BTreeSet::new(),
-            running: None,
-            checked: Instant::now(),
-        }
-    }
 }
 
 /// `bash` on this process's `PATH`, absolute entries only (a relative one
@@ -210,24 +225,10 @@ fn shell() -> std::io::Result<std::path::PathBuf> {
         })
 }
 
-/// The program that runs the watchdog in Rust when executed as [`NAME`]
-/// (see `watchdog_main.rs`), if the host named one.
-static PROGRAM: OnceLock<std::path::PathBuf> = OnceLock::new();
-
-/// Runs the host-death watchdog as `program` (executed with `argv[0]` set
-/// to the watchdog's name; it must call [`crate::run_watchdog_if_asked`]
-/// first thing in `main`, as `dsh-bash` does: pass `/proc/self/exe` from a
-/// binary that does) instead of the `bash` loop: it blocks on a pidfd of
-/// the host instead of polling, and costs no shell at the host's death.
-/// Call it before the first command; later calls are ignored.
-pub fn use_watchdog_program(program: impl Into<std::path::PathBuf>) {
-    let _ = PROGRAM.set(program.into());
-}
-
 /// The watchdog's command line: `program` as [`NAME`] if one is set, else
 /// `bash` with the script; then the cgroup, host pid, start time, marker.
-fn watchdog_command() -> std::io::Result<Command> {
-    let mut command = match PROGRAM.get() {
+fn watchdog_command(program: Option<&Path>) -> std::io::Result<Command> {
+    let mut command = match program {
         Some(program) => {
             let mut command = Command::new(program);
             command.arg0(NAME);
@@ -243,17 +244,15 @@ fn watchdog_command() -> std::io::Result<Command> {
     Ok(command)
 }
 
-fn start(watched: &Watched) -> std::io::Result<Running> {
+fn start(writer: &Writer) -> std::io::Result<Running> {
+    let watched = &writer.watched;
     let cgroup = watched.cgroup.as_deref().unwrap_or(Path::new(""));
-    let mut command = watchdog_command()?;
+    let mut command = watchdog_command(writer.program.as_deref())?;
     command
         .arg(cgroup)
         .arg(std::process::id().to_string())
         .arg(sys::start_time(std::process::id()).map_or_else(String::new, |t| t.to_string()))
-        .arg({
-            let (name, value) = marker();
-            format!("{name}={value}")
-        })
+        .arg(&writer.marker)
         .args(&watched.v1)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -261,9 +260,9 @@ fn start(watched: &Watched) -> std::io::Result<Running> {
     // A process group of its own: a Ctrl-C aimed at the host's foreground
     // group must not reach the watchdog first.
     command.process_group(0);
-    let gate = crate::adopt::spawning();
+    let gate = writer.adoption.spawning();
     let mut child = command.spawn()?;
-    crate::adopt::register(libc::pid_t::try_from(child.id()).unwrap_or(0));
+    writer.adoption.register(libc::pid_t::try_from(child.id()).unwrap_or(0));
     drop(gate);
     let stdin = child
         .stdin
@@ -321,7 +320,7 @@ impl Writer {
     fn check(&mut self) {
         self.checked = Instant::now();
         // Adopted orphans that exited are reaped here (off the runtime).
-        crate::adopt::reap_exited();
+        self.adoption.reap_exited();
         let exited = match self.running.as_mut().map(|r| r.child.try_wait()) {
             Some(Ok(Some(status))) => Some(status.to_string()),
             Some(Err(err)) => Some(err.to_string()),
@@ -338,9 +337,9 @@ impl Writer {
         if let Some(mut old) = self.running.take() {
             let _ = old.child.kill();
             let _ = old.child.wait();
-            crate::adopt::unregister(libc::pid_t::try_from(old.child.id()).unwrap_or(0));
+            self.adoption.unregister(libc::pid_t::try_from(old.child.id()).unwrap_or(0));
         }
-        match start(&self.watched) {
+        match start(self) {
             Ok(mut running) => {
                 let lines: String = self.groups.iter().map(|g| format!("+ {g}\n")).collect();
                 if let Err(err) = running.stdin.write_all(lines.as_bytes()) {

@@ -104,42 +104,46 @@ pub(crate) struct Listener {
 }
 
 impl Listener {
-    /// The listener, started the first time it is asked for; `None` where
-    /// this process may not read or write the audit log.
-    pub(crate) fn get() -> Option<&'static Listener> {
-        static LISTENER: OnceLock<Option<&'static Listener>> = OnceLock::new();
-        *LISTENER.get_or_init(|| match Listener::start() {
+    /// The listener `slot` holds, started the first time it is asked for
+    /// (its provider owns the slot); `None` where this process may not
+    /// read or write the audit log.
+    pub(crate) fn get(slot: &OnceLock<Option<Arc<Listener>>>) -> Option<Arc<Listener>> {
+        slot.get_or_init(|| match Listener::start() {
             Ok(listener) => Some(listener),
             Err(err) => {
                 tracing::debug!("no kernel account of Landlock denials: {err}");
                 None
             }
         })
+        .clone()
     }
 
-    fn start() -> io::Result<&'static Listener> {
+    /// Opens the sockets and starts the reader thread, which keeps the
+    /// listener for the life of the process.
+    fn start() -> io::Result<Arc<Listener>> {
         let multicast = crate::sys::audit_socket(READLOG_GROUP)?;
         let control = crate::sys::audit_socket(0)?;
         let tag = random_tag();
-        let listener: &'static Listener = Box::leak(Box::new(Listener {
+        let listener = Arc::new(Listener {
             control: Mutex::new(control),
             filed: Mutex::new(Filed::default()),
             arrived: Condvar::new(),
             next: AtomicU64::new(1),
             tag,
             marker: format!("dsh-bash sync {tag:08x} "),
-        }));
+        });
         // One marker with an acknowledgement: proves we may write the log.
         listener.mark(true)?;
+        let reader = Arc::clone(&listener);
         std::thread::Builder::new()
             .name("dsh-audit".into())
-            .spawn(move || listener.read(&multicast))?;
+            .spawn(move || reader.read(&multicast))?;
         Ok(listener)
     }
 
     /// A watch for one command about to be confined; `None` when audit is
     /// off now.
-    pub(crate) fn watch(&'static self) -> Option<Watch> {
+    pub(crate) fn watch(self: &Arc<Self>) -> Option<Watch> {
         let status = self.status().ok().filter(|s| s.enabled != 0)?;
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         // 15 bytes at most, the kernel's limit for a task name.
@@ -150,7 +154,7 @@ impl Listener {
         drop(filed);
         Some(Watch {
             claim: Claim {
-                listener: self,
+                listener: Arc::clone(self),
                 name,
                 lost: status.lost,
                 overruns,
@@ -383,7 +387,7 @@ fn field(text: &str, key: &str) -> Option<String> {
 /// What one command's account is checked against.
 #[derive(Clone, Debug)]
 struct Claim {
-    listener: &'static Listener,
+    listener: Arc<Listener>,
     name: String,
     /// The kernel's lost-record count when the command started.
     lost: u32,
@@ -398,7 +402,7 @@ impl Claim {
     /// it may be incomplete. Blocking (the kernel's audit backlog, the
     /// marker's way back): off the runtime threads.
     fn account(&self) -> Option<Vec<String>> {
-        let listener = self.listener;
+        let listener = &self.listener;
         let status = listener.status().ok()?;
         if status.enabled == 0 || status.lost != self.lost {
             return None;

@@ -346,7 +346,7 @@ pub(crate) fn confine(
     abi: i64,
     prepared: &Prepared,
     proxy_port: Option<u16>,
-    around: Option<&Arc<Around>>,
+    (around, audit): (Option<&Arc<Around>>, Option<Arc<crate::audit::Listener>>),
 ) -> Result<Confinement, SandboxError> {
     let ruleset = prepared.ruleset(policy, proxy_port, around)?;
     let filter = prepared.filter(policy.mode, policy.network);
@@ -363,9 +363,8 @@ pub(crate) fn confine(
         environment.extend(policy.caches.environment(std::path::Path::to_path_buf));
     }
     // The kernel's account of its denials, where the host gives one.
-    let watch = (abi >= 7)
-        .then(crate::audit::Listener::get)
-        .flatten()
+    let watch = audit
+        .filter(|_| abi >= 7)
         .and_then(|listener| listener.watch())
         .map(Arc::new);
     Ok(Confinement {

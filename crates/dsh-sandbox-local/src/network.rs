@@ -17,9 +17,10 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use dsh_net_proxy::{Door, DoorAddress, DoorAt, Proxy};
+pub(crate) use dsh_net_proxy::Proxy;
+use dsh_net_proxy::{Door, DoorAddress, DoorAt};
 use dsh_sandbox::{Confinement, Held, NetworkLog, SandboxPolicy};
 
 use crate::error::SandboxError;
@@ -45,21 +46,19 @@ impl OpenDoor {
     }
 }
 
-/// The server's proxy, started with its first door.
-fn proxy() -> &'static Proxy {
-    static PROXY: OnceLock<Proxy> = OnceLock::new();
-    PROXY.get_or_init(Proxy::default)
-}
-
 /// Opens the door of a command under `policy`: a passed socket pair for a
 /// forwarder in a namespace (`passed`), else a loopback port.
-pub(crate) fn open(policy: &SandboxPolicy, passed: bool) -> Result<OpenDoor, SandboxError> {
+pub(crate) fn open(
+    proxy: &Proxy,
+    policy: &SandboxPolicy,
+    passed: bool,
+) -> Result<OpenDoor, SandboxError> {
     let at = if passed {
         DoorAt::Passed
     } else {
         DoorAt::Loopback
     };
-    let door = proxy()
+    let door = proxy
         .door(Arc::clone(&policy.hosts), at)
         .map_err(|cause| SandboxError::Door { cause })?;
     Ok(OpenDoor { door })

@@ -42,6 +42,12 @@ pub struct LocalSandboxProvider {
     families: std::sync::OnceLock<Option<Arc<[dsh_sandbox::BpfInstruction]>>>,
     /// The filter bwrap runs under with the network on (terminal requests).
     terminal: std::sync::OnceLock<Option<Arc<[dsh_sandbox::BpfInstruction]>>>,
+    /// The network proxy every door of this provider's commands opens on.
+    #[cfg(target_os = "linux")]
+    proxy: crate::network::Proxy,
+    /// The kernel's account of Landlock denials, once asked for.
+    #[cfg(target_os = "linux")]
+    audit: std::sync::OnceLock<Option<Arc<crate::audit::Listener>>>,
 }
 
 impl LocalSandboxProvider {
@@ -77,6 +83,10 @@ impl LocalSandboxProvider {
             #[cfg(target_os = "linux")]
             families: std::sync::OnceLock::new(),
             terminal: std::sync::OnceLock::new(),
+            #[cfg(target_os = "linux")]
+            proxy: crate::network::Proxy::default(),
+            #[cfg(target_os = "linux")]
+            audit: std::sync::OnceLock::new(),
         })
     }
 
@@ -234,7 +244,7 @@ impl LocalSandboxProvider {
                             abi,
                             &crate::landlock_backend::Prepared::default(),
                             None,
-                            None,
+                            (None, None),
                         )
                     },
                     timeout,
@@ -321,7 +331,7 @@ impl LocalSandboxProvider {
         let mut owned_argv = argv.to_vec();
         let door = if policy.network == dsh_sandbox::NetworkPolicy::Allow {
             let program = crate::network::forwarder(self.config.forwarder.as_ref())?;
-            let door = crate::network::open(policy, true)?;
+            let door = crate::network::open(&self.proxy, policy, true)?;
             let far_end = door.far_end().ok_or_else(|| SandboxError::Door {
                 cause: std::io::Error::other("a passed door without its far end"),
             })?;
@@ -389,7 +399,7 @@ impl LocalSandboxProvider {
             if abi < 4 {
                 return Err(SandboxError::AllowListNeedsTcpRules { abi });
             }
-            Some(crate::network::open(&policy, false)?)
+            Some(crate::network::open(&self.proxy, &policy, false)?)
         } else {
             None
         };
@@ -401,7 +411,7 @@ impl LocalSandboxProvider {
             abi,
             &self.landlock,
             port,
-            around.as_ref(),
+            (around.as_ref(), crate::audit::Listener::get(&self.audit)),
         )?;
         if let (Some(door), Some(port)) = (door, port) {
             crate::network::attach(&mut confinement, door, port);

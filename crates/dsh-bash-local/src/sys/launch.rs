@@ -368,6 +368,8 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
 pub(crate) struct Launcher {
     stack: Vec<u8>,
     resolved: Option<(PathBuf, OsString, CString)>,
+    /// `clone3` into a cgroup failed here once: commands move themselves.
+    clone3_refused: bool,
 }
 
 impl Default for Launcher {
@@ -375,6 +377,7 @@ impl Default for Launcher {
         Launcher {
             stack: vec![0u8; 256 * 1024],
             resolved: None,
+            clone3_refused: false,
         }
     }
 }
@@ -470,21 +473,16 @@ unsafe fn clone3_on_stack(
     ret
 }
 
-/// Whether `clone3` with `CLONE_INTO_CGROUP` failed here once (a kernel
-/// before 5.7, a seccomp profile that refuses it): then every command
-/// moves itself into its cgroup instead.
-#[cfg(target_arch = "x86_64")]
-static CLONE3_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// Clones the child straight into the cgroup `dir`: `clone3` with
 /// `CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP`, on the launcher's stack,
 /// like the `clone` below. Moving a running process into a cgroup instead
 /// takes the kernel's cgroup-wide write lock, which waits for an RCU grace
 /// period: 7–15 ms per command when commands come seconds apart. `None`
 /// where it cannot (an architecture other than x86_64, whose trampoline is
-/// not written, or `clone3` refused once, for
+/// not written, or `clone3` refused once on this launcher (`refused`), for
 /// whatever reason: no child exists after a failed clone, so the caller's
-/// fallback never spawns twice).
+/// fallback never spawns twice). A refusal (a kernel before 5.7, a seccomp
+/// profile) is remembered: every later command moves itself.
 ///
 /// # Safety
 ///
@@ -496,8 +494,9 @@ unsafe fn clone_into_cgroup(
     dir: &std::ffi::CStr,
     args: &ChildArgs,
     stack: (*mut u8, usize),
+    refused: &mut bool,
 ) -> Option<libc::pid_t> {
-    if CLONE3_REFUSED.load(std::sync::atomic::Ordering::Relaxed) {
+    if *refused {
         return None;
     }
     // SAFETY: open with a NUL-terminated path.
@@ -533,7 +532,7 @@ unsafe fn clone_into_cgroup(
         return libc::pid_t::try_from(pid).ok();
     }
     tracing::debug!(errno = -pid, "clone3 into a cgroup refused; commands move themselves into their cgroups");
-    CLONE3_REFUSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    *refused = true;
     None
 }
 
@@ -543,6 +542,7 @@ unsafe fn clone_into_cgroup(
     _dir: &std::ffi::CStr,
     _args: &ChildArgs,
     _stack: (*mut u8, usize),
+    _refused: &mut bool,
 ) -> Option<libc::pid_t> {
     None
 }
@@ -637,7 +637,13 @@ pub(crate) fn launch(
     // SAFETY: `args` points into `strings`, `path` and `restriction`, which
     // outlive the call; the child's end of every pipe stays open until it
     // returns.
-    let pid = unsafe { clone_child(&mut args, cgroup.as_ref(), &mut launcher.stack) }?;
+    let pid = unsafe {
+        clone_child(
+            &mut args,
+            cgroup.as_ref(),
+            (&mut launcher.stack, &mut launcher.clone3_refused),
+        )
+    }?;
     drop((standard.child_ends, report_write));
     if let Some(errno) = exec_failure(&report_read, pid) {
         // The program may have moved: resolve it afresh next time.
@@ -659,7 +665,7 @@ pub(crate) fn launch(
 unsafe fn clone_child(
     args: &mut ChildArgs,
     cgroup: Option<&Entry<'_>>,
-    stack: &mut [u8],
+    (stack, clone3_refused): (&mut [u8], &mut bool),
 ) -> io::Result<libc::pid_t> {
     let base = stack.as_mut_ptr();
     // 16-byte aligned top of the stack buffer.
@@ -676,7 +682,9 @@ unsafe fn clone_child(
     // execs or exits; the caller keeps `args` valid that long; signals are
     // blocked.
     let cloned = cgroup
-        .and_then(|entry| unsafe { clone_into_cgroup(entry.dir, args, (base, top - base as usize)) });
+        .and_then(|entry| unsafe {
+            clone_into_cgroup(entry.dir, args, (base, top - base as usize), clone3_refused)
+        });
     let pid = match cloned {
         Some(pid) => Ok(pid),
         None => {
