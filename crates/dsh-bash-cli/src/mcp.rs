@@ -86,18 +86,16 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
     // would answer its own approval questions.
     let escalation = listening.is_none() || args.http.allows_escalation();
     let hub = Arc::new(
-        Hub::new(
-            composed.executor,
-            cwd,
-            default_timeout,
-            max_timeout,
-            args.max_commands,
-        )
-        .with_escalation(escalation)
-        .with_yield(yield_after)
-        .with_persist_cwd(!args.no_persist_cwd)
-        .with_snapshot(snapshot_loaded)
-        .with_changes(composed.tracks_changes.unwrap_or(false)),
+        Hub::builder(composed.executor)
+            .cwd(cwd)
+            .timeouts(default_timeout, max_timeout)
+            .max_commands(args.max_commands)
+            .escalation(escalation)
+            .yield_after(yield_after)
+            .persist_cwd(!args.no_persist_cwd)
+            .snapshot(snapshot_loaded)
+            .changes(composed.tracks_changes.unwrap_or(false))
+            .build(),
     );
     // The binary owns the process's signals; the library only stops when
     // told.

@@ -35,8 +35,10 @@
 //!
 //! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
 //! let executor = Arc::new(LocalBashExecutor::new(LocalConfig::default())?);
-//! let (timeout, max_timeout) = (Duration::from_secs(120), Duration::from_secs(600));
-//! let hub = Hub::new(executor, None, timeout, max_timeout, 32);
+//! let hub = Hub::builder(executor)
+//!     .timeouts(Duration::from_secs(120), Duration::from_secs(600))
+//!     .max_commands(32)
+//!     .build();
 //! // The caller decides what stops it (here: SIGTERM, SIGINT, SIGHUP).
 //! let shutdown = tokio_util::sync::CancellationToken::new();
 //! let _signals = dsh_bash_mcp::stop_on_signals(shutdown.clone());
@@ -105,100 +107,129 @@ pub struct Hub {
     escalation: bool,
 }
 
-impl Hub {
-    /// A hub over `executor`: new sessions start in `cwd`, a call's
-    /// timeout defaults to `default_timeout` and is capped at
-    /// `max_timeout`, and a session may run `max_commands` at once.
-    pub fn new(
-        executor: Arc<dyn BashExecutor>,
-        cwd: Option<PathBuf>,
-        default_timeout: Duration,
-        max_timeout: Duration,
-        max_commands: usize,
-    ) -> Self {
-        let facts = exec::server_facts(&*executor, default_timeout, max_timeout, cwd.clone());
+/// How a [`Hub`] is made: everything it tells the model and every cap it
+/// keeps, set before its tools exist (each setter has a default).
+#[derive(Clone)]
+pub struct HubBuilder {
+    executor: Arc<dyn BashExecutor>,
+    cwd: Option<PathBuf>,
+    default_timeout: Duration,
+    max_timeout: Duration,
+    max_commands: usize,
+    yield_after: Option<Duration>,
+    persist_cwd: bool,
+    told: dsh_tool_bash::Told,
+}
+
+impl std::fmt::Debug for HubBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubBuilder")
+            .field("cwd", &self.cwd)
+            .field("default_timeout", &self.default_timeout)
+            .field("max_timeout", &self.max_timeout)
+            .field("max_commands", &self.max_commands)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HubBuilder {
+    /// New sessions start in `cwd` (default: the executor's own).
+    pub fn cwd(mut self, cwd: Option<PathBuf>) -> Self {
+        self.cwd = cwd;
+        self
+    }
+
+    /// A call's timeout defaults to `default` and is capped at `max`
+    /// (default: 120 s and 600 s).
+    pub fn timeouts(mut self, default: Duration, max: Duration) -> Self {
+        self.default_timeout = default;
+        self.max_timeout = max;
+        self
+    }
+
+    /// A session may run `max` commands at once (default 32).
+    pub fn max_commands(mut self, max: usize) -> Self {
+        self.max_commands = max;
+        self
+    }
+
+    /// Every foreground command still running after `after` is handed over
+    /// as a background task (`--yield-ms`; a call's `yieldMs` wins).
+    /// Default: none.
+    pub fn yield_after(mut self, after: Option<Duration>) -> Self {
+        self.yield_after = after;
+        self
+    }
+
+    /// Each session's working directory follows `cd` or not
+    /// ([`dsh_tool_bash::BashTools::with_persist_cwd`]). Default: not.
+    pub fn persist_cwd(mut self, persist: bool) -> Self {
+        self.persist_cwd = persist;
+        self
+    }
+
+    /// Escalation approvals allowed or not (the escalation fields are
+    /// offered only where they are). Default: allowed.
+    pub fn escalation(mut self, allowed: bool) -> Self {
+        self.told.escalation = allowed;
+        self
+    }
+
+    /// The model is told that the user's shell snapshot is loaded into
+    /// every command (or not). Default: not.
+    pub fn snapshot(mut self, loaded: bool) -> Self {
+        self.told.snapshot = loaded;
+        self
+    }
+
+    /// The model is told that results list the files a command changed in
+    /// the workspace (or not). Default: not.
+    pub fn changes(mut self, tracked: bool) -> Self {
+        self.told.changes = tracked;
+        self
+    }
+
+    /// The hub, its tools built once.
+    pub fn build(self) -> Hub {
+        let facts = exec::server_facts(
+            &*self.executor,
+            self.default_timeout,
+            self.max_timeout,
+            self.cwd.clone(),
+        );
         let facts = match serde_json::to_value(facts) {
             Ok(Value::Object(map)) => map,
             _ => serde_json::Map::new(),
         };
+        let tools = BashTools::new(self.executor)
+            .with_yield(self.yield_after)
+            .with_persist_cwd(self.persist_cwd)
+            .with_told(self.told);
         Hub {
-            tools: Arc::new(BashTools::new(executor)),
+            tools: Arc::new(tools),
             facts,
-            cwd,
-            max_timeout,
-            max_commands,
+            cwd: self.cwd,
+            max_timeout: self.max_timeout,
+            max_commands: self.max_commands,
             live: Arc::default(),
-            escalation: true,
+            escalation: self.told.escalation,
         }
     }
+}
 
-    /// The same hub, handing every foreground command still running after
-    /// `after` over as a background task (`--yield-ms`; a call's `yieldMs`
-    /// wins).
-    pub fn with_yield(mut self, after: Option<Duration>) -> Self {
-        self.tools = self.rebuilt(after, self.tools.persist_cwd(), self.tools.told());
-        self
-    }
-
-    /// The tools over the same executor, with `after`, `persist` and
-    /// `told`.
-    fn rebuilt(
-        &self,
-        after: Option<Duration>,
-        persist: bool,
-        told: dsh_tool_bash::Told,
-    ) -> Arc<BashTools> {
-        let executor = Arc::clone(self.tools.executor());
-        Arc::new(
-            BashTools::new(executor)
-                .with_yield(after)
-                .with_persist_cwd(persist)
-                .with_told(told),
-        )
-    }
-
-    /// The same hub, with each session's working directory following `cd`
-    /// or not ([`dsh_tool_bash::BashTools::with_persist_cwd`]).
-    pub fn with_persist_cwd(mut self, persist: bool) -> Self {
-        self.tools = self.rebuilt(self.tools.yield_after(), persist, self.tools.told());
-        self
-    }
-
-    /// The same hub, with escalation approvals allowed or not (the
-    /// escalation fields are offered only where they are).
-    pub fn with_escalation(mut self, allowed: bool) -> Self {
-        self.escalation = allowed;
-        let told = dsh_tool_bash::Told {
-            escalation: allowed,
-            ..self.tools.told()
-        };
-        self.retold(told)
-    }
-
-    /// The same hub, telling the model that the user's shell snapshot is
-    /// loaded into every command (or not).
-    pub fn with_snapshot(self, loaded: bool) -> Self {
-        let told = dsh_tool_bash::Told {
-            snapshot: loaded,
-            ..self.tools.told()
-        };
-        self.retold(told)
-    }
-
-    /// The same hub, telling the model that results list the files a
-    /// command changed in the workspace (or not).
-    pub fn with_changes(self, tracked: bool) -> Self {
-        let told = dsh_tool_bash::Told {
-            changes: tracked,
-            ..self.tools.told()
-        };
-        self.retold(told)
-    }
-
-    /// The same hub with its tools telling the model `told`.
-    fn retold(mut self, told: dsh_tool_bash::Told) -> Self {
-        self.tools = self.rebuilt(self.tools.yield_after(), self.tools.persist_cwd(), told);
-        self
+impl Hub {
+    /// How a hub over `executor` is made.
+    pub fn builder(executor: Arc<dyn BashExecutor>) -> HubBuilder {
+        HubBuilder {
+            executor,
+            cwd: None,
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            max_commands: 32,
+            yield_after: None,
+            persist_cwd: false,
+            told: dsh_tool_bash::Told::default(),
+        }
     }
 
     /// The executor every session runs its commands on.

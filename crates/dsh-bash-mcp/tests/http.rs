@@ -159,13 +159,12 @@ async fn a_bound_server_answers_its_token_only_and_stops_when_told() {
     assert_ne!(address.port(), 0, "port 0 is bound to a real port");
     assert_eq!(bound.url(), format!("http://{address}/mcp"));
     let executor = Arc::new(LocalBashExecutor::new(LocalConfig::default()).unwrap());
-    let hub = Arc::new(Hub::new(
-        executor,
-        None,
-        Duration::from_secs(30),
-        MAX_TIMEOUT,
-        8,
-    ));
+    let hub = Arc::new(
+        Hub::builder(executor)
+            .timeouts(Duration::from_secs(30), MAX_TIMEOUT)
+            .max_commands(8)
+            .build(),
+    );
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(dsh_bash_mcp::http::serve(bound, hub, shutdown.clone()));
 

@@ -41,13 +41,11 @@ async fn executor() -> Option<Arc<dyn BashExecutor>> {
         ..LocalConfig::default()
     })
     .unwrap();
-    let hub = Arc::new(Hub::new(
-        Arc::new(local),
-        None,
-        Duration::from_secs(120),
-        max_timeout,
-        32,
-    ));
+    let hub = Arc::new(
+        Hub::builder(Arc::new(local))
+            .timeouts(Duration::from_secs(120), max_timeout)
+            .build(),
+    );
     tokio::spawn(async move {
         // The token file lives as long as the server.
         let _dir = dir;
