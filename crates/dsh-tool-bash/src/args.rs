@@ -70,6 +70,14 @@ enum NetworkAsk {
 struct ConfinedBashParams {
     #[serde(flatten)]
     base: BashParams,
+    #[serde(flatten)]
+    escalation: EscalationParams,
+}
+
+/// The escalation fields of `bash` under a confining executor.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct EscalationParams {
     /// A wider mode for this one call (a person approves).
     sandbox_permissions: Option<Escalation>,
     /// Why this call needs more, in one sentence (required with sandbox_permissions, network, allow_hosts).
@@ -265,14 +273,45 @@ const LIKELY: [(&str, &str); 8] = [
     ("cmd", "command"),
 ];
 
+/// The names a parameter type declares, in declaration order: what the
+/// schema generated from the same type lists, so the parser's allowed
+/// arguments can never drift from it. (Read through serde: a struct's
+/// `Deserialize` hands its field names to `deserialize_struct`.)
+fn fields_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    struct Names(Option<&'static [&'static str]>);
+    impl<'de> serde::Deserializer<'de> for &mut Names {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("names only"))
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = Some(fields);
+            Err(serde::de::Error::custom("names only"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut names = Names(None);
+    let _ = T::deserialize(&mut names);
+    names.0.unwrap_or(&[])
+}
+
 /// The escalation fields: known to every `bash` call, so that without a
 /// confining executor the call gets the specific "not available" answer.
-const ESCALATION_FIELDS: [&str; 4] = [
-    "sandbox_permissions",
-    "justification",
-    "network",
-    "allow_hosts",
-];
+fn escalation_fields() -> &'static [&'static str] {
+    fields_of::<EscalationParams>()
+}
 
 /// Refuses arguments outside `allowed` (and the escalation pair), naming
 /// them, the allowed ones and the likely intended one.
@@ -280,7 +319,7 @@ fn only(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
     let mut unknown: Vec<&str> = args
         .keys()
         .map(String::as_str)
-        .filter(|key| !allowed.contains(key) && !ESCALATION_FIELDS.contains(key))
+        .filter(|key| !allowed.contains(key) && !escalation_fields().contains(key))
         .collect();
     if unknown.is_empty() {
         return Ok(());
@@ -319,34 +358,14 @@ const EXECUTOR_ARGUMENTS: [&str; 5] = [
     "run_in_background",
 ];
 
-/// The arguments of `bash`; the escalation pair only when the executor
+/// The arguments of `bash`; the escalation fields only when the executor
 /// confines.
-fn bash_arguments(confining: bool) -> &'static [&'static str] {
+fn bash_arguments(confining: bool) -> Vec<&'static str> {
+    let mut names = fields_of::<BashParams>().to_vec();
     if confining {
-        &[
-            "command",
-            "description",
-            "timeoutMs",
-            "workdir",
-            "run_in_background",
-            "tty",
-            "yieldMs",
-            "sandbox_permissions",
-            "justification",
-            "network",
-            "allow_hosts",
-        ]
-    } else {
-        &[
-            "command",
-            "description",
-            "timeoutMs",
-            "workdir",
-            "run_in_background",
-            "tty",
-            "yieldMs",
-        ]
+        names.extend_from_slice(escalation_fields());
     }
+    names
 }
 
 /// A validated `bash` call.
@@ -444,16 +463,13 @@ pub(crate) fn bash_call(args: &Value, caller: Caller) -> Result<BashCall, String
     let (escalation, allowed) = match caller {
         Caller::Model { confining } => (escalation(args)?, bash_arguments(confining)),
         Caller::Executor => {
-            if let Some(field) = ESCALATION_FIELDS
-                .into_iter()
-                .find(|f| args.contains_key(*f))
-            {
+            if let Some(field) = escalation_fields().iter().find(|f| args.contains_key(**f)) {
                 return Err(format!("unknown argument \"{field}\" (an executor call widens nothing: a wider sandbox or the network is asked for through the model's bash call); allowed: {}", EXECUTOR_ARGUMENTS.join(", ")));
             }
-            (None, &EXECUTOR_ARGUMENTS[..])
+            (None, EXECUTOR_ARGUMENTS.to_vec())
         }
     };
-    only(args, allowed)?;
+    only(args, &allowed)?;
     Ok(BashCall {
         command,
         timeout,
@@ -505,7 +521,7 @@ pub(crate) fn write_call(args: &Value) -> Result<WriteCall, String> {
         })?,
     };
     let wait = millis(object, "yieldMs")?.map_or(WRITE_WAIT, |wait| wait.min(MAX_WRITE_WAIT));
-    only(object, &["task_id", "input", "keys", "yieldMs"])?;
+    only(object, fields_of::<WriteParams>())?;
     Ok(WriteCall {
         task_id,
         input,
@@ -541,7 +557,7 @@ pub(crate) fn output_call(args: &Value) -> Result<OutputCall, String> {
             ))
         }
     };
-    only(object, &["task_id", "screen", "since"])?;
+    only(object, fields_of::<OutputParams>())?;
     Ok(OutputCall {
         task_id,
         screen,
@@ -685,14 +701,14 @@ pub fn executor_output_call(
 pub(crate) fn task_id(args: &Value) -> Result<String, String> {
     let args = object(args)?;
     let id = non_empty(args, "task_id")?;
-    let extra: Vec<&str> = ESCALATION_FIELDS
-        .into_iter()
-        .filter(|field| args.contains_key(*field))
-        .collect();
-    if let Some(field) = extra.first() {
-        return Err(format!("unknown argument \"{field}\"; allowed: task_id"));
+    let allowed = fields_of::<TaskParams>();
+    if let Some(field) = escalation_fields().iter().find(|f| args.contains_key(**f)) {
+        return Err(format!(
+            "unknown argument \"{field}\"; allowed: {}",
+            allowed.join(", ")
+        ));
     }
-    only(args, &["task_id"])?;
+    only(args, allowed)?;
     Ok(id)
 }
 
@@ -703,6 +719,47 @@ mod tests {
 
     fn base() -> Value {
         json!({"command": "ls", "description": "list the files here"})
+    }
+
+    /// The names each parser accepts are exactly the properties its
+    /// schema offers (both read from one type), and an executor call's are
+    /// the first of `bash`'s.
+    #[test]
+    fn parsers_accept_what_their_schemas_offer() {
+        let properties = |schema: Value| -> std::collections::BTreeSet<String> {
+            schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        let names = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect();
+        let standing = Some(SandboxMode::ReadOnly);
+        assert_eq!(properties(bash_schema(None)), names(&bash_arguments(false)));
+        assert_eq!(
+            properties(bash_schema(standing)),
+            names(&bash_arguments(true))
+        );
+        assert_eq!(
+            properties(write_schema()),
+            names(fields_of::<WriteParams>())
+        );
+        assert_eq!(
+            properties(output_schema()),
+            names(fields_of::<OutputParams>())
+        );
+        assert_eq!(properties(task_schema()), names(fields_of::<TaskParams>()));
+        assert_eq!(
+            fields_of::<BashParams>()[..EXECUTOR_ARGUMENTS.len()],
+            EXECUTOR_ARGUMENTS
+        );
+        assert_eq!(
+            bash_arguments(false).len(),
+            7,
+            "{:?}",
+            bash_arguments(false)
+        );
     }
 
     fn with(extra: Value) -> Value {
