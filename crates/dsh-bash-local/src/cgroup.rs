@@ -173,13 +173,13 @@ impl CgroupHost {
 
     /// A new, empty cgroup for one command, under `limits` (its v1 cgroups
     /// those of `place`, where the spawning thread sits), with the paths
-    /// the child enters it by; `spawner` (its index, and how a dropped one
-    /// is handed back to it) removes it. Blocking (cgroupfs).
+    /// the child enters it by; the spawner that `hand_off` reaches removes
+    /// it. Blocking (cgroupfs).
     pub(crate) fn command(
         &self,
         limits: &ResourceLimits,
         place: Option<Place>,
-        (spawner, hand_off): (usize, HandOff),
+        hand_off: HandOff,
     ) -> io::Result<CommandCgroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let name = format!("cmd-{n}");
@@ -197,7 +197,6 @@ impl CgroupHost {
                     dir,
                     procs,
                     limits,
-                    spawner,
                     hand_off,
                     inline_drop: false,
                 })
@@ -242,11 +241,6 @@ impl CommandCgroup {
         }
     }
 
-    /// The spawner thread that started it.
-    pub(crate) fn spawner(&self) -> usize {
-        self.spawner
-    }
-
     /// `RLIMIT_DATA` for its first process, where no controller limits
     /// its memory.
     pub(crate) fn memory_rlimit(&self) -> Option<u64> {
@@ -283,10 +277,7 @@ pub(crate) struct CommandCgroup {
     procs: CString,
     /// Its resource limits.
     limits: CommandLimits,
-    /// The spawner thread that started it (which removes it).
-    spawner: usize,
-    /// How a dropped one is handed to that thread (given by the spawner
-    /// that made it).
+    /// How it reaches the spawner thread that made it, which removes it.
     hand_off: HandOff,
     /// Dropped, it removes itself in place (it was handed to a spawner
     /// thread that is gone).
@@ -418,12 +409,29 @@ impl Drop for CommandCgroup {
             self.limits.remove();
             return;
         }
+        self.hand_over();
+    }
+}
+
+impl CommandCgroup {
+    /// Hands a settled cgroup to the spawner thread that made it, to be
+    /// removed there ([`CommandCgroup::remove`]: cgroupfs blocks on the
+    /// kernel's cgroup mutex, no runtime thread waits for it, and that
+    /// thread has left the command's v1 cgroups by then). Where that
+    /// thread is gone, it is removed in place.
+    pub(crate) fn hand_back(mut self) {
+        self.hand_over();
+    }
+
+    /// Moves everything into a copy that removes itself in place when
+    /// dropped, and hands that copy over; `self` is left with nothing to
+    /// do.
+    fn hand_over(&mut self) {
         let handed = CommandCgroup {
             path: std::mem::take(&mut self.path),
             dir: std::mem::take(&mut self.dir),
             procs: std::mem::take(&mut self.procs),
             limits: std::mem::replace(&mut self.limits, CommandLimits::empty()),
-            spawner: self.spawner,
             hand_off: self.hand_off.clone(),
             inline_drop: true,
         };

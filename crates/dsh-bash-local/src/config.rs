@@ -258,6 +258,15 @@ pub enum ConfigError {
 }
 
 impl LocalConfig {
+    /// Where spill directories are made: `spill_parent`, else the temp dir.
+    pub fn spill_parent(&self) -> PathBuf {
+        self.spill_parent
+            .clone()
+            .unwrap_or_else(crate::scratch::temp_dir)
+    }
+}
+
+impl LocalConfig {
     /// Checks every field; the first bad one is named in the error.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (field, value) in [

@@ -223,7 +223,7 @@ impl Tree for CgroupTree {
 
     async fn release(&mut self) {
         if let Some(cgroup) = self.cgroup.take() {
-            self.shell.host.spawners.remove(cgroup);
+            cgroup.hand_back();
         }
         stop_strays(&self.shell.host).await;
         self.shell.release();

@@ -134,12 +134,8 @@ fn check_workdir(workdir: &Path) -> Result<(), BashError> {
 /// server calls it too before it takes its first request (a second caller
 /// waits for the first).
 pub fn sweep_dead_hosts(config: &LocalConfig) {
-    let spill_parent = config
-        .spill_parent
-        .clone()
-        .unwrap_or_else(crate::scratch::temp_dir);
     match Host::get() {
-        Ok(host) => host.sweep_dead(&spill_parent),
+        Ok(host) => host.sweep_dead(&config.spill_parent()),
         Err(err) => tracing::warn!(%err, "cannot sweep what dead hosts left"),
     }
 }
@@ -170,10 +166,7 @@ impl LocalBashExecutor {
         // cgroup behind, processes and all, and its spill directory: swept
         // when the next host starts, not at its first command (on a thread
         // of its own: killing a stale tree may take a moment).
-        let (swept, spill_parent) = (
-            Arc::clone(&host),
-            config.spill_parent.clone().unwrap_or_else(crate::scratch::temp_dir),
-        );
+        let (swept, spill_parent) = (Arc::clone(&host), config.spill_parent());
         if let Err(err) = std::thread::Builder::new()
             .name("dsh-bash-sweep".into())
             .spawn(move || swept.sweep_dead(&spill_parent))
@@ -181,7 +174,7 @@ impl LocalBashExecutor {
             tracing::warn!(%err, "cannot sweep what dead hosts left");
         }
         let spill = SpillDir::new(
-            config.spill_parent.clone(),
+            config.spill_parent(),
             SpillLimits {
                 max_files: config.retain_spill_files,
                 max_bytes: config.retain_spill_bytes,

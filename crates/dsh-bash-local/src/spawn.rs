@@ -81,7 +81,7 @@ impl Spawners {
             let reach = reach.clone();
             std::thread::Builder::new()
                 .name(format!("dsh-bash-spawner-{index}"))
-                .spawn(move || serve((index, hand_off), &reach, &queue))
+                .spawn(move || serve(&hand_off, &reach, &queue))
                 .map_err(|err| io::Error::other(format!("cannot start a spawner thread: {err}")))?;
             queues.push(jobs);
         }
@@ -112,19 +112,9 @@ impl Spawners {
     pub(crate) fn release(&self, pgid: libc::pid_t) {
         let _ = self.send(Job::Release(pgid));
     }
-
-    /// Removes a settled command's cgroup on the spawner thread that
-    /// started it (cgroupfs blocks on the kernel's cgroup mutex; no runtime
-    /// thread waits for it), which has left the command's v1 cgroups by
-    /// then. Where that thread is gone, the cgroup's drop removes it in
-    /// place.
-    pub(crate) fn remove(&self, cgroup: CommandCgroup) {
-        let index = cgroup.spawner() % self.queues.len();
-        let _ = self.queues[index].send(Job::Remove(Box::new(cgroup)));
-    }
 }
 
-fn serve((index, hand_off): (usize, HandOff), reach: &Reach, queue: &mpsc::Receiver<Job>) {
+fn serve(hand_off: &HandOff, reach: &Reach, queue: &mpsc::Receiver<Job>) {
     let mut launcher = Launcher::default();
     // The next command's v1 cgroups, with this thread inside (see
     // `limits::Place`); made after each command a cgroup holds, for the
@@ -150,7 +140,7 @@ fn serve((index, hand_off): (usize, HandOff), reach: &Reach, queue: &mpsc::Recei
                 // While this thread is inside, it counts in `pids.current`:
                 // the limit is one higher until it has moved on.
                 let lowered = taken.as_ref().and_then(Place::processes).zip(launch.limits.processes);
-                let spawned = spawn_now(&launch, &mut launcher, reach, (index, &hand_off, taken));
+                let spawned = spawn_now(&launch, &mut launcher, reach, (hand_off, taken));
                 if let Ok(spawned) = &spawned {
                     // A cgroup needs no message: the watchdog kills the
                     // host's parent cgroup at host death.
@@ -182,11 +172,11 @@ fn spawn_now(
     launch: &Launch,
     launcher: &mut Launcher,
     reach: &Reach,
-    (spawner, hand_off, place): (usize, &HandOff, Option<Place>),
+    (hand_off, place): (&HandOff, Option<Place>),
 ) -> io::Result<Spawned> {
     let cgroup = match launch.containment {
         ContainmentChoice::ProcessTree => None,
-        _ => reach.cgroups.as_deref().and_then(|host| match host.command(&launch.limits, place, (spawner, hand_off.clone())) {
+        _ => reach.cgroups.as_deref().and_then(|host| match host.command(&launch.limits, place, hand_off.clone()) {
             Ok(cgroup) => Some(cgroup),
             Err(err) => {
                 tracing::warn!(%err, "cannot create a command cgroup; using the process-tree walk");

@@ -92,9 +92,9 @@ fn sweep(parent: &Path) {
 }
 
 impl SpillDir {
-    pub(crate) fn new(parent: Option<PathBuf>, limits: SpillLimits) -> Self {
+    pub(crate) fn new(parent: PathBuf, limits: SpillLimits) -> Self {
         SpillDir {
-            parent: parent.unwrap_or_else(crate::scratch::temp_dir),
+            parent,
             dir: Mutex::new(None),
             kept: Mutex::new(VecDeque::new()),
             active: Mutex::new(HashMap::new()),
@@ -380,7 +380,7 @@ mod tests {
     #[test]
     fn a_swapped_or_removed_directory_is_replaced_never_followed() {
         let parent = tempfile::tempdir().unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let (_, first) = spill.create("stdout", &None).unwrap();
         let dir = first.parent().unwrap().to_owned();
         // An attacker moves the directory away and plants a symlink to a
@@ -407,7 +407,7 @@ mod tests {
     fn a_shared_parent_without_the_sticky_bit_is_refused() {
         let parent = tempfile::tempdir().unwrap();
         fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o777)).unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let err = spill.create("stdout", &None).unwrap_err().to_string();
         assert!(err.contains("without the sticky bit"), "{err}");
         fs::set_permissions(parent.path(), fs::Permissions::from_mode(0o1777)).unwrap();
@@ -424,7 +424,7 @@ mod tests {
         fs::create_dir(&mine).unwrap();
         let unrelated = parent.path().join("dsh-bash-tmp-ABCDEF");
         fs::create_dir(&unrelated).unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         spill.create("stdout", &None).unwrap();
         assert!(!dead.exists());
         assert!(mine.exists());
@@ -434,7 +434,7 @@ mod tests {
     #[test]
     fn removal_takes_the_directory_and_its_files() {
         let parent = tempfile::tempdir().unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let (_, file) = spill.create("stdout", &None).unwrap();
         spill.remove();
         assert!(!file.exists());
@@ -444,7 +444,7 @@ mod tests {
     #[test]
     fn files_are_private_and_unpredictable() {
         let parent = tempfile::tempdir().unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let (_, first) = spill.create("stdout", &None).unwrap();
         let (_, second) = spill.create("stdout", &None).unwrap();
         assert_ne!(first, second);
@@ -464,7 +464,7 @@ mod tests {
     #[test]
     fn retention_deletes_the_oldest_beyond_the_limits() {
         let parent = tempfile::tempdir().unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let paths: Vec<PathBuf> = (0..3)
             .map(|_| {
                 let (_, path) = spill.create("stdout", &None).unwrap();
@@ -486,7 +486,7 @@ mod tests {
     #[test]
     fn a_full_filesystem_reclaims_the_owners_oldest_first() {
         let parent = tempfile::tempdir().unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let (a, b) = (Some(OwnerToken::new("a")), Some(OwnerToken::new("b")));
         let make = |owner: &Option<OwnerToken>, bytes| {
             let (_, path) = spill.create("stdout", owner).unwrap();
@@ -508,7 +508,7 @@ mod tests {
     #[test]
     fn one_owners_pressure_evicts_only_its_own() {
         let parent = tempfile::tempdir().unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let (a, b) = (
             Some(OwnerToken::new("a")),
             Some(OwnerToken::new("b")),
@@ -541,7 +541,7 @@ mod tests {
     #[test]
     fn running_files_count_against_the_byte_budget() {
         let parent = tempfile::tempdir().unwrap();
-        let spill = SpillDir::new(Some(parent.path().to_owned()), limits());
+        let spill = SpillDir::new(parent.path().to_owned(), limits());
         let (_, older) = spill.create("stdout", &None).unwrap();
         spill.retain(older.clone(), 10, Weak::new(), None);
         let (_, old) = spill.create("stdout", &None).unwrap();

@@ -101,10 +101,6 @@ pub struct Hub {
     /// What remote executors are told (the `io.dsh-bash/executor`
     /// extension capability).
     facts: serde_json::Map<String, Value>,
-    /// Whether a client may be asked to approve a wider sandbox. Over
-    /// HTTP the client answering is whoever holds a token, not the person
-    /// who chose the server's mode: off unless `--allow-escalation`.
-    escalation: bool,
 }
 
 /// How a [`Hub`] is made: everything it tells the model and every cap it
@@ -212,7 +208,6 @@ impl HubBuilder {
             max_timeout: self.max_timeout,
             max_commands: self.max_commands,
             live: Arc::default(),
-            escalation: self.told.escalation,
         }
     }
 }
@@ -319,7 +314,10 @@ impl Hub {
             tools: Arc::clone(&self.tools),
             max_commands: self.max_commands,
             facts: self.facts.clone(),
-            escalation: self.escalation,
+            // Over HTTP the client answering is whoever holds a token, not
+            // the person who chose the server's mode: off there unless
+            // `--allow-escalation`.
+            escalation: self.tools.told().escalation,
             state,
         }
     }
