@@ -714,6 +714,21 @@ mod tests {
             Run::new(tree, Box::new(|_| Box::pin(tokio::time::sleep(GRACE))))
         }
 
+        /// What ends a run: `timeout`, a stop, a shutdown; no caller's
+        /// cancellation.
+        fn ends<'a>(
+            timeout: Option<Duration>,
+            stop: &'a Stop,
+            shutdown: &'a tokio_util::sync::CancellationToken,
+        ) -> Deadlines<'a> {
+            Deadlines {
+                timeout,
+                cancel: None,
+                stop,
+                shutdown,
+            }
+        }
+
         fn calls(calls: &Arc<Mutex<Vec<&'static str>>>) -> Vec<&'static str> {
             calls.lock().unwrap().clone()
         }
@@ -723,12 +738,7 @@ mod tests {
             let nothing = Left { count: 0, any: false };
             let (tree, log) = Fake::new(false, nothing);
             let (stop, shutdown) = (Stop::default(), tokio_util::sync::CancellationToken::new());
-            let ends = Deadlines {
-                timeout: Some(Duration::from_secs(1)),
-                cancel: None,
-                stop: &stop,
-                shutdown: &shutdown,
-            };
+            let ends = ends(Some(Duration::from_secs(1)), &stop, &shutdown);
             let began = tokio::time::Instant::now();
             let mut run = machine(tree);
             let report = run.until_report(&ends).await.unwrap();
@@ -745,12 +755,7 @@ mod tests {
             let nothing = Left { count: 0, any: false };
             let (tree, log) = Fake::new(true, nothing);
             let (stop, shutdown) = (Stop::default(), tokio_util::sync::CancellationToken::new());
-            let ends = Deadlines {
-                timeout: None,
-                cancel: None,
-                stop: &stop,
-                shutdown: &shutdown,
-            };
+            let ends = ends(None, &stop, &shutdown);
             stop.request(StopCause::Killed);
             let began = tokio::time::Instant::now();
             let report = machine(tree).until_report(&ends).await.unwrap();
@@ -768,12 +773,7 @@ mod tests {
             let (tree, log) = Fake::new(false, lingering);
             tree.shell.0.send_replace(Some(EXITED));
             let (stop, shutdown) = (Stop::default(), tokio_util::sync::CancellationToken::new());
-            let ends = Deadlines {
-                timeout: Some(Duration::from_secs(60)),
-                cancel: None,
-                stop: &stop,
-                shutdown: &shutdown,
-            };
+            let ends = ends(Some(Duration::from_secs(60)), &stop, &shutdown);
             let began = tokio::time::Instant::now();
             let mut run = machine(tree);
             let report = run.until_report(&ends).await.unwrap();

@@ -103,15 +103,14 @@ struct Sandbox {
     cleanups: TaskTracker,
 }
 
-/// A command as the provider confines it, with what it owns until its
-/// tree is gone.
+/// A command as the provider confined it (beside the invocation it runs
+/// by), with what it owns until its tree is gone: what its verdict reads.
 struct Confined {
     confinement: Confinement,
     /// What the command could write, to explain a refusal.
     rights: WriteRights,
     /// The workspace's index as it was (under `workspace-write`).
     index: Option<IndexWatch>,
-    invocation: Invocation,
     leftovers: Leftovers,
     /// Closed once the command's whole tree is gone (the local executor
     /// drops its sender then).
@@ -603,7 +602,7 @@ impl Sandbox {
         mode: SandboxMode,
         plain: Invocation,
         readable: Vec<PathBuf>,
-    ) -> Result<Confined, BashError> {
+    ) -> Result<(Invocation, Confined), BashError> {
         if let Some(why) = self
             .scratch_inside
             .as_ref()
@@ -663,25 +662,23 @@ impl Sandbox {
         let (tree_alive, gone) = tokio::sync::oneshot::channel::<()>();
         let rights = self.rights(spec, &policy, &confinement);
         let index = self.watch_indexes(&confinement).await;
-        Ok(Confined {
+        // The confinement's invocation, keeping what the plain one keeps
+        // (a long command's descriptor), and the sender whose drop says
+        // the tree is gone.
+        let mut invocation = confinement.invocation.clone();
+        invocation
+            .restriction
+            .keep_fds
+            .extend(plain.restriction.keep_fds.iter().cloned());
+        invocation.held.push(Arc::new(tree_alive));
+        let confined = Confined {
             rights,
             index,
-            // The confinement's invocation, keeping what the plain one
-            // keeps (a long command's descriptor), and the sender whose
-            // drop says the tree is gone.
-            invocation: {
-                let mut invocation = confinement.invocation.clone();
-                invocation
-                    .restriction
-                    .keep_fds
-                    .extend(plain.restriction.keep_fds.iter().cloned());
-                invocation.held.push(Arc::new(tree_alive));
-                invocation
-            },
             confinement,
             leftovers: Leftovers { private_tmp, held },
             gone,
-        })
+        };
+        Ok((invocation, confined))
     }
 }
 
@@ -725,11 +722,7 @@ fn classify(outcome: &Outcome, runner: RunnerOutcome) -> Class {
 /// What settles one confined command.
 struct Settling {
     mode: SandboxMode,
-    confinement: Confinement,
-    rights: WriteRights,
-    index: Option<IndexWatch>,
-    leftovers: Leftovers,
-    gone: tokio::sync::oneshot::Receiver<()>,
+    confined: Confined,
     workspace: Workspace,
     cleanups: TaskTracker,
     provider: Arc<dyn SandboxProvider>,
@@ -745,11 +738,14 @@ impl Settling {
     async fn verdict(self, outcome: Outcome) -> Verdict {
         let Settling {
             mode,
-            confinement,
-            rights,
-            index,
-            leftovers,
-            gone,
+            confined:
+                Confined {
+                    confinement,
+                    rights,
+                    index,
+                    leftovers,
+                    gone,
+                },
             workspace,
             cleanups,
             provider,
@@ -848,23 +844,12 @@ impl LaunchHook for Sandbox {
                     settle: Box::new(Unconfined(mode)),
                 });
             }
-            let Confined {
-                confinement,
-                rights,
-                index,
-                invocation,
-                leftovers,
-                gone,
-            } = self.confine(spec, mode, plain, readable).await?;
+            let (invocation, confined) = self.confine(spec, mode, plain, readable).await?;
             Ok(Launching {
                 invocation,
                 settle: Box::new(Settling {
                     mode,
-                    confinement,
-                    rights,
-                    index,
-                    leftovers,
-                    gone,
+                    confined,
                     workspace: self.workspace.clone(),
                     cleanups: self.cleanups.clone(),
                     provider: Arc::clone(&self.provider),
