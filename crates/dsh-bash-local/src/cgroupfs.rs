@@ -37,11 +37,12 @@ pub(crate) fn dead_hosts(base: &Path) -> Vec<(u32, PathBuf)> {
     let Ok(entries) = fs::read_dir(base) else {
         return Vec::new();
     };
+    let here = crate::scratch::own_pid_namespace();
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| {
             let host = host_of(entry.file_name().to_str()?)?;
-            (!host.alive()).then(|| (host.pid, entry.path()))
+            (!host.alive_seen_from(here)).then(|| (host.pid, entry.path()))
         })
         .collect()
 }

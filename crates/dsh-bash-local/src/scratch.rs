@@ -138,8 +138,14 @@ impl Owner {
     /// was made): only a missing process is proof of death. Blocking reads
     /// of `/proc`.
     pub fn alive(&self) -> bool {
+        self.alive_seen_from(own_pid_namespace())
+    }
+
+    /// [`Owner::alive`], seen from the pid namespace `here` (this
+    /// process's, read once by a caller that checks many owners).
+    pub fn alive_seen_from(&self, here: Option<u64>) -> bool {
         if let Some(namespace) = self.namespace {
-            if own_pid_namespace() != Some(namespace) {
+            if here != Some(namespace) {
                 return true;
             }
         }
@@ -162,7 +168,7 @@ impl std::fmt::Display for Owner {
 }
 
 /// The inode of this process's pid namespace, if `/proc` shows it.
-fn own_pid_namespace() -> Option<u64> {
+pub(crate) fn own_pid_namespace() -> Option<u64> {
     rustix::fs::stat("/proc/self/ns/pid")
         .ok()
         .map(|stat| stat.st_ino)
@@ -204,6 +210,7 @@ pub fn sweep_dead(parent: &Path, prefix: &str) {
         return;
     };
     let me = rustix::process::geteuid().as_raw();
+    let here = own_pid_namespace();
     let mut dead = Vec::new();
     while let Some(Ok(entry)) = dir.read() {
         let name = OsStr::from_bytes(entry.file_name().to_bytes()).to_owned();
@@ -215,7 +222,7 @@ pub fn sweep_dead(parent: &Path, prefix: &str) {
             continue;
         };
         let directory = FileType::from_raw_mode(stat.st_mode) == FileType::Directory;
-        if directory && stat.st_uid == me && !owner.alive() {
+        if directory && stat.st_uid == me && !owner.alive_seen_from(here) {
             dead.push(name);
         }
     }
