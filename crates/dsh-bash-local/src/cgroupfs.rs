@@ -31,7 +31,7 @@ fn host_of(name: &str) -> Option<Owner> {
 
 /// The parents under `base` of hosts that are no longer running, with
 /// their pids; v2 and v1 hierarchies alike. A host is dead only if it is
-/// proven dead ([`Owner::alive`]): a host of another pid namespace never
+/// proven dead ([`Owner::alive_seen_from`]): a host of another pid namespace never
 /// is.
 pub(crate) fn dead_hosts(base: &Path) -> Vec<(u32, PathBuf)> {
     let Ok(entries) = fs::read_dir(base) else {

@@ -109,23 +109,20 @@ pub enum NeverRan {
 }
 
 impl NeverRan {
-    /// The kind of a spawn failure with this cause.
+    /// The kind of a spawn failure with this cause: the host ran out of
+    /// descriptors, processes or memory (`EMFILE`, `ENFILE`, `EAGAIN`,
+    /// `ENOMEM`), or the launch failed.
     pub fn of(cause: &std::io::Error) -> NeverRan {
-        if is_exhaustion(cause) {
+        // Linux's EMFILE and ENFILE, which have no stable `ErrorKind`.
+        const EMFILE: i32 = 24;
+        const ENFILE: i32 = 23;
+        use std::io::ErrorKind;
+        let exhausted = matches!(cause.kind(), ErrorKind::OutOfMemory | ErrorKind::WouldBlock)
+            || matches!(cause.raw_os_error(), Some(EMFILE | ENFILE));
+        if exhausted {
             NeverRan::Exhausted
         } else {
             NeverRan::Launch
         }
     }
-}
-
-/// True if `cause` says the host ran out of descriptors, processes or
-/// memory (`EMFILE`, `ENFILE`, `EAGAIN`, `ENOMEM`).
-pub fn is_exhaustion(cause: &std::io::Error) -> bool {
-    // Linux's EMFILE and ENFILE, which have no stable `ErrorKind`.
-    const EMFILE: i32 = 24;
-    const ENFILE: i32 = 23;
-    use std::io::ErrorKind;
-    matches!(cause.kind(), ErrorKind::OutOfMemory | ErrorKind::WouldBlock)
-        || matches!(cause.raw_os_error(), Some(EMFILE | ENFILE))
 }

@@ -267,7 +267,7 @@ pub use config::{
     ChangeTracking, ConfigError, ContainmentChoice, LocalConfig, ResourceLimits, ScrubPolicy,
 };
 pub use dsh_sandbox::Invocation;
-pub use hook::{is_exhaustion, LaunchHook, Launching, NeverRan, Outcome, Settle, Verdict};
+pub use hook::{LaunchHook, Launching, NeverRan, Outcome, Settle, Verdict};
 pub use shell::{
     ShellSnapshot, SnapshotError, SnapshotSlot, SnapshotSource, SnapshotState, SnapshotSummary,
 };

@@ -112,8 +112,6 @@ pub(crate) struct Ending {
     pub(crate) shell: Option<ExitStatus>,
     /// Whether the tree has emptied.
     pub(crate) emptied: bool,
-    /// Whether the result went out.
-    pub(crate) reported: bool,
 }
 
 /// Where a command is.
@@ -143,7 +141,6 @@ pub(crate) fn step(phase: Phase, event: Event) -> (Phase, Vec<Action>) {
                 cause: Some(cause),
                 shell: None,
                 emptied: false,
-                reported: false,
             };
             let actions = vec![Action::Terminate, Action::Grace(cause)];
             (Phase::Terminating(ending), actions)
@@ -174,7 +171,6 @@ fn lingered(status: ExitStatus, left: Left) -> (Phase, Vec<Action>) {
         cause: None,
         shell: Some(status),
         emptied: false,
-        reported: true,
     };
     // The result first: a leftover's grace does not delay it.
     let actions = vec![
@@ -215,7 +211,9 @@ impl Ending {
             return (phase, actions);
         };
         actions.push(Action::Release);
-        if !self.reported {
+        // A stop of the command reports now; a stop of what it left (no
+        // cause) was reported when the settle window closed.
+        if self.cause.is_some() {
             actions.push(Action::Report(Report {
                 status,
                 cause: self.cause,

@@ -137,12 +137,9 @@ impl Owner {
     /// started at another time. A start time of 0 (unknown when the name
     /// was made): only a missing process is proof of death. Blocking reads
     /// of `/proc`.
-    pub fn alive(&self) -> bool {
-        self.alive_seen_from(own_pid_namespace())
-    }
-
-    /// [`Owner::alive`], seen from the pid namespace `here` (this
-    /// process's, read once by a caller that checks many owners).
+    ///
+    /// `here` is this process's pid namespace (`/proc/self/ns/pid`'s
+    /// inode), read once by a caller that checks many owners.
     pub fn alive_seen_from(&self, here: Option<u64>) -> bool {
         if let Some(namespace) = self.namespace {
             if here != Some(namespace) {

@@ -395,20 +395,14 @@ fn record_refused_hosts(info: &mut BashSandboxInfo, confinement: &Confinement) {
 
 fn facts(mode: SandboxMode, confinement: &Confinement, workspace: &Workspace) -> BashSandboxInfo {
     BashSandboxInfo {
-        mode,
         backend: Some(confinement.backend.clone()),
-        denied: false,
-        denial_evidence: DenialEvidence::Stderr,
-        refused: Vec::new(),
         enforcement: Some(confinement.enforcement),
-        runner_failed: false,
         gaps: confinement.gaps.clone(),
         workspace: Some(workspace.path().to_owned()),
         network: Some(NetworkFacts::of(confinement.network)),
         protected: confinement.protected.clone(),
         hidden: confinement.hidden.clone(),
-        blocked: Vec::new(),
-        planted: Vec::new(),
+        ..BashSandboxInfo::bare(mode)
     }
 }
 
@@ -460,11 +454,7 @@ impl Sandbox {
         // What a server killed outright left in the temp dir goes before
         // any command (beside the local executor's own sweeps).
         std::thread::spawn(crate::private_tmp::sweep_dead_once);
-        let spill_parent = config
-            .local
-            .spill_parent
-            .clone()
-            .unwrap_or_else(dsh_bash_local::scratch::temp_dir);
+        let spill_parent = config.local.spill_parent();
         let scratch_inside = scratch_inside(
             &workspace,
             &[
@@ -665,11 +655,12 @@ impl Sandbox {
         // The confinement's invocation, keeping what the plain one keeps
         // (a long command's descriptor), and the sender whose drop says
         // the tree is gone.
-        let mut invocation = confinement.invocation.clone();
+        // (Nothing reads the confinement's invocation after this.)
+        let mut invocation = std::mem::take(&mut confinement.invocation);
         invocation
             .restriction
             .keep_fds
-            .extend(plain.restriction.keep_fds.iter().cloned());
+            .extend(plain.restriction.keep_fds);
         invocation.held.push(Arc::new(tree_alive));
         let confined = Confined {
             rights,
@@ -755,12 +746,12 @@ impl Settling {
         // else once its last leftover is.
         clean_when_gone(&cleanups, leftovers, gone).await;
         let mut info = facts(mode, &confinement, &workspace);
-        match classify(&outcome, confinement.runner_outcome()) {
-            Class::Exhausted(message) => Verdict::Unavailable {
+        match (classify(&outcome, confinement.runner_outcome()), &outcome) {
+            (Class::Exhausted(message), _) => Verdict::Unavailable {
                 facts: info,
                 error: SandboxUnavailable::exhausted(mode, Some(message)).into(),
             },
-            Class::RunnerFailed(why) => {
+            (Class::RunnerFailed(why), _) => {
                 provider.runner_failed();
                 info.runner_failed = true;
                 Verdict::Unavailable {
@@ -768,20 +759,19 @@ impl Settling {
                     error: SandboxUnavailable::new(mode, why).into(),
                 }
             }
-            Class::Ran { judged: false } => Verdict::Ran(Some(info)),
-            Class::Ran { judged: true } => {
-                let Outcome::Ran {
+            (
+                Class::Ran { judged: true },
+                Outcome::Ran {
                     exit_code, stderr, ..
-                } = &outcome
-                else {
-                    return Verdict::Ran(Some(info));
-                };
+                },
+            ) => {
                 judge_denial(&mut info, &confinement, *exit_code, stderr).await;
                 explain_denial(&mut info, rights, stderr).await;
                 note_planted(&mut info, index, &confinement).await;
                 record_refused_hosts(&mut info, &confinement);
                 Verdict::Ran(Some(info))
             }
+            (Class::Ran { .. }, _) => Verdict::Ran(Some(info)),
         }
     }
 }
@@ -792,20 +782,8 @@ struct Unconfined(SandboxMode);
 impl Settle for Unconfined {
     fn settle(self: Box<Self>, _outcome: Outcome) -> BoxFuture<'static, Verdict> {
         let info = BashSandboxInfo {
-            mode: self.0,
-            backend: None,
-            denied: false,
-            denial_evidence: DenialEvidence::Stderr,
-            refused: Vec::new(),
-            enforcement: None,
-            runner_failed: false,
-            gaps: Vec::new(),
-            workspace: None,
             network: Some(NetworkFacts::of(NetworkPolicy::On)),
-            protected: Vec::new(),
-            hidden: Vec::new(),
-            blocked: Vec::new(),
-            planted: Vec::new(),
+            ..BashSandboxInfo::bare(self.0)
         };
         Box::pin(async move { Verdict::Ran(Some(info)) })
     }

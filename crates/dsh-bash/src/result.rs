@@ -100,6 +100,30 @@ pub struct BashSandboxInfo {
     pub planted: Vec<PathBuf>,
 }
 
+impl BashSandboxInfo {
+    /// The facts of a command under `mode` before anything is known of
+    /// how it was confined: no backend, nothing denied, refused, protected,
+    /// hidden, blocked or planted; the network unknown.
+    pub fn bare(mode: SandboxMode) -> Self {
+        BashSandboxInfo {
+            mode,
+            backend: None,
+            denied: false,
+            denial_evidence: DenialEvidence::Stderr,
+            refused: Vec::new(),
+            enforcement: None,
+            runner_failed: false,
+            gaps: Vec::new(),
+            workspace: None,
+            network: None,
+            protected: Vec::new(),
+            hidden: Vec::new(),
+            blocked: Vec::new(),
+            planted: Vec::new(),
+        }
+    }
+}
+
 /// Paths listed in [`BashSandboxInfo::blocked`] at most.
 pub const MAX_BLOCKED: usize = 4;
 

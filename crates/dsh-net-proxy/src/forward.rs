@@ -143,10 +143,7 @@ fn run(args: &[OsString]) -> i32 {
 }
 
 /// Takes descriptor `fd` as the door: it must be a socket, and it is
-/// closed on exec from here on (the command never holds it). The relay
-/// leaves the command's session and process group and lets go of its
-/// standard streams (the command's output pipes end with the command, not
-/// with the relay).
+/// closed on exec from here on (the command never holds it).
 fn inherit(fd: RawFd) -> io::Result<OwnedFd> {
     let owned = crate::sys::take_inherited(fd)?;
     let kind = rustix::fs::fstat(&owned).map_err(io::Error::from)?;
