@@ -3,8 +3,7 @@
 //! `dsh-bash-local`, from data.)
 
 use std::io;
-use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 /// The Landlock ABI version of the running kernel; 0 when unsupported.
 pub(crate) fn landlock_abi() -> i64 {
@@ -232,96 +231,42 @@ pub(crate) fn remove_at(
     Ok(())
 }
 
-/// The netlink family of the kernel's audit subsystem.
-const NETLINK_AUDIT: libc::c_int = 9;
-
 /// A netlink audit socket bound to `group` (0: none), close-on-exec.
 pub(crate) fn audit_socket(group: u32) -> io::Result<OwnedFd> {
-    // SAFETY: socket with integer arguments.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            NETLINK_AUDIT,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just handed us this fd.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: an all-zero sockaddr_nl is valid; we set the fields we mean.
-    let mut address: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    address.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    address.nl_groups = if group == 0 { 0 } else { 1 << (group - 1) };
-    // SAFETY: bind reads the address we own, of the size we pass.
-    if unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&address as *const libc::sockaddr_nl).cast(),
-            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    if group == 0 {
+    use rustix::net::{netlink, sockopt, AddressFamily, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::NETLINK,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        Some(netlink::AUDIT),
+    )?;
+    let groups = if group == 0 { 0 } else { 1 << (group - 1) };
+    rustix::net::bind(&fd, &netlink::SocketAddrNetlink::new(0, groups))?;
+    // Best effort, either way.
+    let _ = if group == 0 {
         // Replies come at once; a second bounds a lost one.
-        let timeout = libc::timeval {
-            tv_sec: 1,
-            tv_usec: 0,
-        };
-        set_option(&fd, libc::SO_RCVTIMEO, &timeout);
+        sockopt::set_socket_timeout(
+            &fd,
+            sockopt::Timeout::Recv,
+            Some(std::time::Duration::from_secs(1)),
+        )
     } else {
         // Room for bursts of records (root may exceed rmem_max); without
         // it overruns are still detected.
-        set_option(&fd, libc::SO_RCVBUFFORCE, &((4 << 20) as libc::c_int));
-    }
-    Ok(fd)
-}
-
-/// `setsockopt(SOL_SOCKET, option, value)`, best effort.
-fn set_option<T>(fd: &OwnedFd, option: libc::c_int, value: &T) {
-    // SAFETY: setsockopt reads a value we own, of the size we pass.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            option,
-            (value as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        )
+        sockopt::set_socket_recv_buffer_size_force(&fd, 4 << 20)
     };
+    Ok(fd)
 }
 
 /// Sends one netlink `message` to the kernel.
 pub(crate) fn send_to_kernel(fd: &OwnedFd, message: &[u8]) -> io::Result<()> {
-    // SAFETY: an all-zero sockaddr_nl addresses the kernel.
-    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-    kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    // SAFETY: sendto reads the message and address we own.
-    let sent = unsafe {
-        libc::sendto(
-            fd.as_raw_fd(),
-            message.as_ptr().cast(),
-            message.len(),
-            0,
-            (&kernel as *const libc::sockaddr_nl).cast(),
-            size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let kernel = rustix::net::netlink::SocketAddrNetlink::new(0, 0);
+    rustix::net::sendto(fd, message, rustix::net::SendFlags::empty(), &kernel)?;
     Ok(())
 }
 
 /// Receives one datagram.
 pub(crate) fn recv(fd: &OwnedFd, buffer: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: recv writes at most buffer.len() bytes into the buffer we own.
-    let got = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), 0) };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(got as usize)
+    let (got, _) = rustix::net::recv(fd, buffer, rustix::net::RecvFlags::empty())?;
+    Ok(got)
 }
