@@ -663,7 +663,7 @@ impl BashExecutor for LocalBashExecutor {
     }
 
     fn network_policy(&self, mode: SandboxMode) -> Option<dsh_bash::NetworkPolicy> {
-        self.inner.hook.as_ref().map(|hook| hook.network_policy(mode))
+        self.inner.hook.as_ref().map(|hook| hook.network(None, mode, false))
     }
 
     fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {

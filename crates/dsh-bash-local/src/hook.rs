@@ -19,11 +19,22 @@ use crate::Invocation;
 pub trait LaunchHook: Send + Sync + 'static {
     /// The mode commands run in unless their call asks for another.
     fn sandbox_mode(&self) -> SandboxMode;
-    /// The network a command under `mode` gets unless its call asks.
-    fn network_policy(&self, mode: SandboxMode) -> NetworkPolicy;
+    /// The network a command under `mode` gets, given what its call asks
+    /// (`asked`; `None`: nothing) and whether it asks for hosts beside
+    /// the allow-list (`extra_hosts`).
+    fn network(
+        &self,
+        asked: Option<NetworkPolicy>,
+        mode: SandboxMode,
+        extra_hosts: bool,
+    ) -> NetworkPolicy;
     /// The mode and the network of a command `request` asks for (the
     /// local executor defaults the rest).
-    fn decide(&self, request: &BashExecRequest) -> (SandboxMode, NetworkPolicy);
+    fn decide(&self, request: &BashExecRequest) -> (SandboxMode, NetworkPolicy) {
+        let mode = request.sandbox_mode.unwrap_or_else(|| self.sandbox_mode());
+        let network = self.network(request.network, mode, !request.allow_hosts.is_empty());
+        (mode, network)
+    }
     /// The writable workspace root its confinement keeps.
     fn workspace_root(&self) -> &Path;
     /// The invocation that runs `spec` (its plain one is `plain`), and

@@ -2,8 +2,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_bash::{
-    BashError, BashExecRequest, BashExecSpec, BashSandboxInfo, BoxFuture, DenialEvidence,
-    NetworkFacts, SandboxMode,
+    BashError, BashExecSpec, BashSandboxInfo, BoxFuture, DenialEvidence, NetworkFacts, SandboxMode,
 };
 use dsh_bash_local::{
     ConfigError, Invocation, LaunchHook, Launching, LocalBashExecutor, LocalConfig, NeverRan,
@@ -794,14 +793,13 @@ impl LaunchHook for Sandbox {
         self.mode
     }
 
-    fn network_policy(&self, mode: SandboxMode) -> NetworkPolicy {
-        self.network_of(None, mode, false)
-    }
-
-    fn decide(&self, request: &BashExecRequest) -> (SandboxMode, NetworkPolicy) {
-        let mode = request.sandbox_mode.unwrap_or(self.mode);
-        let network = self.network_of(request.network, mode, !request.allow_hosts.is_empty());
-        (mode, network)
+    fn network(
+        &self,
+        asked: Option<NetworkPolicy>,
+        mode: SandboxMode,
+        extra_hosts: bool,
+    ) -> NetworkPolicy {
+        self.network_of(asked, mode, extra_hosts)
     }
 
     fn workspace_root(&self) -> &std::path::Path {

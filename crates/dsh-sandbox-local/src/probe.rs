@@ -48,12 +48,13 @@ impl LaunchHook for Probe {
         SandboxMode::ReadOnly
     }
 
-    fn network_policy(&self, _mode: SandboxMode) -> dsh_sandbox::NetworkPolicy {
+    fn network(
+        &self,
+        _asked: Option<dsh_sandbox::NetworkPolicy>,
+        _mode: SandboxMode,
+        _extra_hosts: bool,
+    ) -> dsh_sandbox::NetworkPolicy {
         dsh_sandbox::NetworkPolicy::Off
-    }
-
-    fn decide(&self, _request: &BashExecRequest) -> (SandboxMode, dsh_sandbox::NetworkPolicy) {
-        (SandboxMode::ReadOnly, dsh_sandbox::NetworkPolicy::Off)
     }
 
     fn workspace_root(&self) -> &Path {
