@@ -75,7 +75,11 @@ pub struct Removal {
 /// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, in
 /// clock ticks since boot): with the pid, it names a process for good.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line.
+fn parse_start_time(stat: &str) -> Option<u64> {
     stat.rsplit_once(')')?
         .1
         .split_whitespace()
@@ -135,21 +139,28 @@ impl Owner {
     /// True unless the owner is certainly gone: it lived in this pid
     /// namespace (or did not say) and its pid now names no process, or one
     /// started at another time. A start time of 0 (unknown when the name
-    /// was made): only a missing process is proof of death. Blocking reads
-    /// of `/proc`.
+    /// was made): only a missing process is proof of death. A `/proc` that
+    /// cannot be read (a host out of descriptors) proves nothing: alive.
+    /// Blocking reads of `/proc`.
     ///
-    /// `here` is this process's pid namespace (`/proc/self/ns/pid`'s
-    /// inode), read once by a caller that checks many owners.
+    /// `here` is this process's pid namespace (the inode of
+    /// `/proc/self/ns/pid`), read once by a caller that checks many owners.
     pub fn alive_seen_from(&self, here: Option<u64>) -> bool {
         if let Some(namespace) = self.namespace {
             if here != Some(namespace) {
                 return true;
             }
         }
-        if self.start == 0 {
-            Path::new(&format!("/proc/{}", self.pid)).exists()
-        } else {
-            start_time(self.pid) == Some(self.start)
+        self.alive_by(std::fs::read_to_string(format!("/proc/{}/stat", self.pid)))
+    }
+
+    /// The verdict on what reading the owner's `/proc/<pid>/stat` gave:
+    /// gone only if no such process exists or it started at another time.
+    fn alive_by(&self, stat: std::io::Result<String>) -> bool {
+        match stat {
+            Err(err) => err.kind() != std::io::ErrorKind::NotFound,
+            Ok(_) if self.start == 0 => true,
+            Ok(stat) => parse_start_time(&stat).is_none_or(|start| start == self.start),
         }
     }
 }
@@ -518,6 +529,29 @@ mod tests {
     use super::*;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A host out of descriptors cannot read `/proc`; that proves no owner
+    /// dead (the sweep, on a thread beside the host's first commands, took
+    /// the host's own cgroup for a dead host's and killed its command).
+    #[test]
+    fn an_unreadable_proc_proves_no_owner_dead() {
+        let owner = Owner {
+            pid: 4242,
+            start: 77,
+            namespace: None,
+        };
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(owner.alive_by(Err(emfile)));
+        let missing = std::io::Error::from_raw_os_error(libc::ENOENT);
+        assert!(!owner.alive_by(Err(missing)));
+        let stat = |start: u64| {
+            let mut fields = vec!["S".to_owned(); 19];
+            fields.push(start.to_string());
+            Ok(format!("4242 (sleep) {}", fields.join(" ")))
+        };
+        assert!(owner.alive_by(stat(77)));
+        assert!(!owner.alive_by(stat(78)), "a reused pid is another owner");
+    }
 
     fn handle(path: &Path) -> fs::File {
         fs::File::open(path).unwrap()
