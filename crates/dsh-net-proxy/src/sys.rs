@@ -3,7 +3,7 @@
 //! and taking over the inherited door.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 /// Which side of a fork this is.
 pub(crate) enum Forked {
@@ -42,11 +42,9 @@ pub(crate) fn leave_session_and_streams() {
     // A freshly forked child leads no group: setsid cannot fail.
     let _ = rustix::process::setsid();
     if let Ok(null) = &null {
-        for fd in 0..3 {
-            // SAFETY: dup2 onto the standard descriptors of this process,
-            // from one it owns; no Rust object owns 0, 1 or 2.
-            unsafe { libc::dup2(null.as_raw_fd(), fd) };
-        }
+        let _ = rustix::stdio::dup2_stdin(null);
+        let _ = rustix::stdio::dup2_stdout(null);
+        let _ = rustix::stdio::dup2_stderr(null);
     }
 }
 
