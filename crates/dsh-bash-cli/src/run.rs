@@ -51,7 +51,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .await;
         local.shell_snapshot = Some(slot);
     }
+    let swept = local.clone();
     let executor = compose::executor(&args.executor, local)?;
+    // What dead hosts left is swept before the command, not beside it: a
+    // run under a low descriptor limit must not share it with the sweep.
+    let _ = tokio::task::spawn_blocking(move || dsh_bash_local::sweep_dead_hosts(&swept)).await;
     let cancel = CancellationToken::new();
     let mut request = BashExecRequest::new(args.command.join(" "));
     request.timeout = args
