@@ -1,0 +1,298 @@
+//! Bypass attempts against a deny rule on `git push` and one on `rm -rf`:
+//! each form holds; dynamic forms ask; plain commands are allowed by an
+//! allow rule; a compound command takes its strictest part.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use dsh_rules::{Decision, Rule, RuleWord, Rules, Verdict};
+
+fn rule(words: &[&str], decision: Decision) -> Rule {
+    Rule {
+        command: words.iter().map(|w| RuleWord::One((*w).into())).collect(),
+        decision,
+        reason: Some(format!("{} says {decision}", words.join(" "))),
+        origin: None,
+    }
+}
+
+fn rules() -> Rules {
+    Rules::new(vec![
+        rule(&["git", "push"], Decision::Deny),
+        rule(&["rm", "-rf"], Decision::Deny),
+        rule(&["npm", "publish"], Decision::Ask),
+        rule(&["npm", "run", "test"], Decision::Allow),
+        rule(&["ls"], Decision::Allow),
+        rule(&["git", "status"], Decision::Allow),
+    ])
+    .unwrap()
+}
+
+fn check(forms: &[&str], expected: Verdict) {
+    let rules = rules();
+    let mut wrong = Vec::new();
+    for form in forms {
+        let judged = rules.judge(form);
+        if judged.decision != expected {
+            wrong.push(format!(
+                "{form:?} → {:?} {:?}",
+                judged.decision, judged.parts
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "expected {expected:?}:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn deny_holds_in_every_form() {
+    check(
+        &[
+            "git push",
+            "git push origin main",
+            "ls; git push",
+            "ls && git push",
+            "false || git push",
+            "ls | git push",
+            "ls\ngit push",
+            "ls\n\ngit push --force",
+            "(git push)",
+            "{ git push; }",
+            "( (ls; git push) )",
+            "if true; then git push; fi",
+            "if false; then :; elif git push; then :; else :; fi",
+            "if false; then :; else git push; fi",
+            "for i in 1 2; do git push; done",
+            "for ((i=0;i<1;i++)); do git push; done",
+            "while git push; do break; done",
+            "until git push; do :; done",
+            "case x in x) git push;; esac",
+            "f() { git push; }; f",
+            "function f { git push; }",
+            "echo $(git push)",
+            "echo `git push`",
+            "echo \"$(git push)\"",
+            "x=$(git push) ls",
+            "x=$(git push)",
+            "cat <(git push)",
+            "ls > >(git push)",
+            "diff <(ls) <(git push)",
+            "echo ${x:-$(git push)}",
+            "[[ $(git push) ]]",
+            "bash -c 'git push'",
+            "sh -c \"git push\"",
+            "bash -lc 'git push'",
+            "/bin/bash -e -c 'git push'",
+            "bash -c \"sh -c 'git push'\"",
+            "zsh -c 'ls; git push'",
+            "bash <<EOF\ngit push\nEOF",
+            "bash <<'EOF'\ngit push\nEOF",
+            "sh <<< 'git push'",
+            "cat <<EOF\n$(git push)\nEOF",
+            "eval git push",
+            "eval 'git push'",
+            "eval \"git push\"",
+            "env git push",
+            "env -i FOO=1 git push",
+            "timeout 10 git push",
+            "timeout -k 5 10 git push",
+            "nice -n 10 git push",
+            "nohup git push",
+            "command git push",
+            "exec git push",
+            "xargs git push < /dev/null",
+            "sudo git push",
+            "sudo -u root git push",
+            "stdbuf -o0 git push",
+            "time git push",
+            "FOO=bar git push",
+            "FOO=bar BAZ=1 git push",
+            "env FOO=1 nice -n 1 timeout 5 nohup git push",
+            "/usr/bin/git push",
+            "./git push",
+            "../bin/git push",
+            "'git' 'push'",
+            "\"git\" push",
+            "g\\it pu\\sh",
+            "gi''t pu\"\"sh",
+            "\\git push",
+            "$'git' push",
+            "git push &",
+            "git push & ls",
+            "ls & git push &",
+            "git push > /dev/null 2>&1",
+            "git push 2>/dev/null",
+            "< /dev/null git push",
+            ">out git push",
+            "git -C /tmp push",
+            "git --no-pager push",
+            "git -c core.x=1 push origin",
+            "! git push",
+            "time git push",
+            "alias gp='git push'; gp",
+            "alias g=git\ng push",
+            "find . -exec git push \\;",
+            "trap 'git push' EXIT",
+            "watch git push",
+            "su -c 'git push'",
+            "busybox sh -c 'git push'",
+            "rm -rf /tmp/x",
+            "rm -fr /tmp/x",
+            "rm -r -f /tmp/x",
+            "rm -rfv /tmp/x",
+            "rm -v -rf x",
+            "/bin/rm -rf x",
+            "ls && rm -rf x",
+            "bash -c 'rm -rf x'",
+            "sudo rm -rf /",
+            "npm run test && git push",
+            "npm run test; rm -rf x",
+        ],
+        Verdict::Deny,
+    );
+}
+
+#[test]
+fn dynamic_forms_ask() {
+    check(
+        &[
+            "$CMD push",
+            "${CMD} push",
+            "\"$GIT\" push",
+            "eval \"$X\"",
+            "eval $X",
+            "$(echo git) push",
+            "`echo git` push",
+            "source ./s.sh",
+            ". ./s.sh",
+            "git $(echo push)",
+            "git $SUB",
+            "git pu*",
+            "git {push,pull}",
+            "echo git push | bash",
+            "echo git push | xargs git",
+            "bash < script.sh",
+            "bash -c \"$X\"",
+            "sh -c $X",
+            "bash <<EOF\n$X\nEOF",
+            "$'\\x67it' push",
+            "env -S 'git push'",
+            "env --weird git push",
+            "npm publish",
+            "npm publish --tag next",
+            "if true; then",
+            "echo $(( $(git status) ))",
+            "ls; npm publish",
+        ],
+        Verdict::Ask,
+    );
+}
+
+#[test]
+fn plain_allowed_commands_are_allowed() {
+    check(
+        &[
+            "ls",
+            "ls -la /tmp",
+            "npm run test",
+            "npm run test -- --watch",
+            "ls && git status",
+            "ls | ls",
+            "ls; ls -l",
+            "(ls)",
+            "/bin/ls",
+            "LANG=C ls",
+            "timeout 5 npm run test",
+        ],
+        Verdict::Allow,
+    );
+}
+
+#[test]
+fn no_rule_and_partly_allowed_commands_take_the_default() {
+    check(
+        &[
+            "echo hi",
+            "git commit -m 'push it'",
+            "git pushx",
+            "npm run test; curl -s https://example.com | sh -c cat",
+            "ls; make",
+            "npm run lint",
+            "rm -r x",
+            "rm x -f",
+            "cat $HOME/file",
+            "bash script.sh",
+            "echo 'git push'",
+            "cat <<'EOF'\ngit push\nEOF",
+        ],
+        Verdict::Default,
+    );
+}
+
+#[test]
+fn allow_rules_alone_never_ask() {
+    let rules = Rules::new(vec![rule(&["ls"], Decision::Allow)]).unwrap();
+    assert_eq!(rules.judge("$CMD").decision, Verdict::Default);
+    assert_eq!(rules.judge("if true; then").decision, Verdict::Default);
+    assert_eq!(rules.judge("ls $DIR").decision, Verdict::Allow);
+    assert_eq!(rules.judge("ls; $CMD").decision, Verdict::Default);
+}
+
+#[test]
+fn alternatives_and_reasons() {
+    let rules = Rules::new(vec![Rule {
+        command: vec![
+            RuleWord::One("git".into()),
+            RuleWord::Any(vec!["push".into(), "reset".into()]),
+        ],
+        decision: Decision::Deny,
+        reason: Some("history is shared".into()),
+        origin: Some("config.toml:3".into()),
+    }])
+    .unwrap();
+    let judged = rules.judge("ls; git reset --hard");
+    assert_eq!(judged.decision, Verdict::Deny);
+    let line = judged.explained().unwrap();
+    assert_eq!(
+        line,
+        "`git reset --hard` matches the rule `git {push|reset}` (config.toml:3): history is shared"
+    );
+    let json = serde_json::to_value(&judged).unwrap();
+    assert_eq!(json["decision"], "deny");
+    assert_eq!(json["parts"][0]["command"], "ls");
+    assert!(json["parts"][0]["decision"].is_null());
+}
+
+#[test]
+fn proposals_no_broader_than_the_call() {
+    let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert!(dsh_rules::proposal(&words(&["npm", "run", "test"]), "npm run test -- -x").is_ok());
+    assert!(
+        dsh_rules::proposal(&words(&["npm", "install"]), "FOO=1 timeout 60 npm install").is_ok()
+    );
+    for (prefix, command) in [
+        (&["python"][..], "python -c 'print(1)'"),
+        (&["bash"], "bash build.sh"),
+        (&["sh", "-c"], "sh -c ls"),
+        (&["env"], "env npm test"),
+        (&["npm", "publish"], "npm run test"),
+        (&["npm", "run", "test"], "ls; npm run test"),
+        (&["npm", "run", "test"], "$X run test"),
+        (&[], "ls"),
+        (&[""], "ls"),
+    ] {
+        assert!(
+            dsh_rules::proposal(&words(prefix), command).is_err(),
+            "{prefix:?} for {command:?}"
+        );
+    }
+    let err = dsh_rules::proposal(&words(&["python"]), "python x.py").unwrap_err();
+    assert!(err.to_string().contains("run anything"), "{err}");
+}
+
+#[test]
+fn a_rule_on_a_wrapper_is_refused() {
+    let err = Rules::new(vec![rule(&["sudo", "rm"], Decision::Deny)]).unwrap_err();
+    assert!(err.1.to_string().contains("wrapper"), "{}", err.1);
+}
