@@ -6,6 +6,7 @@ use std::sync::Arc;
 use dsh_bash::BashExecutor;
 use dsh_bash_local::{LocalBashExecutor, LocalConfig};
 use dsh_bash_sandbox::{CacheConfig, CachePlace, SandboxConfig};
+use dsh_policy::values::{limit_count, limit_cpus, limit_size, Limit};
 use dsh_sandbox::{
     HiddenPaths, HostPattern, HostPreset, HostRules, NetworkPolicy, ProtectedPaths, SandboxMode,
 };
@@ -22,29 +23,29 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "MODE")]
     pub sandbox: Option<SandboxMode>,
     /// The workspace writable under workspace-write (default: the workdir).
-    #[arg(long, value_name = "DIR", requires = "sandbox")]
+    #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Which sandbox backend to use: auto (the strongest usable), bwrap or
     /// landlock.
-    #[arg(long, value_name = "BACKEND", default_value = "auto",
-          value_parser = ["auto", "bwrap", "landlock"], requires = "sandbox")]
-    pub sandbox_backend: String,
+    #[arg(long, value_name = "BACKEND",
+          value_parser = ["auto", "bwrap", "landlock"])]
+    pub sandbox_backend: Option<String>,
     /// Whether confined commands may use the network: off, allow (only the
     /// hosts of --allow-host and --allow-preset, through a proxy of the
     /// server's) or on (default: off under read-only and workspace-write;
     /// allow when a host or preset is given).
-    #[arg(long, value_name = "POLICY", requires = "sandbox")]
+    #[arg(long, value_name = "POLICY")]
     pub network: Option<NetworkPolicy>,
     /// Under --network allow, a host commands may reach (repeatable):
     /// files.example.org (that host), *.example.org (its subdomains),
     /// 127.0.0.1 or [::1] (an address), each with an optional :port. A
     /// name that resolves to a loopback or private address is refused
     /// unless the address (or localhost) is given literally.
-    #[arg(long = "allow-host", value_name = "PATTERN", requires = "sandbox")]
+    #[arg(long = "allow-host", value_name = "PATTERN")]
     pub allow_host: Vec<HostPattern>,
     /// Under --network allow, a host commands may never reach, whatever
     /// --allow-host says (repeatable; same patterns).
-    #[arg(long = "deny-host", value_name = "PATTERN", requires = "sandbox")]
+    #[arg(long = "deny-host", value_name = "PATTERN")]
     pub deny_host: Vec<HostPattern>,
     /// Under --network allow, a named list of hosts (repeatable): pypi
     /// (pypi.org, files.pythonhosted.org), npm (registry.npmjs.org,
@@ -52,7 +53,7 @@ pub struct ExecutorArgs {
     /// static.crates.io) or github (github.com, api.github.com,
     /// codeload.github.com and its githubusercontent.com hosts), on port
     /// 443.
-    #[arg(long = "allow-preset", value_name = "NAME", requires = "sandbox")]
+    #[arg(long = "allow-preset", value_name = "NAME")]
     pub allow_preset: Vec<HostPreset>,
     /// Also keep this path read-only inside the workspace under
     /// workspace-write (relative to the workspace; repeatable). Protected
@@ -60,11 +61,11 @@ pub struct ExecutorArgs {
     /// .vscode/{tasks,settings,launch}.json, .idea, .pre-commit-config.yaml,
     /// .dsh-bash, and in a home directory the shell's start-up files,
     /// .gitconfig, .config/git and .ssh.
-    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    #[arg(long, value_name = "PATH")]
     pub protect: Vec<String>,
     /// Stop protecting this path (one of the protected ones; repeatable),
     /// e.g. --unprotect .git to let commands commit.
-    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    #[arg(long, value_name = "PATH")]
     pub unprotect: Vec<String>,
     /// Also hide this file or directory from confined commands (absolute;
     /// repeatable). Hidden by default in every home (the server's HOME,
@@ -74,12 +75,12 @@ pub struct ExecutorArgs {
     /// .config/hub, .docker/config.json, .kube/config, gcloud's and
     /// azure's token stores, .cargo/credentials(.toml),
     /// .gnupg/private-keys-v1.d and .terraform.d/credentials.tfrc.json.
-    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    #[arg(long, value_name = "PATH")]
     pub hide: Vec<String>,
     /// Stop hiding this path and what is beneath it (a hidden credential
     /// file, a directory holding some such as ~/.ssh, or a --hide path;
     /// absolute; repeatable).
-    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    #[arg(long, value_name = "PATH")]
     pub unhide: Vec<String>,
     /// Where confined commands keep their tools' caches under
     /// workspace-write (npm, yarn, pnpm, pip, uv, cargo's registry, Go,
@@ -88,12 +89,12 @@ pub struct ExecutorArgs {
     /// ~/.cache/dsh-bash/sandbox); `per-command` (each command's caches
     /// last as long as it does); or `none` (tools meet the host's caches,
     /// read-only, and fail on them).
-    #[arg(long, value_name = "DIR|per-command|none", requires = "sandbox", value_parser = cache_place)]
+    #[arg(long, value_name = "DIR|per-command|none", value_parser = cache_place)]
     pub sandbox_cache: Option<CachePlace>,
     /// At start, the sandbox's caches are cut to this size by removing the
     /// least recently used tool's or workspace's cache whole (default
     /// 10G); a workspace's cache unused for 30 days goes too.
-    #[arg(long, value_name = "SIZE", requires = "sandbox", value_parser = limit_size)]
+    #[arg(long, value_name = "SIZE", value_parser = limit_size)]
     pub sandbox_cache_max: Option<Limit>,
     /// Also drop inherited environment variables whose name contains this
     /// (case-insensitive; repeatable). KEY, SECRET, TOKEN, PASSWORD, PASSWD
@@ -121,10 +122,17 @@ pub struct ExecutorArgs {
           value_parser = ["auto", "process-tree"])]
     pub containment: String,
     /// The most bytes one stream's full-output (spill) file may hold; past
-    /// it the file keeps the first bytes and the result says so.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30,
+    /// it the file keeps the first bytes and the result says so (default
+    /// 1073741824).
+    #[arg(long, value_name = "BYTES",
           value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_spill_bytes: u64,
+    pub max_spill_bytes: Option<u64>,
+    /// The policy file to use in place of the user's
+    /// (~/.config/dsh-bash/config.toml); approvals "always" are kept in it.
+    /// The system's (/etc/dsh-bash/config.toml) and the workspace's
+    /// (.dsh-bash/config.toml) are read too; flags win over every file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Processes (threads count) one command may have at once, or `none`
     /// (default: the larger of 4096 and 64 per CPU). Applied per command
     /// by a cgroup where the host has the controller; a fork past it fails.
@@ -151,72 +159,6 @@ fn cache_place(value: &str) -> Result<CachePlace, String> {
             "expected an absolute directory, per-command or none; got {value:?}"
         )),
     }
-}
-
-/// A limit given on the command line: a value, or `none` for no limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limit(Option<u64>);
-
-fn none_or(
-    value: &str,
-    parse: impl FnOnce(&str) -> Option<u64>,
-    expected: &str,
-) -> Result<Limit, String> {
-    if value.eq_ignore_ascii_case("none") {
-        return Ok(Limit(None));
-    }
-    match parse(value.trim()) {
-        Some(n) if n > 0 => Ok(Limit(Some(n))),
-        _ => Err(format!(
-            "expected {expected}, or none for no limit; got {value:?}"
-        )),
-    }
-}
-
-fn limit_count(value: &str) -> Result<Limit, String> {
-    none_or(
-        value,
-        |v| v.parse().ok(),
-        "a positive number of processes (e.g. 200)",
-    )
-}
-
-/// Bytes from `256M`, `1.5G`, `512k`, `8GiB` or a plain number.
-fn parse_size(value: &str) -> Option<u64> {
-    let upper = value.to_ascii_uppercase();
-    let trimmed = upper.trim_end_matches("IB").trim_end_matches('B');
-    let (number, shift) = match trimmed.chars().last()? {
-        'K' => (&trimmed[..trimmed.len() - 1], 10),
-        'M' => (&trimmed[..trimmed.len() - 1], 20),
-        'G' => (&trimmed[..trimmed.len() - 1], 30),
-        'T' => (&trimmed[..trimmed.len() - 1], 40),
-        _ => (trimmed, 0),
-    };
-    let number: f64 = number.trim().parse().ok()?;
-    let bytes = number * (1u64 << shift) as f64;
-    (bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
-}
-
-fn limit_size(value: &str) -> Result<Limit, String> {
-    none_or(
-        value,
-        parse_size,
-        "a size in bytes or with K, M, G or T (e.g. 256M, 1.5G)",
-    )
-}
-
-fn limit_cpus(value: &str) -> Result<Limit, String> {
-    let millicores = |v: &str| {
-        let cpus: f64 = v.parse().ok()?;
-        let millicores = (cpus * 1000.0).round();
-        (cpus.is_finite() && millicores >= 1.0 && millicores <= f64::from(u32::MAX))
-            .then_some(millicores as u64)
-    };
-    none_or(
-        value,
-        millicores,
-        "a positive number of CPUs (e.g. 0.5 or 2)",
-    )
 }
 
 impl ExecutorArgs {
@@ -259,7 +201,7 @@ pub fn local_config(args: &ExecutorArgs) -> LocalConfig {
     scrub.allow.extend(args.keep_env.iter().cloned());
     LocalConfig {
         scrub,
-        max_spill_bytes: args.max_spill_bytes,
+        max_spill_bytes: args.max_spill_bytes.unwrap_or(DEFAULT_SPILL_BYTES),
         max_output_bytes: MODEL_OUTPUT_BYTES,
         containment: match args.containment.as_str() {
             "process-tree" => dsh_bash_local::ContainmentChoice::ProcessTree,
@@ -367,7 +309,7 @@ pub async fn take_snapshot(
 /// The sandbox backend the flags name (`auto` by default): the commands'
 /// and the shell snapshot's.
 pub fn backend_of(args: &ExecutorArgs) -> Backend {
-    match args.sandbox_backend.as_str() {
+    match args.sandbox_backend.as_deref().unwrap_or("auto") {
         "bwrap" => Backend::Bwrap,
         "landlock" => Backend::Landlock,
         _ => Backend::Auto,
@@ -382,6 +324,9 @@ pub fn backend_of(args: &ExecutorArgs) -> Backend {
 /// and under Codex's 10,000-token cut even JSON-escaped (lines of one
 /// character double in size).
 pub const MODEL_OUTPUT_BYTES: u64 = 24_000;
+
+/// The most a spill file holds by default.
+pub const DEFAULT_SPILL_BYTES: u64 = 1 << 30;
 
 /// The executor: unconfined, or confined when a mode is given.
 pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<dyn BashExecutor>> {

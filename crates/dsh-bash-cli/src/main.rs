@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 
 mod compose;
 mod mcp;
+mod policy;
 mod run;
 
 /// Starts one blocking thread that stays (see the runtime's keep-alive).
@@ -58,6 +59,43 @@ enum Command {
     /// Context Protocol on stdin/stdout (one connection = one session), or
     /// over Streamable HTTP with --listen.
     Mcp(mcp::McpArgs),
+    /// Command rules: `rules check -- COMMAND` prints, as JSON, what the
+    /// policy's rules decide for the command (allow, ask, deny, or default
+    /// when none applies), each simple command found with the rule it
+    /// matched and why an unknowable part asks. Exits 0 (allow or
+    /// default), 1 (ask) or 2 (deny).
+    #[command(subcommand)]
+    Rules(RulesCommand),
+    /// The policy file: `config show` prints the effective policy, each
+    /// value with the file and line it came from.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// What the rules decide for one command.
+    Check {
+        #[command(flatten)]
+        policy: policy::PolicyArgs,
+        /// The command line (several words are joined with spaces).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// The effective policy and where each value came from.
+    Show {
+        #[command(flatten)]
+        policy: policy::PolicyArgs,
+    },
 }
 
 /// Diagnostics go to stderr (stdout carries results and, for `mcp`, the
@@ -99,6 +137,20 @@ fn main() -> ExitCode {
     dsh_bash_local::use_watchdog_program("/proc/self/exe");
     let cli = Cli::parse();
     install_diagnostics();
+    // Reading the policy needs no runtime, no descriptors and no sweep.
+    let read_only = match &cli.command {
+        Command::Rules(RulesCommand::Check { policy, command }) => {
+            Some(policy::check(policy, command))
+        }
+        Command::Config(ConfigCommand::Show { policy }) => Some(policy::show(policy)),
+        Command::Run(_) | Command::Mcp(_) => None,
+    };
+    if let Some(outcome) = read_only {
+        return outcome.unwrap_or_else(|err| {
+            eprintln!("Error: {err:#}");
+            ExitCode::from(COULD_NOT_RUN)
+        });
+    }
     // Every running command holds three descriptors; a failure here only
     // lowers how many can run at once.
     if let Err(err) = dsh_bash_local::raise_open_file_limit() {
@@ -124,6 +176,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Mcp(args) => runtime.block_on(mcp::serve(args)),
+        Command::Rules(_) | Command::Config(_) => Ok(ExitCode::SUCCESS),
     };
     // Every command has been stopped by now; do not wait for blocking
     // threads (a stdin read never returns on its own).

@@ -15,22 +15,22 @@ use crate::compose::{self, ExecutorArgs};
 pub struct McpArgs {
     #[command(flatten)]
     executor: ExecutorArgs,
-    /// Default foreground timeout in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 120_000.0)]
-    timeout: f64,
-    /// Cap on any requested timeout in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 600_000.0)]
-    max_timeout: f64,
+    /// Default foreground timeout in milliseconds (default 120000).
+    #[arg(long, value_name = "MS")]
+    timeout: Option<f64>,
+    /// Cap on any requested timeout in milliseconds (default 600000).
+    #[arg(long, value_name = "MS")]
+    max_timeout: Option<f64>,
     /// Bytes of output a result shows the model: a stream no longer is shown
     /// whole, a longer one is spilled to a file and shown as its head and
-    /// tail; two long streams share the budget.
-    #[arg(long, value_name = "BYTES", default_value_t = crate::compose::MODEL_OUTPUT_BYTES)]
-    max_output_bytes: u64,
+    /// tail; two long streams share the budget (default 24000).
+    #[arg(long, value_name = "BYTES")]
+    max_output_bytes: Option<u64>,
     /// Commands one session may have running at once: foreground calls in
     /// flight plus running background tasks. Past it a `bash` call is
-    /// refused with a message saying so.
-    #[arg(long, value_name = "N", default_value_t = 32)]
-    max_commands: usize,
+    /// refused with a message saying so (default 32).
+    #[arg(long, value_name = "N")]
+    max_commands: Option<u64>,
     /// Hand every foreground command still running after this many
     /// milliseconds over as a background task of its session instead of
     /// waiting for its timeout (a call's yieldMs wins). Off by default.
@@ -57,12 +57,39 @@ pub struct McpArgs {
     http: HttpOptions,
 }
 
+impl McpArgs {
+    /// The policy's timeouts, output budget, command count and yield
+    /// wherever no flag gave one.
+    fn settle(&mut self, policy: &dsh_policy::Policy) {
+        use crate::policy::number;
+        self.timeout = Some(number(self.timeout, policy.timeout_ms.as_ref(), 120_000.0));
+        self.max_timeout = Some(number(
+            self.max_timeout,
+            policy.max_timeout_ms.as_ref(),
+            600_000.0,
+        ));
+        let budget = compose::MODEL_OUTPUT_BYTES;
+        self.max_output_bytes = Some(number(
+            self.max_output_bytes,
+            policy.output_bytes.as_ref(),
+            budget,
+        ));
+        self.max_commands = Some(number(self.max_commands, policy.commands.as_ref(), 32));
+        self.yield_ms = self.yield_ms.or(policy.yield_ms.as_ref().map(|s| s.value));
+    }
+}
+
 /// The longest the server waits for the start-up sweep before serving.
 const START_SWEEP_BOUND: Duration = Duration::from_secs(5);
 
 /// Serves MCP until the connection closes (stdio) or a signal arrives,
 /// then stops every command it started.
-pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
+pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
+    let policy = crate::policy::load(&args.executor)?;
+    crate::policy::apply(&mut args.executor, &policy)?;
+    args.settle(&policy);
+    let rules = crate::policy::FileRules::of(&policy)
+        .map(|rules| Arc::new(rules) as Arc<dyn dsh_tool_bash::RuleBook>);
     let mut local = local_settings(&args)?;
     let (default_timeout, max_timeout) = (local.default_timeout, local.max_timeout);
     let yield_after = args
@@ -89,12 +116,13 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
         Hub::builder(composed.executor)
             .cwd(cwd)
             .timeouts(default_timeout, max_timeout)
-            .max_commands(args.max_commands)
+            .max_commands(usize::try_from(args.max_commands.unwrap_or(32)).unwrap_or(usize::MAX))
             .escalation(escalation)
             .yield_after(yield_after)
             .persist_cwd(!args.no_persist_cwd)
             .snapshot(snapshot_loaded)
             .changes(composed.tracks_changes.unwrap_or(false))
+            .rules(rules)
             .build(),
     );
     // The binary owns the process's signals; the library only stops when
@@ -117,13 +145,14 @@ pub async fn serve(args: McpArgs) -> anyhow::Result<ExitCode> {
 /// spill directory that goes with the server.
 fn local_settings(args: &McpArgs) -> anyhow::Result<dsh_bash_local::LocalConfig> {
     let mut local = compose::local_config(&args.executor);
-    let max_timeout = compose::millis("max-timeout", args.max_timeout)?;
-    local.default_timeout = compose::millis("timeout", args.timeout)?.min(max_timeout);
+    let max_timeout = compose::millis("max-timeout", args.max_timeout.unwrap_or(600_000.0))?;
+    local.default_timeout =
+        compose::millis("timeout", args.timeout.unwrap_or(120_000.0))?.min(max_timeout);
     local.max_timeout = max_timeout;
-    local.max_output_bytes = args.max_output_bytes;
+    local.max_output_bytes = args.max_output_bytes.unwrap_or(compose::MODEL_OUTPUT_BYTES);
     // A session's full-output paths mean nothing once the server ends.
     local.discard_spill_on_shutdown = true;
-    if args.max_commands == 0 {
+    if args.max_commands == Some(0) {
         anyhow::bail!("--max-commands must be at least 1");
     }
     Ok(local)

@@ -37,7 +37,9 @@ pub struct RunArgs {
 }
 
 /// Runs the command; the exit code mirrors the command's.
-pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    let policy = crate::policy::load(&args.executor)?;
+    crate::policy::apply(&mut args.executor, &policy)?;
     let mut local = compose::local_config(&args.executor);
     // Asked for on one command: taken first, then the command runs.
     if let Some(source) = compose::snapshot_source(&args.executor, false)? {

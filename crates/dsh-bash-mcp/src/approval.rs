@@ -103,11 +103,37 @@ fn shown(command: &str) -> String {
     text
 }
 
-/// The question put to the person, with an empty form (Accept is the yes):
-/// what is asked and why first, then where and how the command would run,
-/// then the command itself, fenced.
-fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
-    let schema = ElicitationSchema::builder().build().ok()?;
+/// The answer "always" of a question that offers a standing approval.
+const ALWAYS: &str = "always";
+
+/// The form: empty (Accept is the yes), or, when a prefix is proposed, one
+/// choice between this call and always.
+fn form(request: &ApprovalRequest) -> Option<ElicitationSchema> {
+    if request.prefix_rule.is_none() {
+        return ElicitationSchema::builder().build().ok();
+    }
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "remember": {
+                "type": "string",
+                "title": "Allow",
+                "enum": ["this call", ALWAYS],
+                "default": "this call"
+            }
+        }
+    });
+    match schema {
+        Value::Object(object) => ElicitationSchema::from_json_schema(object).ok(),
+        _ => None,
+    }
+}
+
+/// The question's first line: what is asked.
+fn headline(request: &ApprovalRequest) -> String {
+    if !request.escalates {
+        return "A command rule asks before this command runs. Allow it to run?".to_owned();
+    }
     let network = if request.network.is_some() {
         " and network access".to_owned()
     } else if !request.hosts.is_empty() {
@@ -116,6 +142,28 @@ fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
     } else {
         String::new()
     };
+    format!(
+        "Allow one command to run with {} file access{network}?",
+        request.mode
+    )
+}
+
+/// How to answer, with the standing approval offered if one is.
+fn answering(request: &ApprovalRequest) -> String {
+    match &request.prefix_rule {
+        Some(prefix) => format!(
+            "Accept to allow it; choose \"{ALWAYS}\" to also let every command starting with `{}` run so without asking from now on (kept in your policy file). Decline to refuse.",
+            one_line(&prefix.join(" "))
+        ),
+        None => "Accept to allow it once; decline to refuse.".to_owned(),
+    }
+}
+
+/// The question put to the person (Accept is the yes): what is asked and
+/// why first, then where and how the command would run, then the command
+/// itself, fenced.
+fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
+    let schema = form(request)?;
     let workdir = request.workdir.as_ref().map_or_else(
         || "(the session's)".to_owned(),
         |dir| one_line(&dir.display().to_string()),
@@ -128,18 +176,26 @@ fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
     Some(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!(
-            "Allow one command to run with {} file access{network}?\n\nReason: {}\nWorking directory: {workdir}\nRuns: {how}\n\nCommand:\n{}\n\nAccept to allow it once; decline to refuse.",
-            request.mode,
+            "{}\n\nReason: {}\nWorking directory: {workdir}\nRuns: {how}\n\nCommand:\n{}\n\n{}",
+            headline(request),
             one_line(&request.reason),
             shown(&request.command),
+            answering(request),
         ),
         requested_schema: schema,
     })
 }
 
-/// What an answer means: only Accept is a yes.
-fn outcome(action: &ElicitationAction) -> ApprovalOutcome {
-    match action {
+/// What an answer means: only Accept is a yes; "always" chosen in the
+/// form keeps the proposed prefix.
+fn outcome(answer: &ElicitResult) -> ApprovalOutcome {
+    let always = answer
+        .content
+        .as_ref()
+        .and_then(|content| content.get("remember"))
+        .is_some_and(|chosen| chosen == ALWAYS);
+    match answer.action {
+        ElicitationAction::Accept if always => ApprovalOutcome::AllowedAlways,
         ElicitationAction::Accept => ApprovalOutcome::AllowedOnce,
         ElicitationAction::Decline => ApprovalOutcome::Rejected,
         // Cancel, and any action a newer protocol adds: not a yes.
@@ -196,7 +252,7 @@ impl ApprovalService for Elicitation {
                 }
             };
             match answer {
-                Ok(ClientResult::ElicitResult(answer)) => outcome(&answer.action),
+                Ok(ClientResult::ElicitResult(answer)) => outcome(&answer),
                 Ok(other) => {
                     tracing::warn!(?other, "unexpected answer to an elicitation");
                     ApprovalOutcome::Unavailable
@@ -376,7 +432,7 @@ impl Questions {
             )
         })?;
         Ok(Answered {
-            outcome: outcome(&answer.action),
+            outcome: outcome(&answer),
             shown: asked.shown,
         })
     }
@@ -400,6 +456,9 @@ mod tests {
             background: false,
             timeout_ms: Some(120_000),
             reason: "escalate sandbox to danger-full-access: needs it".into(),
+            escalates: true,
+            rule: None,
+            prefix_rule: None,
             cancel: CancellationToken::new(),
         }
     }

@@ -115,6 +115,7 @@ pub struct HubBuilder {
     yield_after: Option<Duration>,
     persist_cwd: bool,
     told: dsh_tool_bash::Told,
+    rules: Option<Arc<dyn dsh_tool_bash::RuleBook>>,
 }
 
 impl std::fmt::Debug for HubBuilder {
@@ -185,6 +186,13 @@ impl HubBuilder {
         self
     }
 
+    /// Every `bash` call is judged by these command rules before anything
+    /// runs (see [`BashTools::with_rules`]). Default: none.
+    pub fn rules(mut self, rules: Option<Arc<dyn dsh_tool_bash::RuleBook>>) -> Self {
+        self.rules = rules;
+        self
+    }
+
     /// The hub, its tools built once.
     pub fn build(self) -> Hub {
         let facts = exec::server_facts(
@@ -200,7 +208,8 @@ impl HubBuilder {
         let tools = BashTools::new(self.executor)
             .with_yield(self.yield_after)
             .with_persist_cwd(self.persist_cwd)
-            .with_told(self.told);
+            .with_told(self.told)
+            .with_rules(self.rules);
         Hub {
             tools: Arc::new(tools),
             facts,
@@ -224,6 +233,7 @@ impl Hub {
             yield_after: None,
             persist_cwd: false,
             told: dsh_tool_bash::Told::default(),
+            rules: None,
         }
     }
 

@@ -369,7 +369,7 @@ fn field(text: &str, key: &str) -> Option<String> {
     }
     let word = rest.split(' ').next().unwrap_or_default();
     let hex = key != "domain"
-        && word.len() % 2 == 0
+        && word.len().is_multiple_of(2)
         && word.len() >= 2
         && word
             .bytes()

@@ -6,6 +6,9 @@ use tokio_util::sync::CancellationToken;
 pub enum ApprovalOutcome {
     /// Run this one call under the wider mode. Never stored.
     AllowedOnce,
+    /// Run this call, and keep the proposed prefix as a standing approval
+    /// (only an answer to a question that offered it).
+    AllowedAlways,
     /// The person said no; final for this command.
     Rejected,
     /// The question was dismissed or the call was cancelled.
@@ -46,8 +49,16 @@ pub struct ApprovalRequest {
     /// Its timeout in milliseconds, in the foreground.
     pub timeout_ms: Option<u64>,
     /// `escalate sandbox to <mode>: <justification>` (or `turn the network
-    /// on`, or both).
+    /// on`, or both), or why a rule asks.
     pub reason: String,
+    /// The call asks for a wider sandbox, the network or hosts (else only
+    /// a rule asks, and the command would run as it stands).
+    pub escalates: bool,
+    /// Why a command rule asks before this command runs, if one does.
+    pub rule: Option<String>,
+    /// A prefix proposed as a standing approval: the person may answer
+    /// "always" for it.
+    pub prefix_rule: Option<Vec<String>>,
     /// The call's cancellation: a cancelled call withdraws the question.
     pub cancel: CancellationToken,
 }

@@ -86,6 +86,8 @@ struct EscalationParams {
     network: Option<NetworkAsk>,
     /// Hosts this one call may reach (exact, optional :port, at most 8; a person approves).
     allow_hosts: Option<Vec<String>>,
+    /// With an escalation: the words this command starts with, proposed to run so from now on without asking (e.g. ["npm", "run", "test"]); the person may allow this call only.
+    prefix_rule: Option<Vec<String>>,
 }
 
 /// Parameters of `bash_kill`.
@@ -393,6 +395,8 @@ pub(crate) struct Escalate {
     pub(crate) hosts: Vec<dsh_bash::HostPattern>,
     /// Why.
     pub(crate) justification: String,
+    /// The prefix proposed as a standing approval.
+    pub(crate) prefix_rule: Option<Vec<String>>,
 }
 
 fn object(args: &Value) -> Result<&Map<String, Value>, String> {
@@ -599,6 +603,22 @@ fn asked_hosts(value: &Value) -> Result<Vec<dsh_bash::HostPattern>, String> {
         .collect()
 }
 
+/// The most words a proposed prefix may have.
+const MAX_PREFIX_WORDS: usize = 16;
+
+/// A proposed prefix: one to [`MAX_PREFIX_WORDS`] non-empty words.
+fn prefix_words(value: &Value) -> Result<Vec<String>, String> {
+    let expected = format!("invalid prefix_rule: expected an array of 1 to {MAX_PREFIX_WORDS} non-empty words the command starts with, e.g. [\"npm\", \"run\", \"test\"], got {value}");
+    let words: Vec<String> = serde_json::from_value(value.clone()).map_err(|_| expected.clone())?;
+    if words.is_empty()
+        || words.len() > MAX_PREFIX_WORDS
+        || words.iter().any(|w| w.trim().is_empty())
+    {
+        return Err(expected);
+    }
+    Ok(words)
+}
+
 /// What a confined call asks the user for, if anything; every asking
 /// field needs the justification, and the justification needs one.
 fn escalation(args: &Map<String, Value>) -> Result<Option<Escalate>, String> {
@@ -612,6 +632,10 @@ fn escalation(args: &Map<String, Value>) -> Result<Option<Escalate>, String> {
     ]
     .into_iter()
     .find_map(|(name, value)| value.map(|_| name));
+    let prefix_rule = present(args, "prefix_rule");
+    if let (None, Some(_)) = (asking, prefix_rule) {
+        return Err("invalid prefix_rule: it proposes a standing approval for an escalation; only valid together with sandbox_permissions, network or allow_hosts".into());
+    }
     let reason = match (asking, present(args, "justification")) {
         (None, None) => return Ok(None),
         (Some(name), None) => {
@@ -649,6 +673,7 @@ fn escalation(args: &Map<String, Value>) -> Result<Option<Escalate>, String> {
         network: network.map(|NetworkAsk::On| NetworkPolicy::On),
         hosts,
         justification,
+        prefix_rule: prefix_rule.map(prefix_words).transpose()?,
     }))
 }
 
@@ -809,7 +834,7 @@ mod tests {
         // Confining: the escalation pair is allowed, still nothing else.
         assert_eq!(
             bash_call(&with(json!({"cwd": "/"})), Caller::Model { confining: true }).unwrap_err(),
-            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs, sandbox_permissions, justification, network, allow_hosts"
+            "unknown argument \"cwd\" (did you mean \"workdir\"?); allowed: command, description, timeoutMs, workdir, run_in_background, tty, yieldMs, sandbox_permissions, justification, network, allow_hosts, prefix_rule"
         );
         let network = bash_call(
             &with(json!({"network": "on", "justification": "fetch the crate index"})),
@@ -822,8 +847,20 @@ mod tests {
                 mode: None,
                 network: Some(NetworkPolicy::On),
                 hosts: Vec::new(),
-                justification: "fetch the crate index".into()
+                justification: "fetch the crate index".into(),
+                prefix_rule: None,
             })
+        );
+        let proposed = bash_call(
+            &with(
+                json!({"network": "on", "justification": "x", "prefix_rule": ["npm", "install"]}),
+            ),
+            Caller::Model { confining: true },
+        )
+        .unwrap();
+        assert_eq!(
+            proposed.escalation.unwrap().prefix_rule,
+            Some(vec!["npm".to_owned(), "install".to_owned()])
         );
         let hosts = bash_call(
             &with(json!({"allow_hosts": ["files.example.org", "127.0.0.1:8080"], "justification": "fetch the wheel"})),
@@ -838,6 +875,18 @@ mod tests {
             ]
         );
         for (asked, says) in [
+            (
+                json!({"prefix_rule": ["npm"]}),
+                "invalid prefix_rule: it proposes a standing approval for an escalation",
+            ),
+            (
+                json!({"network": "on", "justification": "x", "prefix_rule": []}),
+                "invalid prefix_rule: expected an array of 1 to 16",
+            ),
+            (
+                json!({"network": "on", "justification": "x", "prefix_rule": "npm"}),
+                "invalid prefix_rule: expected an array",
+            ),
             (
                 json!({"allow_hosts": ["x.org"]}),
                 "invalid escalation: allow_hosts requires a justification",

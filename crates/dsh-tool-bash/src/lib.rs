@@ -60,6 +60,7 @@ mod cwd;
 mod describe;
 pub mod escalation;
 mod render;
+mod rules;
 mod session;
 mod structured;
 mod tools;
@@ -70,6 +71,7 @@ pub use args::{executor_bash_call, executor_output_call, executor_task_id, Execu
 pub use render::{
     render_run_result, render_run_result_with, render_task_read, status_line, Heads, HEAD_BYTES,
 };
+pub use rules::RuleBook;
 pub use session::{
     effective_sandbox_mode, set_sandbox_mode, NoticeSink, Session, SessionEvent, SANDBOX_MODE_EVENT,
 };

@@ -14,8 +14,10 @@ use crate::args::{self, BashCall, Escalate};
 use crate::render::{
     render_run_result, render_run_result_with, render_task_read, status_line, Heads,
 };
+use crate::rules::RuleBook;
 use crate::session::{effective_sandbox_mode, Session};
 use crate::structured;
+use dsh_rules::{Judgement, Verdict};
 
 /// The standing instruction that accompanies the tools (an MCP server
 /// carries it in its instructions).
@@ -84,29 +86,56 @@ pub struct ToolOutput {
     pub structured: Value,
 }
 
+/// What the rules said of a call before it ran.
+#[derive(Debug, Default)]
+struct Judged {
+    /// None: the host has no rules.
+    judgement: Option<Judgement>,
+    /// The standing approval the call proposes, checked.
+    proposal: Option<dsh_rules::Rule>,
+}
+
+impl Judged {
+    fn verdict(&self) -> Verdict {
+        self.judgement
+            .as_ref()
+            .map_or(Verdict::Default, |j| j.decision)
+    }
+}
+
 /// What the user allowed one call.
 #[derive(Clone, Debug, Default)]
 struct Grant {
     mode: Option<SandboxMode>,
     network: Option<NetworkPolicy>,
     hosts: Vec<dsh_bash::HostPattern>,
+    /// A line for the result: a standing approval used or kept.
+    note: Option<String>,
+}
+
+impl Grant {
+    /// Everything `asked` asks for (none: the command as it stands).
+    fn of(asked: Option<&Escalate>) -> Grant {
+        asked.map_or_else(Grant::default, |asked| Grant {
+            mode: asked.mode,
+            network: asked.network,
+            hosts: asked.hosts.clone(),
+            note: None,
+        })
+    }
 }
 
 /// What a person's answer grants (`words`: [`asking_words`]), or why
 /// the command does not run.
 fn granted(
     outcome: ApprovalOutcome,
-    asked: &Escalate,
+    asked: Option<&Escalate>,
     words: &[String; 4],
 ) -> Result<Grant, ToolError> {
     let [_, rejected, cancelled, unavailable] = words;
     let refused = match outcome {
-        ApprovalOutcome::AllowedOnce => {
-            return Ok(Grant {
-                mode: asked.mode,
-                network: asked.network,
-                hosts: asked.hosts.clone(),
-            })
+        ApprovalOutcome::AllowedOnce | ApprovalOutcome::AllowedAlways => {
+            return Ok(Grant::of(asked))
         }
         ApprovalOutcome::Rejected => format!("the user rejected {rejected}"),
         ApprovalOutcome::Cancelled => format!("approval for {cancelled} was cancelled"),
@@ -121,6 +150,17 @@ fn granted(
         }
     };
     Err(ToolError::Escalation(refused))
+}
+
+/// What a call a rule asks about asks for, in the words of each outcome
+/// (see [`asking_words`]).
+fn rule_words() -> [String; 4] {
+    [
+        "a command rule asks before it runs".to_owned(),
+        "running this command".to_owned(),
+        "running this command".to_owned(),
+        "running this command".to_owned(),
+    ]
 }
 
 /// What an escalation asks for, in the words of each outcome: the reason's
@@ -176,6 +216,9 @@ pub enum ToolError {
     /// A sandbox escalation was refused, cancelled, deferred or cannot be
     /// asked; the text says which.
     Escalation(String),
+    /// The policy's command rules deny the command; the text names the
+    /// rule and its reason.
+    Denied(String),
     /// The task belongs to another session.
     NotOwner(BashTaskId),
     /// The call was cancelled before the command produced a result.
@@ -188,7 +231,9 @@ impl ToolError {
     /// What happened, without the `Error: ` the model is shown.
     pub fn text(&self) -> String {
         match self {
-            ToolError::Invalid(text) | ToolError::Escalation(text) => text.clone(),
+            ToolError::Invalid(text) | ToolError::Escalation(text) | ToolError::Denied(text) => {
+                text.clone()
+            }
             ToolError::NotOwner(id) => format!("task {id} belongs to another session"),
             ToolError::Aborted | ToolError::Exec(BashError::AbortedBeforeSpawn) => {
                 "command aborted".into()
@@ -239,6 +284,8 @@ pub struct BashTools {
     persist_cwd: bool,
     /// What the descriptions say beyond what the tools know themselves.
     told: Told,
+    /// The command rules calls are judged by, if the host has any.
+    rules: Option<Arc<dyn RuleBook>>,
 }
 
 /// What the server tells the model about itself beyond what the tools
@@ -330,7 +377,17 @@ impl BashTools {
             yield_after: None,
             persist_cwd: false,
             told: Told::default(),
+            rules: None,
         }
+    }
+
+    /// The same tools, judging every `bash` call by `rules` before
+    /// anything runs: deny refuses it, ask puts it to a person, allow
+    /// lets an escalation of it run without a question; a person's
+    /// "always" for a proposed prefix is kept there.
+    pub fn with_rules(mut self, rules: Option<Arc<dyn RuleBook>>) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// The same tools, handing every foreground command still running
@@ -520,19 +577,55 @@ impl BashTools {
         self.standing_mode(ctx).or(self.executor.sandbox_mode())
     }
 
-    /// Checks and asks for an escalation; what was granted, or the error.
-    async fn escalate(
+    /// What the rules say of the call, before anything runs: a denied
+    /// command is refused here, naming the rule and its reason; a proposed
+    /// prefix broader than the call is refused as a proposal.
+    fn judged(&self, call: &BashCall) -> Result<Judged, ToolError> {
+        let proposal = call
+            .escalation
+            .as_ref()
+            .and_then(|asked| asked.prefix_rule.as_ref())
+            .map(|prefix| dsh_rules::proposal(prefix, &call.command))
+            .transpose()
+            .map_err(|err| ToolError::Invalid(err.to_string()))?;
+        let Some(book) = &self.rules else {
+            return Ok(Judged::default());
+        };
+        let judgement = book.judge(&call.command);
+        if judgement.decision == Verdict::Deny {
+            let why = judgement.explained().unwrap_or_default();
+            return Err(ToolError::Denied(format!(
+                "the policy denies this command: {why}; it did not run"
+            )));
+        }
+        Ok(Judged {
+            judgement: Some(judgement),
+            proposal,
+        })
+    }
+
+    /// Checks an escalation and asks a person for it, or for a command a
+    /// rule asks about; what was granted, or the error. A call every part
+    /// of which a rule allows gets its escalation without a question.
+    async fn authorize(
         &self,
         call: &BashCall,
         spec: Option<&dsh_bash::BashExecSpec>,
+        judged: Judged,
         ctx: &CallContext,
     ) -> Result<Grant, ToolError> {
-        let Some(asked) = &call.escalation else {
+        let verdict = judged.verdict();
+        let asked = call.escalation.as_ref();
+        if asked.is_none() && verdict != Verdict::Ask {
             return Ok(Grant::default());
-        };
-        let mode = self.widening(asked, ctx)?;
-        // What is asked, in the words of each outcome.
-        let words = asking_words(asked);
+        }
+        let mode = asked.map(|asked| self.widening(asked, ctx)).transpose()?;
+        if let (Some(_), Verdict::Allow) = (asked, verdict) {
+            let mut grant = Grant::of(asked);
+            grant.note = Some("[allowed without a question: every part of it matches an allow rule of the policy]".into());
+            return Ok(grant);
+        }
+        let words = asked.map_or_else(rule_words, asking_words);
         let [asking, _, _, unavailable] = &words;
         let Some(approvals) = &ctx.approvals else {
             return Err(ToolError::Escalation(format!(
@@ -544,24 +637,62 @@ impl BashTools {
                 "{unavailable} requires approval, but the call has no agent to route it through"
             )));
         };
+        let rule = (verdict == Verdict::Ask)
+            .then(|| judged.judgement.as_ref().and_then(Judgement::explained))
+            .flatten();
+        let reason = match (asked, &rule) {
+            (Some(asked), _) => format!("{asking}: {}", asked.justification),
+            (None, Some(rule)) => format!("{asking}: {rule}"),
+            (None, None) => asking.clone(),
+        };
+        let offered = judged.proposal.as_ref().filter(|_| self.rules.is_some());
         let outcome = approvals
             .request(ApprovalRequest {
                 session_id: session.id().to_owned(),
                 call_id: ctx.call_id.clone(),
                 command: call.command.clone(),
-                mode,
-                network: asked.network,
-                hosts: asked.hosts.clone(),
+                mode: mode
+                    .or_else(|| self.current_mode(ctx))
+                    .unwrap_or(SandboxMode::DangerFullAccess),
+                network: asked.and_then(|a| a.network),
+                hosts: asked.map(|a| a.hosts.clone()).unwrap_or_default(),
                 workdir: spec.map(|spec| spec.workdir.clone()),
                 background: call.background,
                 timeout_ms: spec
                     .filter(|_| !call.background)
                     .map(|spec| u64::try_from(spec.timeout.as_millis()).unwrap_or(u64::MAX)),
-                reason: format!("{asking}: {}", asked.justification),
+                reason,
+                escalates: asked.is_some(),
+                rule,
+                prefix_rule: offered.map(|_| {
+                    asked
+                        .and_then(|a| a.prefix_rule.clone())
+                        .unwrap_or_default()
+                }),
                 cancel: ctx.cancel.clone(),
             })
             .await;
-        granted(outcome, asked, &words)
+        let mut grant = granted(outcome, asked, &words)?;
+        if let (ApprovalOutcome::AllowedAlways, Some(rule)) = (outcome, offered) {
+            grant.note = Some(self.keep(rule.clone(), spec).await);
+        }
+        Ok(grant)
+    }
+
+    /// Keeps a person's "always" for `rule`: the line that says where, or
+    /// that it applied to this call only.
+    async fn keep(&self, rule: dsh_rules::Rule, spec: Option<&dsh_bash::BashExecSpec>) -> String {
+        let Some(book) = self.rules.clone() else {
+            return "[approved for this call only: this server keeps no rules]".into();
+        };
+        let shown = rule.shown();
+        let workspace = spec.map(|spec| spec.workdir.clone());
+        let kept = tokio::task::spawn_blocking(move || book.keep(rule, workspace.as_deref())).await;
+        match kept {
+            Ok(Ok(place)) => format!("[standing approval kept: `{shown}` runs without a question from now on ({place})]"),
+            Ok(Err(why)) => format!("[approved for this call only: the standing approval for `{shown}` could not be kept: {why}]"),
+            Err(_) => format!("[approved for this call only: the standing approval for `{shown}` could not be kept]"),
+        }
     }
 
     /// The mode an escalation would run under, if everything it asks is
@@ -610,6 +741,7 @@ impl BashTools {
     async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let confining = self.confining();
         let call = args::bash_call(args, args::Caller::Model { confining })?;
+        let judged = self.judged(&call)?;
         let mut request = BashExecRequest::new(call.command.clone());
         let gone = self.followed_dir_checked(ctx).await;
         request.workdir = session_workdir(ctx.session.as_deref(), call.workdir.as_deref());
@@ -631,17 +763,18 @@ impl BashTools {
         // A call the executor would refuse (too long, a missing workdir, a
         // bad timeout) is refused before anyone is asked about it; what the
         // person is asked shows the call as it would run.
-        let asked = if call.escalation.is_some() {
+        let asked = if call.escalation.is_some() || judged.verdict() == Verdict::Ask {
             Some(self.pin_workdir(&mut request).await?)
         } else {
             None
         };
-        let granted = self.escalate(&call, asked.as_ref(), ctx).await?;
+        let granted = self.authorize(&call, asked.as_ref(), judged, ctx).await?;
         // Stamp a grant or a standing override; the executor applies its default.
         let mode = granted.mode.or_else(|| self.standing_mode(ctx));
         request.sandbox_mode = mode;
         request.network = granted.network;
         request.allow_hosts = granted.hosts;
+        let note = granted.note;
         // Only a foreground run reports where it ended (a yielded or
         // background one is a task).
         request.report_cwd = follows && !call.background && yield_after.is_none();
@@ -669,7 +802,7 @@ impl BashTools {
         let heads = Heads::read(&result).await;
         let mut text = render_run_result_with(&result, &heads);
         let line = moved.as_ref().map(crate::cwd::Moved::line).or(gone);
-        if let Some(line) = &line {
+        for line in [&note, &line].into_iter().flatten() {
             crate::render::push_line(&mut text, line);
         }
         let mut structured = structured::run(text.clone(), &result);

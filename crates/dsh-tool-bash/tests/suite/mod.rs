@@ -3,6 +3,7 @@ mod escalation;
 mod fixture;
 mod ownership;
 mod rendering;
+mod rules;
 mod sandboxed;
 mod schemas;
 mod validation;
