@@ -173,10 +173,14 @@ fn question(request: &ApprovalRequest) -> Option<ElicitRequestParams> {
         (false, Some(ms)) => format!("in the foreground, timeout {ms} ms"),
         (false, None) => "in the foreground".to_owned(),
     };
+    let rule = match (&request.rule, request.escalates) {
+        (Some(rule), true) => format!("\nRule: {}", one_line(rule)),
+        _ => String::new(),
+    };
     Some(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!(
-            "{}\n\nReason: {}\nWorking directory: {workdir}\nRuns: {how}\n\nCommand:\n{}\n\n{}",
+            "{}\n\nReason: {}{rule}\nWorking directory: {workdir}\nRuns: {how}\n\nCommand:\n{}\n\n{}",
             headline(request),
             one_line(&request.reason),
             shown(&request.command),
