@@ -33,6 +33,7 @@ mod mcp_client;
 mod measure;
 mod network;
 mod remote;
+mod rules;
 mod scenarios;
 mod shell;
 mod terminal;

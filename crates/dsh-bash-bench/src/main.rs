@@ -41,10 +41,10 @@ struct BenchArgs {
     /// beside this binary).
     #[arg(long, value_name = "PATH")]
     mcp_binary: Option<PathBuf>,
-    /// Only these scenario groups (0 whole process … 9 terminals, 10 network allow-list;
-    /// repeatable or comma-separated; default: all).
+    /// Only these scenario groups (0 whole process … 9 terminals, 10 network allow-list,
+    /// 11 the user's shell, 12 command rules; repeatable or comma-separated; default: all).
     #[arg(long, value_name = "GROUP", value_delimiter = ',',
-          value_parser = clap::value_parser!(u8).range(0..=11))]
+          value_parser = clap::value_parser!(u8).range(0..=12))]
     only: Vec<u8>,
 }
 

@@ -1031,6 +1031,10 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
         eprintln!("11/11 the user's own shell");
         rows.extend(crate::shell::shell_rows(options, &local(options)).await);
     }
+    if options.runs(12) {
+        eprintln!("12/12 command rules");
+        rows.extend(crate::rules::rules_rows(options.rounds));
+    }
     if options.runs(9) {
         eprintln!("9/10 terminals");
         if let Ok(executor) = LocalBashExecutor::new(local(options)) {
