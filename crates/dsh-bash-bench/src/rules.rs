@@ -66,7 +66,9 @@ fn hundred_rules() -> Rules {
 /// a command of its own (a word differs: the parser's word cache is not
 /// what is measured).
 fn per_judgement(rules: &Rules, command: &str, n: usize) -> f64 {
-    let commands: Vec<String> = (0..n).map(|i| command.replace("{n}", &format!("x{i}y"))).collect();
+    let commands: Vec<String> = (0..n)
+        .map(|i| command.replace("{n}", &format!("x{i}y")))
+        .collect();
     let started = Instant::now();
     for command in &commands {
         std::hint::black_box(rules.judge(std::hint::black_box(command)));

@@ -21,7 +21,11 @@ fn workspace_of(args: &ExecutorArgs) -> Option<PathBuf> {
 /// The policy of the files for these flags.
 pub fn load(args: &ExecutorArgs) -> anyhow::Result<Policy> {
     let sources = Sources::find(args.config.as_deref(), workspace_of(args).as_deref());
-    Ok(Policy::load(&sources)?)
+    let policy = Policy::load(&sources)?;
+    for skipped in &policy.skipped {
+        tracing::warn!("{skipped}");
+    }
+    Ok(policy)
 }
 
 /// The flags that only mean something under a sandbox, when given.
@@ -177,7 +181,11 @@ impl PolicyArgs {
             .clone()
             .or_else(|| std::env::current_dir().ok());
         let sources = Sources::find(self.config.as_deref(), workspace.as_deref());
-        Ok(Policy::load(&sources)?)
+        let policy = Policy::load(&sources)?;
+        for skipped in &policy.skipped {
+            eprintln!("warning: {skipped}");
+        }
+        Ok(policy)
     }
 }
 

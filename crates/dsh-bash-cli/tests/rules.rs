@@ -115,3 +115,45 @@ fn rules_check_and_config_show_say_what_and_where() {
         .contains("--config /nonexistent/policy.toml: no such file"));
     assert!(out.stdout.is_empty(), "nothing ran");
 }
+
+/// As uid 65534 with a home that is root's (HOME inherited across a
+/// change of user): the user's file there is skipped with a warning, not
+/// an error that stops every command; named with --config it is an error.
+#[test]
+fn a_home_that_is_not_this_users_is_skipped_with_a_warning() {
+    use common::confined::{as_user, base, binary, User};
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: needs root to make a home uid 65534 cannot read");
+        return;
+    }
+    let home = base().join("rules-foreign-home");
+    let file = home.join("dsh-bash/config.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "[sandbox]\nmode = \"read-only\"\n").unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let show = |explicit: bool| {
+        let mut command = as_user(User::Nobody, binary().to_str().unwrap());
+        command
+            .args(["config", "show", "--workspace", "/"])
+            .env("XDG_CONFIG_HOME", &home)
+            .env("DSH_BASH_SYSTEM_CONFIG", "");
+        if explicit {
+            command.arg("--config").arg(&file);
+        }
+        command.output().unwrap()
+    };
+    let out = show(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("is not this user's to read"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("# read: no policy file"));
+    let out = show(true);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot read the policy file"),
+        "{out:?}"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}

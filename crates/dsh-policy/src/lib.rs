@@ -126,6 +126,8 @@ pub struct Policy {
     /// Where an approval "always" is kept (the user's file or
     /// `--config`), if there is a home to keep it in.
     pub user_file: Option<PathBuf>,
+    /// Files that were not read, and why (to be told as warnings).
+    pub skipped: Vec<String>,
 }
 
 /// Why the policy cannot be used.
@@ -140,6 +142,10 @@ pub enum PolicyError {
         /// Why.
         cause: std::io::Error,
     },
+    /// The user's file lies where this user may not look (a home that is
+    /// another user's): skipped, with a warning (see [`Policy::skipped`]).
+    #[error("the policy file {0} is not this user's to read (permission denied); skipped")]
+    NotOurs(PathBuf),
     /// `--config` names no file.
     #[error("--config {0}: no such file; name an existing TOML policy file (see `dsh-bash config show`)")]
     Missing(PathBuf),
@@ -181,8 +187,15 @@ impl Policy {
             ..Policy::default()
         };
         for (place, path) in sources.places() {
-            let Some(text) = read::text(place, &path, sources.explicit)? else {
-                continue;
+            let text = match read::text(place, &path, sources.explicit) {
+                Ok(Some(text)) => text,
+                Ok(None) => continue,
+                Err(err @ PolicyError::NotOurs(_)) => {
+                    policy.skipped.push(err.to_string());
+                    policy.user_file = None;
+                    continue;
+                }
+                Err(err) => return Err(err),
             };
             let doc: doc::Doc = toml::from_str(&text).map_err(|err| PolicyError::Syntax {
                 at: Origin {

@@ -90,6 +90,15 @@ pub fn text(place: Place, path: &Path, explicit: bool) -> Result<Option<String>,
             }
             return Ok(None);
         }
+        // A home that is not this user's (HOME left pointing at another
+        // user's, e.g. after a change of user): not this user's policy.
+        Err(err)
+            if err.kind() == std::io::ErrorKind::PermissionDenied
+                && place == Place::User
+                && !explicit =>
+        {
+            return Err(PolicyError::NotOurs(path.to_owned()));
+        }
         Err(cause) => {
             return Err(PolicyError::Read {
                 path: path.to_owned(),

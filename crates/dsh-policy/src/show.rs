@@ -59,6 +59,9 @@ fn heading(policy: &Policy, out: &mut String) {
         };
         let _ = writeln!(out, "# read: {} ({what})", path.display());
     }
+    for skipped in &policy.skipped {
+        let _ = writeln!(out, "# skipped: {skipped}");
+    }
     if policy.read.is_empty() {
         let _ = writeln!(out, "# read: no policy file");
     }

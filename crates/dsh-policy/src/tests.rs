@@ -233,3 +233,34 @@ fn a_kept_rule_reads_back_and_applies() {
     assert!(keep_rule(&f.user, &rule, None).is_err());
     assert_eq!(std::fs::read_to_string(&f.user).unwrap(), "[limits\n");
 }
+
+#[test]
+fn a_home_this_user_cannot_read_is_skipped_but_an_explicit_file_is_not() {
+    use std::os::unix::fs::PermissionsExt;
+    if rustix::process::geteuid().is_root() {
+        // Root reads through any mode; the case runs as uid 65534 in the
+        // CLI's suite (tests/rules.rs).
+        eprintln!("SKIP: needs a user without root's reach (see dsh-bash-cli tests/rules.rs)");
+        return;
+    }
+    let f = files("[sandbox]\nmode = \"read-only\"\n", "");
+    let dir = f.user.parent().unwrap().to_owned();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let policy = Policy::load(&f.sources);
+    let mut explicit = f.sources.clone();
+    explicit.explicit = true;
+    let strict = Policy::load(&explicit);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let policy = policy.unwrap();
+    assert!(policy.mode.is_none());
+    assert!(
+        policy.skipped[0].contains("not this user's to read"),
+        "{:?}",
+        policy.skipped
+    );
+    assert!(
+        policy.user_file.is_none(),
+        "nothing is kept where it cannot be read"
+    );
+    assert!(matches!(strict, Err(PolicyError::Read { .. })));
+}
