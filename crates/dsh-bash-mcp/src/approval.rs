@@ -587,6 +587,65 @@ mod tests {
     }
 
     #[test]
+    fn a_proposed_prefix_offers_always_and_only_accept_with_it_keeps_it() {
+        let mut asked = request();
+        asked.prefix_rule = Some(vec!["npm".into(), "run".into(), "test".into()]);
+        let Some(ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        }) = question(&asked)
+        else {
+            panic!("a form question");
+        };
+        assert!(
+            message.contains("starting with `npm run test`"),
+            "{message}"
+        );
+        let schema = serde_json::to_value(&requested_schema).expect("serialises");
+        assert_eq!(
+            schema["properties"]["remember"]["enum"],
+            serde_json::json!(["this call", "always"])
+        );
+        let answer = |action: &str, content: Value| -> ElicitResult {
+            serde_json::from_value(serde_json::json!({"action": action, "content": content}))
+                .expect("an answer")
+        };
+        let always = serde_json::json!({"remember": "always"});
+        assert_eq!(
+            outcome(&answer("accept", always.clone())),
+            ApprovalOutcome::AllowedAlways
+        );
+        assert_eq!(
+            outcome(&answer(
+                "accept",
+                serde_json::json!({"remember": "this call"})
+            )),
+            ApprovalOutcome::AllowedOnce
+        );
+        assert_eq!(
+            outcome(&answer("accept", serde_json::json!({}))),
+            ApprovalOutcome::AllowedOnce
+        );
+        assert_eq!(
+            outcome(&answer("decline", always)),
+            ApprovalOutcome::Rejected
+        );
+        // A rule that asks, without an escalation: said as such.
+        let mut ruled = request();
+        ruled.escalates = false;
+        ruled.rule = Some("`npm publish` matches the rule `npm publish`".into());
+        let Some(ElicitRequestParams::FormElicitationParams { message, .. }) = question(&ruled)
+        else {
+            panic!("a form question");
+        };
+        assert!(
+            message.starts_with("A command rule asks before this command runs"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn questions_are_bounded() {
         let questions = Questions::default();
         let params = question(&request()).expect("a question");
