@@ -78,15 +78,15 @@ struct ConfinedBashParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
 struct EscalationParams {
-    /// A wider mode for this one call (a person approves).
+    /// A wider mode for this one call.
     sandbox_permissions: Option<Escalation>,
-    /// Why this call needs more, in one sentence (required with sandbox_permissions, network, allow_hosts).
+    /// Why this call needs more, in one sentence (required when asking for more).
     justification: Option<String>,
-    /// The network for this one call (a person approves).
+    /// The network for this one call.
     network: Option<NetworkAsk>,
-    /// Hosts this one call may reach (exact, optional :port, at most 8; a person approves).
+    /// Hosts this one call may reach (exact, optional :port, at most 8).
     allow_hosts: Option<Vec<String>>,
-    /// With an escalation: the words this command starts with, proposed to run so from now on without asking (e.g. ["npm", "run", "test"]); the person may allow this call only.
+    /// The command's first words, proposed to run unasked from now on.
     prefix_rule: Option<Vec<String>>,
 }
 

@@ -49,7 +49,7 @@ pub(crate) fn bash(facts: &Described) -> String {
         ));
     }
     if facts.escalation {
-        text.push_str(" If a command genuinely needs more, retry it once with sandbox_permissions, allow_hosts: [\"host\"] or network: \"on\" and a justification; a person approves that call (prefix_rule: [\"npm\", \"test\"] also proposes letting commands that start so run without asking). Never ask speculatively; a refusal is final.");
+        text.push_str(" If a command genuinely needs more, retry it once with sandbox_permissions, allow_hosts: [\"host\"] or network: \"on\" and a justification; a person approves that call. Never ask speculatively; a refusal is final.");
     }
     text
 }
