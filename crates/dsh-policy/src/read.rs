@@ -133,11 +133,13 @@ fn open_in_workspace(path: &Path) -> std::io::Result<OwnedFd> {
     let (Some(name), Some(workspace)) = (dir.file_name(), dir.parent()) else {
         return Err(std::io::ErrorKind::NotFound.into());
     };
-    let root = rustix::fs::open(
-        workspace,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    // A workspace this user cannot enter holds no policy of theirs to read
+    // (and the command's own start says what is wrong with it).
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let root = rustix::fs::open(workspace, flags, Mode::empty()).map_err(|err| match err {
+        rustix::io::Errno::ACCESS | rustix::io::Errno::NOTDIR => rustix::io::Errno::NOENT,
+        other => other,
+    })?;
     let dir = rustix::fs::openat(&root, name, no_link | OFlags::DIRECTORY, Mode::empty())?;
     // Not blocked by a FIFO put there: only a regular file is read.
     let fd = rustix::fs::openat(&dir, file, no_link | OFlags::NONBLOCK, Mode::empty())?;
