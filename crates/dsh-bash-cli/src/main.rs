@@ -78,14 +78,8 @@ enum RulesCommand {
     Check {
         #[command(flatten)]
         policy: policy::PolicyArgs,
-        /// The command line (several words are joined with spaces).
-        #[arg(
-            required = true,
-            trailing_var_arg = true,
-            allow_hyphen_values = true,
-            value_name = "COMMAND"
-        )]
-        command: Vec<String>,
+        #[command(flatten)]
+        command: run::CommandLine,
     },
 }
 

@@ -191,9 +191,12 @@ impl PolicyArgs {
 
 /// `dsh-bash rules check [--config FILE] -- COMMAND`: the decision as
 /// JSON; exits 0 (allow or default), 1 (ask) or 2 (deny).
-pub fn check(args: &PolicyArgs, command: &[String]) -> anyhow::Result<std::process::ExitCode> {
+pub fn check(
+    args: &PolicyArgs,
+    command: &crate::run::CommandLine,
+) -> anyhow::Result<std::process::ExitCode> {
     let policy = args.load()?;
-    let judged = policy.rules().judge(&command.join(" "));
+    let judged = policy.rules().judge(&command.joined());
     println!("{}", serde_json::to_string_pretty(&judged)?);
     Ok(std::process::ExitCode::from(match judged.decision {
         dsh_rules::Verdict::Allow | dsh_rules::Verdict::Default => 0,

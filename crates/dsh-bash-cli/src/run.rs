@@ -24,16 +24,30 @@ pub struct RunArgs {
     /// stream), as the bash tool's tty does.
     #[arg(long)]
     tty: bool,
-    /// The command line, run as `bash -c <command>` (several words are joined
-    /// with spaces). Everything from the first word on belongs to the
-    /// command; `--` before it is optional.
+    #[command(flatten)]
+    command: CommandLine,
+}
+
+/// A command line given as the last arguments.
+#[derive(clap::Args)]
+pub struct CommandLine {
+    /// The command line, as `bash -c <command>` reads it (several words are
+    /// joined with spaces). Everything from the first word on belongs to
+    /// the command; `--` before it is optional.
     #[arg(
         required = true,
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "COMMAND"
     )]
-    command: Vec<String>,
+    words: Vec<String>,
+}
+
+impl CommandLine {
+    /// The words joined.
+    pub fn joined(&self) -> String {
+        self.words.join(" ")
+    }
 }
 
 /// Runs the command; the exit code mirrors the command's.
@@ -59,7 +73,7 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     // run under a low descriptor limit must not share it with the sweep.
     let _ = tokio::task::spawn_blocking(move || dsh_bash_local::sweep_dead_hosts(&swept)).await;
     let cancel = CancellationToken::new();
-    let mut request = BashExecRequest::new(args.command.join(" "));
+    let mut request = BashExecRequest::new(args.command.joined());
     request.timeout = args
         .timeout
         .map(|ms| compose::millis("timeout", ms))

@@ -132,14 +132,10 @@ impl Rule {
                 return Err(RuleError::EmptyWord(at + 1));
             }
         }
-        let wrappers = [
-            "env", "timeout", "nice", "nohup", "command", "builtin", "exec", "xargs", "sudo",
-            "doas", "stdbuf", "time", "ionice", "setsid", "busybox",
-        ];
         if let Some(wrapper) = first
             .alternatives()
             .iter()
-            .find(|w| wrappers.contains(&programs::basename(w)))
+            .find(|w| programs::is_wrapper(w))
         {
             return Err(RuleError::Wrapper(wrapper.clone()));
         }

@@ -21,10 +21,10 @@ struct Wrapper {
 }
 
 const WRAPPERS: &[Wrapper] = &[
-    Wrapper {
-        name: "env",
-        with_value: &["-u", "--unset", "-C", "--chdir"],
-        flags: &[
+    Wrapper::new(
+        "env",
+        &["-u", "--unset", "-C", "--chdir"],
+        &[
             "-i",
             "--ignore-environment",
             "-0",
@@ -37,14 +37,12 @@ const WRAPPERS: &[Wrapper] = &[
             "--block-signal",
             "--list-signal-handling",
         ],
-        operands: 0,
-        assignments: true,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "timeout",
-        with_value: &["-s", "--signal", "-k", "--kill-after"],
-        flags: &[
+    )
+    .assignments(),
+    Wrapper::new(
+        "timeout",
+        &["-s", "--signal", "-k", "--kill-after"],
+        &[
             "--foreground",
             "--preserve-status",
             "-v",
@@ -52,61 +50,17 @@ const WRAPPERS: &[Wrapper] = &[
             "-f",
             "-p",
         ],
-        operands: 1,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "nice",
-        with_value: &["-n", "--adjustment"],
-        flags: &[],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "nohup",
-        with_value: &[],
-        flags: &[],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "command",
-        with_value: &[],
-        flags: &["-p", "-v", "-V"],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "builtin",
-        with_value: &[],
-        flags: &[],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "exec",
-        with_value: &["-a"],
-        flags: &["-c", "-l", "-cl", "-lc"],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "busybox",
-        with_value: &[],
-        flags: &[],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "xargs",
-        with_value: &[
+    )
+    .operands(1),
+    Wrapper::new("nice", &["-n", "--adjustment"], &[]),
+    Wrapper::new("nohup", &[], &[]),
+    Wrapper::new("command", &[], &["-p", "-v", "-V"]),
+    Wrapper::new("builtin", &[], &[]),
+    Wrapper::new("exec", &["-a"], &["-c", "-l", "-cl", "-lc"]),
+    Wrapper::new("busybox", &[], &[]),
+    Wrapper::new(
+        "xargs",
+        &[
             "-a",
             "--arg-file",
             "-d",
@@ -122,7 +76,7 @@ const WRAPPERS: &[Wrapper] = &[
             "--max-chars",
             "--process-slot-var",
         ],
-        flags: &[
+        &[
             "-0",
             "--null",
             "-r",
@@ -140,13 +94,11 @@ const WRAPPERS: &[Wrapper] = &[
             "-l",
             "--show-limits",
         ],
-        operands: 0,
-        assignments: false,
-        reads_input: true,
-    },
-    Wrapper {
-        name: "sudo",
-        with_value: &[
+    )
+    .reads_input(),
+    Wrapper::new(
+        "sudo",
+        &[
             "-C",
             "--close-from",
             "-D",
@@ -170,7 +122,7 @@ const WRAPPERS: &[Wrapper] = &[
             "-u",
             "--user",
         ],
-        flags: &[
+        &[
             "-A",
             "--askpass",
             "-b",
@@ -196,30 +148,18 @@ const WRAPPERS: &[Wrapper] = &[
             "-B",
             "--bell",
         ],
-        operands: 0,
-        assignments: true,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "doas",
-        with_value: &["-u", "-C"],
-        flags: &["-n", "-s", "-L"],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "stdbuf",
-        with_value: &["-i", "--input", "-o", "--output", "-e", "--error"],
-        flags: &[],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "time",
-        with_value: &["-f", "--format", "-o", "--output"],
-        flags: &[
+    )
+    .assignments(),
+    Wrapper::new("doas", &["-u", "-C"], &["-n", "-s", "-L"]),
+    Wrapper::new(
+        "stdbuf",
+        &["-i", "--input", "-o", "--output", "-e", "--error"],
+        &[],
+    ),
+    Wrapper::new(
+        "time",
+        &["-f", "--format", "-o", "--output"],
+        &[
             "-p",
             "--portability",
             "-a",
@@ -229,27 +169,56 @@ const WRAPPERS: &[Wrapper] = &[
             "-q",
             "--quiet",
         ],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "ionice",
-        with_value: &["-c", "--class", "-n", "--classdata"],
-        flags: &["-t", "--ignore"],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
-    Wrapper {
-        name: "setsid",
-        with_value: &[],
-        flags: &["-c", "--ctty", "-f", "--fork", "-w", "--wait"],
-        operands: 0,
-        assignments: false,
-        reads_input: false,
-    },
+    ),
+    Wrapper::new(
+        "ionice",
+        &["-c", "--class", "-n", "--classdata"],
+        &["-t", "--ignore"],
+    ),
+    Wrapper::new(
+        "setsid",
+        &[],
+        &["-c", "--ctty", "-f", "--fork", "-w", "--wait"],
+    ),
 ];
+
+impl Wrapper {
+    /// A wrapper with these options, no operands, no assignments.
+    const fn new(
+        name: &'static str,
+        with_value: &'static [&'static str],
+        flags: &'static [&'static str],
+    ) -> Self {
+        Wrapper {
+            name,
+            with_value,
+            flags,
+            operands: 0,
+            assignments: false,
+            reads_input: false,
+        }
+    }
+
+    const fn operands(mut self, operands: usize) -> Self {
+        self.operands = operands;
+        self
+    }
+
+    const fn assignments(mut self) -> Self {
+        self.assignments = true;
+        self
+    }
+
+    const fn reads_input(mut self) -> Self {
+        self.reads_input = true;
+        self
+    }
+}
+
+/// True if `name` is a wrapper the judge looks through.
+pub fn is_wrapper(name: &str) -> bool {
+    WRAPPERS.iter().any(|w| w.name == basename(name))
+}
 
 /// The shells whose `-c` string and input are commands.
 const SHELLS: &[&str] = &[
