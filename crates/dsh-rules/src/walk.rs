@@ -15,6 +15,36 @@ use crate::words::{self, Arg, Nested};
 /// How deep strings inside strings are followed (`bash -c "sh -c '…'"`).
 const MAX_DEPTH: usize = 8;
 
+/// The most openers (see [`openers`]) a command may hold to be parsed at
+/// all; past it the command asks (bounding the parser's time and stack).
+const MAX_OPENERS: usize = 4096;
+
+/// Openers a command may hold to be parsed on the caller's thread: the
+/// parser descends once per level (up to ~16 KiB of stack a level in a
+/// debug build), so a deeper command is parsed on a thread of its own with
+/// [`DEEP_STACK`], never on a server's runtime thread where `$($($(…)))`
+/// thousands deep would overflow the stack and take the server down.
+const INLINE_OPENERS: usize = 16;
+
+/// The stack of the thread a deep command is parsed on (reserved, and
+/// only touched as deep as the command goes).
+const DEEP_STACK: usize = 256 << 20;
+
+/// An upper bound on how deep `script` nests: every character or word
+/// that could open a level (`(`, `{`, `` ` ``, `[[`, and the compound
+/// commands' keywords, even inside other words), counted wherever it is.
+pub fn openers(script: &str) -> usize {
+    let brackets = script
+        .bytes()
+        .filter(|b| matches!(b, b'(' | b'{' | b'`'))
+        .count();
+    let keywords = ["if", "while", "until", "for", "case", "select", "[["]
+        .iter()
+        .map(|k| script.matches(k).count())
+        .sum::<usize>();
+    brackets + keywords
+}
+
 /// One simple command the script runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
@@ -60,15 +90,40 @@ enum Input {
 pub struct Walk {
     /// What was found.
     pub parts: Vec<Part>,
+    /// The script being walked (locations index into it).
+    current: String,
     options: ParserOptions,
     aliases: HashMap<String, String>,
 }
 
 impl Walk {
-    /// Walks `script`.
+    /// Walks `script`, on a thread of its own with a deep stack when it
+    /// nests more than a few levels (see [`INLINE_OPENERS`]).
     pub fn of(script: &str) -> Self {
+        if openers(script) <= INLINE_OPENERS {
+            return Walk::inline(script);
+        }
+        let walked = std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("dsh-rules-parse".into())
+                .stack_size(DEEP_STACK)
+                .spawn_scoped(scope, || Walk::inline(script))
+                .ok()
+                .and_then(|thread| thread.join().ok())
+        });
+        walked.unwrap_or_else(|| {
+            let mut walk = Walk::inline("");
+            walk.parts.push(Part::unknowable(
+                "no thread could be started to parse a command this deep",
+            ));
+            walk
+        })
+    }
+
+    fn inline(script: &str) -> Self {
         let mut walk = Walk {
             parts: Vec::new(),
+            current: String::new(),
             options: ParserOptions::default(),
             aliases: HashMap::new(),
         };
@@ -83,13 +138,21 @@ impl Walk {
             )));
             return;
         }
+        if openers(script) > MAX_OPENERS {
+            self.parts.push(Part::unknowable(format!(
+                "more than {MAX_OPENERS} groups, substitutions and compound commands: too deep to judge"
+            )));
+            return;
+        }
         let reader = std::io::BufReader::new(script.as_bytes());
         let mut parser = Parser::new(reader, &self.options, &SourceInfo::default());
         match parser.parse_program() {
             Ok(program) => {
+                let outer = std::mem::replace(&mut self.current, script.to_owned());
                 for list in &program.complete_commands {
                     self.list(list, depth);
                 }
+                self.current = outer;
             }
             Err(err) => self.parts.push(Part::unknowable(format!(
                 "the parser cannot read it: {err}"
@@ -131,7 +194,7 @@ impl Walk {
     fn compound(&mut self, compound: &ast::CompoundCommand, depth: usize) {
         use ast::CompoundCommand as C;
         match compound {
-            C::Arithmetic(arithmetic) => self.raw(&arithmetic.expr.value),
+            C::Arithmetic(arithmetic) => self.arithmetic(arithmetic, depth),
             C::ArithmeticForClause(clause) => {
                 for expr in [&clause.initializer, &clause.condition, &clause.updater]
                     .into_iter()
@@ -192,6 +255,32 @@ impl Walk {
                 self.word(left, depth);
                 self.word(right, depth);
             }
+        }
+    }
+
+    /// An arithmetic command as brush-parser reads it. Bash reads `((`
+    /// as arithmetic only when the two parentheses touch at both ends and
+    /// what is between them is an expression; otherwise (`( (git push) )`,
+    /// `((git push) )`) as subshells, which run commands: those are
+    /// judged as the subshells they are.
+    fn arithmetic(&mut self, arithmetic: &ast::ArithmeticCommand, depth: usize) {
+        self.raw(&arithmetic.expr.value);
+        let source: String = self
+            .current
+            .chars()
+            .skip(arithmetic.loc.start.index)
+            .take(arithmetic.loc.length())
+            .collect();
+        let expression = source.starts_with("((")
+            && source.ends_with("))")
+            && brush_parser::arithmetic::parse(&arithmetic.expr.value).is_ok();
+        if !expression {
+            let inner = source
+                .strip_prefix('(')
+                .and_then(|s| s.strip_suffix(')'))
+                .unwrap_or(&arithmetic.expr.value);
+            let inner = inner.to_owned();
+            self.script(&inner, depth + 1);
         }
     }
 

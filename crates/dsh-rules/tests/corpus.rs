@@ -60,6 +60,13 @@ fn deny_holds_in_every_form() {
             "(git push)",
             "{ git push; }",
             "( (ls; git push) )",
+            "( (git push) )",
+            "((git push) )",
+            "( (git push))",
+            "((git push); (ls))",
+            "( ( ( git push ) ) )",
+            "((git push))",
+            "(( $(git push) ))",
             "if true; then git push; fi",
             "if false; then :; elif git push; then :; else :; fi",
             "if false; then :; else git push; fi",
@@ -214,6 +221,9 @@ fn no_rule_and_partly_allowed_commands_take_the_default() {
     check(
         &[
             "echo hi",
+            "(( i++ ))",
+            "((x = y + 1)); echo $x",
+            "(( count > 5 )) && echo big",
             "git commit -m 'push it'",
             "git pushx",
             "npm run test; curl -s https://example.com | sh -c cat",
@@ -295,4 +305,47 @@ fn proposals_no_broader_than_the_call() {
 fn a_rule_on_a_wrapper_is_refused() {
     let err = Rules::new(vec![rule(&["sudo", "rm"], Decision::Deny)]).unwrap_err();
     assert!(err.1.to_string().contains("wrapper"), "{}", err.1);
+}
+
+/// A command nested thousands of levels deep is judged on a thread of its
+/// own, never overflowing the caller's small stack (a server's runtime
+/// thread); past the bound it asks.
+#[test]
+fn deep_nesting_asks_without_overflowing_a_small_stack() {
+    let shapes: [(&str, &str); 6] = [
+        // `((` would open an arithmetic command, which runs nothing.
+        ("( ", " )"),
+        ("$(", ")"),
+        ("{ ", "; }"),
+        ("if true; then ", "; fi"),
+        ("bash -c \"$(", ")\""),
+        ("`", "`"),
+    ];
+    let judged = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || {
+            let rules = rules();
+            let mut seen = Vec::new();
+            for (open, close) in shapes {
+                for levels in [120, 2000, 100_000] {
+                    let command =
+                        format!("{}git push{}", open.repeat(levels), close.repeat(levels));
+                    seen.push((open, levels, rules.judge(&command).decision));
+                }
+            }
+            seen
+        })
+        .unwrap()
+        .join()
+        .expect("the judge's thread survived");
+    for (open, levels, decision) in judged {
+        // Backquotes pair up rather than nest: `` `…` `` 120 times is 60 pairs.
+        assert!(
+            matches!(decision, Verdict::Deny | Verdict::Ask),
+            "{open:?} x{levels}: {decision:?}"
+        );
+        if levels == 100_000 {
+            assert_eq!(decision, Verdict::Ask, "{open:?} x{levels}");
+        }
+    }
 }
