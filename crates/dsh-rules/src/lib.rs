@@ -374,6 +374,7 @@ impl Rules {
         for &at in self.by_program.get(program).into_iter().flatten() {
             let rule = &self.rules[at];
             let fit = match rule.decision {
+                Decision::Allow if part.by_path || part.writes => Fit::No,
                 Decision::Allow => exact_fit(&rule.command[1..], args),
                 Decision::Ask | Decision::Deny => loose_fit(&rule.command[1..], args),
             };
@@ -435,6 +436,7 @@ pub fn proposal(prefix: &[String], command: &str) -> Result<Rule, ProposalError>
     let first = walked.parts.first();
     let starts = first.is_some_and(|part| {
         part.unknowable.is_none()
+            && !part.by_path
             && part.words.first().and_then(Arg::known) == Some(program)
             && exact_fit(&rule.command[1..], &part.words[1..]) == Fit::Yes
     });

@@ -18,6 +18,9 @@ struct Wrapper {
     assignments: bool,
     /// The command also gets words read from the input (`xargs`).
     reads_input: bool,
+    /// With no command, it starts a shell reading its input (`sudo -s`,
+    /// `su`, `chroot DIR`).
+    shell_when_bare: bool,
 }
 
 const WRAPPERS: &[Wrapper] = &[
@@ -149,8 +152,9 @@ const WRAPPERS: &[Wrapper] = &[
             "--bell",
         ],
     )
-    .assignments(),
-    Wrapper::new("doas", &["-u", "-C"], &["-n", "-s", "-L"]),
+    .assignments()
+    .shell_when_bare(),
+    Wrapper::new("doas", &["-u", "-C"], &["-n", "-s", "-L"]).shell_when_bare(),
     Wrapper::new(
         "stdbuf",
         &["-i", "--input", "-o", "--output", "-e", "--error"],
@@ -180,6 +184,273 @@ const WRAPPERS: &[Wrapper] = &[
         &[],
         &["-c", "--ctty", "-f", "--fork", "-w", "--wait"],
     ),
+    Wrapper::new("coproc", &[], &[]),
+    Wrapper::new(
+        "flock",
+        &["-w", "--timeout", "-E", "--conflict-exit-code"],
+        &[
+            "-s",
+            "--shared",
+            "-x",
+            "-e",
+            "--exclusive",
+            "-n",
+            "--nb",
+            "--nonblock",
+            "-u",
+            "--unlock",
+            "-o",
+            "--close",
+            "-F",
+            "--no-fork",
+            "--verbose",
+        ],
+    )
+    .operands(1),
+    Wrapper::new(
+        "chrt",
+        &[
+            "-T",
+            "--sched-runtime",
+            "-P",
+            "--sched-period",
+            "-D",
+            "--sched-deadline",
+        ],
+        &[
+            "-b",
+            "--batch",
+            "-d",
+            "--deadline",
+            "-f",
+            "--fifo",
+            "-i",
+            "--idle",
+            "-o",
+            "--other",
+            "-r",
+            "--rr",
+            "-R",
+            "--reset-on-fork",
+            "-v",
+            "--verbose",
+            "-a",
+            "--all-tasks",
+            "-m",
+        ],
+    )
+    .operands(1),
+    Wrapper::new("taskset", &[], &["-a", "--all-tasks", "-c", "--cpu-list"]).operands(1),
+    Wrapper::new(
+        "unshare",
+        &[
+            "-S",
+            "--setuid",
+            "-G",
+            "--setgid",
+            "-R",
+            "--root",
+            "-w",
+            "--wd",
+            "--propagation",
+            "--map-user",
+            "--map-group",
+            "--map-users",
+            "--map-groups",
+        ],
+        &[
+            "-m",
+            "--mount",
+            "-u",
+            "--uts",
+            "-i",
+            "--ipc",
+            "-n",
+            "--net",
+            "-p",
+            "--pid",
+            "-U",
+            "--user",
+            "-C",
+            "--cgroup",
+            "-T",
+            "--time",
+            "-f",
+            "--fork",
+            "-r",
+            "--map-root-user",
+            "-c",
+            "--map-current-user",
+            "--kill-child",
+            "--mount-proc",
+            "--keep-caps",
+        ],
+    )
+    .shell_when_bare(),
+    Wrapper::new(
+        "nsenter",
+        &[
+            "-t", "--target", "-S", "--setuid", "-G", "--setgid", "-r", "--root", "-w", "--wd",
+        ],
+        &[
+            "-a",
+            "--all",
+            "-m",
+            "--mount",
+            "-u",
+            "--uts",
+            "-i",
+            "--ipc",
+            "-n",
+            "--net",
+            "-p",
+            "--pid",
+            "-U",
+            "--user",
+            "-C",
+            "--cgroup",
+            "-T",
+            "--time",
+            "-F",
+            "--no-fork",
+            "--preserve-credentials",
+        ],
+    )
+    .shell_when_bare(),
+    Wrapper::new(
+        "setpriv",
+        &[
+            "--reuid",
+            "--regid",
+            "--ruid",
+            "--rgid",
+            "--euid",
+            "--egid",
+            "--groups",
+            "--inh-caps",
+            "--ambient-caps",
+            "--bounding-set",
+            "--securebits",
+            "--pdeathsig",
+            "--selinux-label",
+            "--apparmor-profile",
+        ],
+        &[
+            "-d",
+            "--dump",
+            "--clear-groups",
+            "--keep-groups",
+            "--init-groups",
+            "--nnp",
+            "--no-new-privs",
+            "--reset-env",
+        ],
+    ),
+    Wrapper::new(
+        "prlimit",
+        &["-p", "--pid", "-o", "--output"],
+        &["--noheadings", "--raw", "--verbose"],
+    ),
+    Wrapper::new("chroot", &["--userspec", "--groups"], &["--skip-chdir"])
+        .operands(1)
+        .shell_when_bare(),
+    Wrapper::new(
+        "runuser",
+        &[
+            "-u",
+            "--user",
+            "-g",
+            "--group",
+            "-G",
+            "--supp-group",
+            "-s",
+            "--shell",
+        ],
+        &[
+            "-l",
+            "--login",
+            "-m",
+            "-p",
+            "--preserve-environment",
+            "-P",
+            "--pty",
+        ],
+    )
+    .shell_when_bare(),
+    Wrapper::new(
+        "strace",
+        &[
+            "-o", "-e", "-p", "-u", "-E", "-s", "-a", "-b", "-I", "-O", "-P", "-S", "-X",
+        ],
+        &[
+            "-f", "-ff", "-c", "-C", "-d", "-D", "-i", "-k", "-q", "-qq", "-r", "-t", "-tt",
+            "-ttt", "-T", "-v", "-V", "-w", "-x", "-xx", "-y", "-yy", "-z", "-Z", "-n",
+        ],
+    ),
+    Wrapper::new(
+        "ltrace",
+        &["-o", "-e", "-p", "-u", "-s", "-a", "-l"],
+        &[
+            "-f", "-c", "-C", "-i", "-r", "-S", "-t", "-tt", "-ttt", "-T",
+        ],
+    ),
+    Wrapper::new(
+        "fakeroot",
+        &["-l", "--lib", "--faked", "-s", "-i"],
+        &["-u", "--unknown-is-real"],
+    ),
+    Wrapper::new(
+        "systemd-run",
+        &[
+            "-p",
+            "--property",
+            "-u",
+            "--unit",
+            "--description",
+            "-E",
+            "--setenv",
+            "--uid",
+            "--gid",
+            "--working-directory",
+            "-M",
+            "--machine",
+            "-H",
+            "--host",
+            "--slice",
+            "--nice",
+        ],
+        &[
+            "--user",
+            "--system",
+            "--scope",
+            "-t",
+            "--pty",
+            "-P",
+            "--pipe",
+            "-q",
+            "--quiet",
+            "--wait",
+            "-G",
+            "--collect",
+            "-d",
+            "--same-dir",
+            "--no-block",
+            "-S",
+            "--shell",
+        ],
+    )
+    .shell_when_bare(),
+];
+
+/// Programs that take a command string after `-c` (or `--command`)
+/// whatever else they take: the string is judged as a script.
+const COMMAND_STRING_OPTION: &[&str] =
+    &["flock", "script", "su", "sg", "runuser", "capsh", "newgrp"];
+
+/// Programs whose commands the rules do not follow (they take them in
+/// shapes of their own): they ask whenever a deny or ask rule exists.
+const OPAQUE: &[&str] = &[
+    "tmux", "screen", "parallel", "fc", "expect", "dtach", "abduco",
 ];
 
 impl Wrapper {
@@ -196,7 +467,13 @@ impl Wrapper {
             operands: 0,
             assignments: false,
             reads_input: false,
+            shell_when_bare: false,
         }
+    }
+
+    const fn shell_when_bare(mut self) -> Self {
+        self.shell_when_bare = true;
+        self
     }
 
     const fn operands(mut self, operands: usize) -> Self {
@@ -222,7 +499,7 @@ pub fn is_wrapper(name: &str) -> bool {
 
 /// The shells whose `-c` string and input are commands.
 const SHELLS: &[&str] = &[
-    "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "yash", "rbash",
+    "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "yash", "rbash", "hush", "posh",
 ];
 
 /// Programs that run code of their own given to them (a bare one stands
@@ -261,6 +538,28 @@ pub fn runs(words: &[Arg]) -> Runs {
         return Runs::Itself;
     };
     let name = basename(program);
+    if OPAQUE.contains(&name) {
+        return Runs::Unknowable(format!(
+            "`{name}` runs commands in shapes the rules do not follow"
+        ));
+    }
+    // Builtins that run a string given to an option: `mapfile -C cmd`,
+    // `compgen -C cmd`, `complete -C cmd`, `bind -x 'keys: cmd'`.
+    let string_option = match name {
+        "mapfile" | "readarray" | "compgen" | "complete" => Some('C'),
+        "bind" => Some('x'),
+        _ => None,
+    };
+    if let Some(letter) = string_option {
+        if let Some(runs) = option_string(words, letter) {
+            return runs;
+        }
+    }
+    if COMMAND_STRING_OPTION.contains(&name) {
+        if let Some(runs) = command_string(words) {
+            return runs;
+        }
+    }
     if let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == name) {
         return unwrap(wrapper, words);
     }
@@ -268,7 +567,16 @@ pub fn runs(words: &[Arg]) -> Runs {
         return shell(words);
     }
     match name {
-        "eval" => joined(&words[1..], "eval"),
+        "eval" => joined(strip_dashes(&words[1..]), "eval"),
+        "hash"
+            if words
+                .iter()
+                .any(|w| w.known().is_some_and(|w| w.starts_with("-p"))) =>
+        {
+            Runs::Unknowable("`hash -p` changes which program a name runs".into())
+        }
+        "enable" => Runs::Unknowable("`enable` changes which builtins a name runs".into()),
+        "sg" | "newgrp" => joined(words.get(2..).unwrap_or_default(), name),
         "source" | "." if words.len() > 1 => Runs::Unknowable(format!(
             "`{name}` runs the commands of a file the parser cannot see"
         )),
@@ -284,17 +592,19 @@ fn unwrap(wrapper: &Wrapper, words: &[Arg]) -> Runs {
     let name = wrapper.name;
     let mut at = 1;
     let mut operands = wrapper.operands;
+    let mut options = true;
     while let Some(word) = words.get(at) {
         let Arg::Known(word) = word else {
             return Runs::Unknowable(format!(
                 "an unknown word where {name}'s options or command start"
             ));
         };
-        if word == "--" {
+        if word == "--" && options {
+            options = false;
             at += 1;
-            break;
+            continue;
         }
-        if word.starts_with('-') && word.len() > 1 && operands == wrapper.operands {
+        if options && word.starts_with('-') && word.len() > 1 && operands == wrapper.operands {
             match option_width(wrapper, word) {
                 Some(width) => at += width,
                 None => {
@@ -305,7 +615,13 @@ fn unwrap(wrapper: &Wrapper, words: &[Arg]) -> Runs {
             }
             continue;
         }
-        if wrapper.assignments && is_assignment(word) {
+        // env takes any word with `=` for an assignment, sudo a name's.
+        let assigns = if name == "env" {
+            word.contains('=')
+        } else {
+            is_assignment(word)
+        };
+        if wrapper.assignments && assigns {
             at += 1;
             continue;
         }
@@ -321,7 +637,12 @@ fn unwrap(wrapper: &Wrapper, words: &[Arg]) -> Runs {
     }
     let mut inner: Vec<Arg> = words.get(at..).unwrap_or_default().to_vec();
     if inner.is_empty() {
-        return Runs::Itself;
+        // A shell of the user's own: what it runs comes from its input.
+        return if wrapper.shell_when_bare {
+            Runs::Input
+        } else {
+            Runs::Itself
+        };
     }
     if wrapper.reads_input {
         inner.push(Arg::Unknown("arguments xargs reads from its input"));
@@ -377,11 +698,12 @@ fn shell(words: &[Arg]) -> Runs {
             break;
         }
         if let Some(long) = word.strip_prefix("--") {
-            at += if matches!(long, "rcfile" | "init-file") {
-                2
-            } else {
-                1
-            };
+            if matches!(long, "rcfile" | "init-file") || long.starts_with("rcfile=") {
+                return Runs::Unknowable(format!(
+                    "a shell that first runs the file --{long} names"
+                ));
+            }
+            at += 1;
             continue;
         }
         let Some(letters) = word.strip_prefix('-').or_else(|| word.strip_prefix('+')) else {
@@ -401,7 +723,12 @@ fn shell(words: &[Arg]) -> Runs {
             None => Runs::Itself,
         };
     }
-    if at < words.len() && !stdin {
+    // A script "file" that is the shell's own input (or another
+    // descriptor) is read like its input.
+    let from_input = words.get(at).and_then(Arg::known).is_some_and(|file| {
+        file == "/dev/stdin" || file.starts_with("/dev/fd/") || file.starts_with("/proc/")
+    });
+    if at < words.len() && !stdin && !from_input {
         return Runs::Itself;
     }
     Runs::Input
@@ -428,8 +755,9 @@ fn joined(words: &[Arg], name: &str) -> Runs {
 
 /// `trap 'commands' SIGNAL…`.
 fn trap(words: &[Arg]) -> Runs {
-    match words.get(1) {
-        Some(Arg::Known(first)) if first.starts_with('-') || words.len() < 3 => Runs::Itself,
+    let words = strip_dashes(&words[1..]);
+    match words.first() {
+        Some(Arg::Known(first)) if first.starts_with('-') || words.len() < 2 => Runs::Itself,
         Some(Arg::Known(first)) => Runs::Script(first.clone()),
         Some(Arg::Unknown(why)) => Runs::Unknowable(format!("`trap` of {why}")),
         None => Runs::Itself,
@@ -439,31 +767,112 @@ fn trap(words: &[Arg]) -> Runs {
 /// `watch [options] command…`: the words run through `sh -c`.
 fn watch(words: &[Arg]) -> Runs {
     let mut at = 1;
+    let mut exec = false;
     while let Some(Arg::Known(word)) = words.get(at) {
         if !word.starts_with('-') {
             break;
         }
+        exec |= word == "--exec" || (!word.starts_with("--") && word.contains('x'));
         let takes = matches!(
             word.as_str(),
             "-n" | "--interval" | "-q" | "--equexit" | "-d"
         );
         at += if takes && word != "-d" { 2 } else { 1 };
     }
-    joined(words.get(at..).unwrap_or_default(), "watch")
+    let rest = words.get(at..).unwrap_or_default();
+    if exec {
+        // `-x`: the words are executed as they are.
+        return if rest.is_empty() {
+            Runs::Itself
+        } else {
+            Runs::Inner(rest.to_vec())
+        };
+    }
+    joined(rest, "watch")
 }
 
-/// `su [options] [-c command] [user]`.
+/// `su [options] [-c command] [user]`: without a command string, a shell
+/// reading its input.
 fn su(words: &[Arg]) -> Runs {
-    let at = words
-        .iter()
-        .position(|w| matches!(w.known(), Some("-c" | "--command")));
-    match at.and_then(|at| words.get(at + 1)) {
-        Some(Arg::Known(script)) => Runs::Script(script.clone()),
-        Some(Arg::Unknown(why)) => Runs::Unknowable(format!("`su -c` of {why}")),
+    match command_string(words) {
+        Some(runs) => runs,
         None if words.iter().any(|w| w.known().is_none()) => {
             Runs::Unknowable("`su` with an unknown word".into())
         }
+        None => Runs::Input,
+    }
+}
+
+/// The string after `-c` (`-c STRING`, `-cSTRING`, `-lc STRING`,
+/// `--command STRING`, `--command=STRING`), if a word gives one.
+fn command_string(words: &[Arg]) -> Option<Runs> {
+    let string = |arg: Option<&Arg>| match arg {
+        Some(Arg::Known(script)) => Runs::Script(script.clone()),
+        Some(Arg::Unknown(why)) => Runs::Unknowable(format!("a command string of {why}")),
         None => Runs::Itself,
+    };
+    for (at, word) in words.iter().enumerate().skip(1) {
+        let Some(word) = word.known() else { continue };
+        if word == "--command" {
+            return Some(string(words.get(at + 1)));
+        }
+        if let Some(script) = word.strip_prefix("--command=") {
+            return Some(Runs::Script(script.to_owned()));
+        }
+        let Some(letters) = word.strip_prefix('-').filter(|_| !word.starts_with("--")) else {
+            continue;
+        };
+        if let Some((_, attached)) = letters.split_once('c') {
+            if attached.is_empty() {
+                return Some(string(words.get(at + 1)));
+            }
+            return Some(Runs::Script(attached.to_owned()));
+        }
+    }
+    None
+}
+
+/// The string given to the one-letter option `letter` (`-C cmd`,
+/// `-Ccmd`): judged as a script (for `bind -x`, everything after the key
+/// sequence's colon, or the whole when unsure).
+fn option_string(words: &[Arg], letter: char) -> Option<Runs> {
+    for (at, word) in words.iter().enumerate().skip(1) {
+        let Some(word) = word.known() else { continue };
+        let Some(letters) = word.strip_prefix('-').filter(|_| !word.starts_with("--")) else {
+            continue;
+        };
+        let Some((_, attached)) = letters.split_once(letter) else {
+            continue;
+        };
+        let value = if attached.is_empty() {
+            words.get(at + 1)
+        } else {
+            None
+        };
+        let script = match (attached.is_empty(), value) {
+            (false, _) => attached.to_owned(),
+            (true, Some(Arg::Known(script))) => script.clone(),
+            (true, Some(Arg::Unknown(why))) => {
+                return Some(Runs::Unknowable(format!("a command string of {why}")))
+            }
+            (true, None) => return None,
+        };
+        let script = match script.split_once(':') {
+            Some((_, command)) if letter == 'x' => {
+                command.trim_matches(['"', '\'', ' ']).to_owned()
+            }
+            _ => script,
+        };
+        return Some(Runs::Script(script));
+    }
+    None
+}
+
+/// The words after a leading `--`.
+fn strip_dashes(words: &[Arg]) -> &[Arg] {
+    match words.first().and_then(Arg::known) {
+        Some("--") => &words[1..],
+        _ => words,
     }
 }
 
@@ -481,13 +890,17 @@ pub fn find_commands(words: &[Arg]) -> Vec<Vec<Arg>> {
             continue;
         }
         let mut command = Vec::new();
+        let mut after_braces = false;
         while let Some(word) = words.get(at) {
             at += 1;
             match word.known() {
-                Some(";" | "+") => break,
+                Some(";") => break,
+                // `+` ends the command only right after `{}`.
+                Some("+") if after_braces => break,
                 Some("{}") => command.push(Arg::Unknown("a path find passes")),
                 _ => command.push(word.clone()),
             }
+            after_braces = word.known() == Some("{}");
         }
         found.push(command);
     }

@@ -15,6 +15,10 @@ use crate::words::{self, Arg, Nested};
 /// How deep strings inside strings are followed (`bash -c "sh -c '…'"`).
 const MAX_DEPTH: usize = 8;
 
+/// The most scripts (nested strings, alias uses) one command may make the
+/// judge read: aliases of aliases multiply them.
+const MAX_SCRIPTS: usize = 256;
+
 /// The most openers (see [`openers`]) a command may hold to be parsed at
 /// all; past it the command asks (bounding the parser's time and stack).
 const MAX_OPENERS: usize = 4096;
@@ -52,6 +56,12 @@ pub struct Part {
     pub words: Vec<Arg>,
     /// Why it cannot be known before it runs; its words then say nothing.
     pub unknowable: Option<String>,
+    /// The program was named by a path (`./npm`, `/tmp/x/npm`), not found
+    /// on PATH: no allow rule stands for it.
+    pub by_path: bool,
+    /// Its output goes to a file by a redirection of the shell's: no allow
+    /// rule stands for what the shell writes.
+    pub writes: bool,
 }
 
 impl Part {
@@ -59,6 +69,8 @@ impl Part {
         Part {
             words: Vec::new(),
             unknowable: Some(why.into()),
+            by_path: false,
+            writes: false,
         }
     }
 
@@ -92,6 +104,10 @@ pub struct Walk {
     pub parts: Vec<Part>,
     /// The script being walked (locations index into it).
     current: String,
+    /// Scripts that may still be read (aliases can multiply them).
+    budget: usize,
+    /// The budget ran out (said once).
+    spent: bool,
     options: ParserOptions,
     aliases: HashMap<String, String>,
 }
@@ -124,6 +140,8 @@ impl Walk {
         let mut walk = Walk {
             parts: Vec::new(),
             current: String::new(),
+            budget: MAX_SCRIPTS,
+            spent: false,
             options: ParserOptions::default(),
             aliases: HashMap::new(),
         };
@@ -132,6 +150,16 @@ impl Walk {
     }
 
     fn script(&mut self, script: &str, depth: usize) {
+        if self.budget == 0 {
+            if !self.spent {
+                self.spent = true;
+                self.parts.push(Part::unknowable(format!(
+                    "more than {MAX_SCRIPTS} nested strings and aliases to read: too much to judge"
+                )));
+            }
+            return;
+        }
+        self.budget -= 1;
         if depth > MAX_DEPTH {
             self.parts.push(Part::unknowable(format!(
                 "strings nested deeper than {MAX_DEPTH} levels"
@@ -180,8 +208,13 @@ impl Walk {
         match command {
             ast::Command::Simple(simple) => self.simple(simple, depth),
             ast::Command::Compound(compound, redirects) => {
+                let from = self.parts.len();
                 self.compound(compound, depth);
-                self.redirects(redirects.as_ref().map(|r| r.0.as_slice()), depth);
+                let redirects = redirects.as_ref().map(|r| r.0.as_slice());
+                self.redirects(redirects, depth);
+                if redirects.unwrap_or_default().iter().any(writes_a_file) {
+                    self.parts[from..].iter_mut().for_each(|p| p.writes = true);
+                }
             }
             ast::Command::Function(function) => {
                 self.compound(&function.body.0, depth);
@@ -335,22 +368,29 @@ impl Walk {
                 }
                 let reads = matches!(
                     kind,
-                    ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite
+                    ast::IoFileRedirectKind::Read
+                        | ast::IoFileRedirectKind::ReadAndWrite
+                        | ast::IoFileRedirectKind::DuplicateInput
                 );
                 (reads && on_input(fd)).then_some(Input::Unknown)
             }
             R::HereDocument(fd, doc) => {
-                let body = &doc.doc.value;
+                // An unquoted here-document is read as bash reads it:
+                // backslash-newline joins lines, `\\`, `\$` and `` \` `` are
+                // the characters themselves.
+                let body = if doc.requires_expansion {
+                    unescaped_heredoc(&doc.doc.value)
+                } else {
+                    doc.doc.value.clone()
+                };
                 let expands = doc.requires_expansion && (body.contains('$') || body.contains('`'));
                 if expands {
-                    self.heredoc_substitutions(body, depth);
+                    self.heredoc_substitutions(&doc.doc.value.replace("\\\n", ""), depth);
                 }
-                on_input(fd).then(|| {
-                    if expands {
-                        Input::Unknown
-                    } else {
-                        Input::Text(body.clone())
-                    }
+                on_input(fd).then_some(if expands {
+                    Input::Unknown
+                } else {
+                    Input::Text(body)
                 })
             }
             R::HereString(fd, word) => {
@@ -387,11 +427,32 @@ impl Walk {
         if let Some(word) = &simple.word_or_name {
             args.push(self.word(word, depth));
         }
+        let declares = simple.word_or_name.as_ref().is_some_and(|w| {
+            matches!(
+                w.value.as_str(),
+                "export" | "declare" | "typeset" | "local" | "readonly"
+            )
+        });
         for item in simple.suffix.iter().flat_map(|s| s.0.iter()) {
+            if let (true, ast::CommandPrefixOrSuffixItem::Word(word)) = (declares, item) {
+                let arg = self.word(word, depth);
+                self.assigned(&word.value, &arg, depth);
+                args.push(arg);
+                continue;
+            }
             self.item(item, &mut args, &mut input, true, depth);
         }
         if !args.is_empty() {
+            let from = self.parts.len();
             self.invocation(args, &input, depth);
+            let items = simple.prefix.iter().flat_map(|p| p.0.iter());
+            let items = items.chain(simple.suffix.iter().flat_map(|s| s.0.iter()));
+            let writes = items.into_iter().any(|item| {
+                matches!(item, ast::CommandPrefixOrSuffixItem::IoRedirect(r) if writes_a_file(r))
+            });
+            if writes {
+                self.parts[from..].iter_mut().for_each(|p| p.writes = true);
+            }
         }
     }
 
@@ -411,8 +472,10 @@ impl Walk {
                 }
             }
             Item::Word(word) => args.push(self.word(word, depth)),
-            Item::AssignmentWord(_, word) => {
+            Item::AssignmentWord(assignment, word) => {
+                self.assignment_parts(assignment, depth);
                 let arg = self.word(word, depth);
+                self.assigned(&word.value, &arg, depth);
                 if suffix {
                     args.push(arg);
                 }
@@ -424,9 +487,78 @@ impl Walk {
         }
     }
 
+    /// An assignment (`NAME=value`, before a command or as `export`'s
+    /// word): a variable bash runs as code has its value judged; one that
+    /// changes which program a name runs makes what follows unknowable.
+    fn assigned(&mut self, raw: &str, assignment: &Arg, depth: usize) {
+        let Some((name, _)) = raw.split_once('=') else {
+            return;
+        };
+        let name = name.trim_end_matches('+').trim_matches(['"', '\'']);
+        let value = assignment
+            .known()
+            .and_then(|a| a.split_once('='))
+            .map(|(_, v)| v);
+        if matches!(name, "PROMPT_COMMAND" | "PS0" | "PS1" | "PS2" | "PS4") {
+            match value {
+                Some(value) => self.script(value, depth + 1),
+                None => self.parts.push(Part::unknowable(format!(
+                    "{name} is set to a value not known before it runs, and bash runs it"
+                ))),
+            }
+        } else if matches!(name, "PATH" | "BASH_ENV" | "ENV" | "SHELLOPTS" | "BASHOPTS")
+            || name.starts_with("BASH_CMDS")
+            || name.starts_with("BASH_ALIASES")
+        {
+            self.parts.push(Part::unknowable(format!(
+                "{name} is set: which program a name runs, or what a shell runs first, is not known"
+            )));
+        }
+    }
+
+    /// An array assignment's subscripts and elements, which bash expands
+    /// (and evaluates as arithmetic) even when quoted: `a['$(cmd)']=1`.
+    fn assignment_parts(&mut self, assignment: &ast::Assignment, depth: usize) {
+        if let ast::AssignmentName::ArrayElementName(_, index) = &assignment.name {
+            self.literal_code(index, depth);
+        }
+        if let ast::AssignmentValue::Array(elements) = &assignment.value {
+            for (key, value) in elements {
+                if let Some(key) = key {
+                    self.word(key, depth);
+                    self.literal_code(&key.value, depth);
+                }
+                self.word(value, depth);
+            }
+        }
+    }
+
+    /// Text bash may evaluate as code later (a subscript): every
+    /// substitution in it, quoted or not, is judged.
+    fn literal_code(&mut self, text: &str, depth: usize) {
+        if !words::substitutes(text) {
+            return;
+        }
+        let unquoted = text.replace(['\'', '"'], "");
+        for nested in words::heredoc(&unquoted, &self.options) {
+            match nested {
+                Nested::Script(script) => self.script(&script, depth + 1),
+                Nested::Opaque(why) => self.parts.push(Part::unknowable(why)),
+            }
+        }
+    }
+
     /// What one simple command runs, wrappers and shells followed.
     fn invocation(&mut self, mut args: Vec<Arg>, input: &Input, depth: usize) {
         loop {
+            // `time -- cmd`, `time -p -- cmd`: the keyword's `--`.
+            while args.first().and_then(Arg::known) == Some("--") {
+                args.remove(0);
+            }
+            let by_path = args
+                .first()
+                .and_then(Arg::known)
+                .is_some_and(|p| p.contains('/'));
             let program = match args.first() {
                 Some(Arg::Known(program)) => programs::basename(program).to_owned(),
                 Some(Arg::Unknown(why)) => {
@@ -447,6 +579,7 @@ impl Walk {
             if program == "alias" {
                 self.alias(&args[1..], depth);
             }
+
             if program == "find" {
                 for command in programs::find_commands(&args) {
                     self.invocation(command, &Input::Inherited, depth);
@@ -458,6 +591,8 @@ impl Walk {
                     self.parts.push(Part {
                         words: args,
                         unknowable: None,
+                        by_path,
+                        writes: false,
                     });
                     self.script(&script, depth + 1);
                     return;
@@ -466,6 +601,8 @@ impl Walk {
                     self.parts.push(Part {
                         words: args,
                         unknowable: None,
+                        by_path,
+                        writes: false,
                     });
                     match input {
                         Input::Text(text) => self.script(text, depth + 1),
@@ -479,6 +616,8 @@ impl Walk {
                     self.parts.push(Part {
                         words: args,
                         unknowable: None,
+                        by_path,
+                        writes: false,
                     });
                     return;
                 }
@@ -498,6 +637,11 @@ impl Walk {
                 Arg::Known(text) => {
                     if let Some((name, value)) = text.split_once('=') {
                         self.script(value, depth + 1);
+                        if value.ends_with(char::is_whitespace) {
+                            self.parts.push(Part::unknowable(
+                                "an alias ending in a space makes the next word an alias too",
+                            ));
+                        }
                         self.aliases.insert(name.to_owned(), value.to_owned());
                     }
                 }
@@ -520,6 +664,51 @@ impl Walk {
         }
         self.script(&script, depth + 1);
     }
+}
+
+/// True if `redirect` sends output to a file (not a descriptor, not
+/// `/dev/null` or the terminal's streams).
+fn writes_a_file(redirect: &ast::IoRedirect) -> bool {
+    use ast::IoFileRedirectKind as K;
+    let harmless = |target: &str| {
+        matches!(
+            target,
+            "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
+        )
+    };
+    match redirect {
+        ast::IoRedirect::File(_, kind, ast::IoFileRedirectTarget::Filename(word)) => {
+            matches!(kind, K::Write | K::Append | K::Clobber | K::ReadAndWrite)
+                && !harmless(&word.value)
+        }
+        ast::IoRedirect::OutputAndError(word, _) => !harmless(&word.value),
+        _ => false,
+    }
+}
+
+/// An unquoted here-document's body as the command reading it gets it
+/// (before its expansions): `\<newline>` removed, `\\`, `\$` and
+/// `` \` `` made the character itself.
+fn unescaped_heredoc(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some('\n') => {
+                chars.next();
+            }
+            Some(&next @ ('\\' | '$' | '`')) => {
+                chars.next();
+                out.push(next);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// `text` as one single-quoted shell word.

@@ -48,15 +48,6 @@ fn globs(text: &str) -> bool {
     text.contains('*') || text.contains('?') || bracket || extglob
 }
 
-/// True if an unquoted `text` would be brace-expanded.
-fn braces(text: &str) -> bool {
-    text.find('{').is_some_and(|open| {
-        let rest = &text[open + 1..];
-        rest.find('}')
-            .is_some_and(|close| rest[..close].contains(',') || rest[..close].contains(".."))
-    })
-}
-
 /// Reads a word: `(its value, what it runs while expanded)`.
 pub fn read(raw: &str, options: &ParserOptions) -> (Arg, Vec<Nested>) {
     let mut nested = Vec::new();
@@ -72,10 +63,60 @@ pub fn read(raw: &str, options: &ParserOptions) -> (Arg, Vec<Nested>) {
             unknown.get_or_insert(why);
         }
     }
+    // Quotes inside a pattern or a brace expansion do not stop it.
+    let (glob, brace) = unquoted_specials(raw);
+    if brace {
+        unknown.get_or_insert("a brace expansion");
+    } else if glob {
+        unknown.get_or_insert("a pathname pattern");
+    }
+    // A literal that holds a substitution is code bash may still run (an
+    // array subscript in arithmetic, a prompt string, `${x@P}`).
+    if unknown.is_none() && substitutes(&text) {
+        nested.extend(heredoc(&text, options));
+    }
     match unknown {
         Some(why) => (Arg::Unknown(why), nested),
         None => (Arg::Known(text), nested),
     }
+}
+
+/// Whether `raw` (a word as written) holds, outside quotes and escapes, a
+/// pathname pattern (`*`, `?`, `[…]`) or a brace expansion (`{a,b}`,
+/// `{1..3}`), even with quoted text between its parts (`g['i']t`,
+/// `{git,'push'}`).
+fn unquoted_specials(raw: &str) -> (bool, bool) {
+    let mut glob = false;
+    let (mut bracket, mut brace, mut comma) = (false, 0usize, false);
+    let mut brace_found = false;
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    let mut previous = '\0';
+    for c in raw.chars() {
+        if escaped {
+            escaped = false;
+            previous = c;
+            continue;
+        }
+        match c {
+            '\\' if !single => escaped = true,
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            _ if single || double => {}
+            '*' | '?' => glob = true,
+            '[' => bracket = true,
+            ']' if bracket => glob = true,
+            '{' if previous != '$' => brace += 1,
+            ',' if brace > 0 => comma = true,
+            '.' if brace > 0 && previous == '.' => comma = true,
+            '}' if brace > 0 => {
+                brace -= 1;
+                brace_found |= comma;
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    (glob, brace_found)
 }
 
 /// What an unquoted here-document's body runs while it is expanded: its
@@ -138,9 +179,6 @@ fn piece_text(
             if !quoted && globs(s) {
                 return Err("a pathname pattern");
             }
-            if !quoted && braces(s) {
-                return Err("a brace expansion");
-            }
             text.push_str(s);
         }
         WordPiece::SingleQuotedText(s) => text.push_str(s),
@@ -178,6 +216,11 @@ fn piece_text(
         WordPiece::ParameterExpansion(_) => {
             if substitutes(source) {
                 nested.extend(inside_expansion(source));
+            }
+            if source.contains("@P") {
+                nested.push(Nested::Opaque(
+                    "a prompt expansion (`@P`) runs the substitutions in a variable's value",
+                ));
             }
             return Err("a parameter expansion");
         }

@@ -155,8 +155,121 @@ fn deny_holds_in_every_form() {
             "sudo rm -rf /",
             "npm run test && git push",
             "npm run test; rm -rf x",
+            // Found by an attack from outside (helper review, issue 37).
+            "coproc git push",
+            "true | coproc git push",
+            "time -- git push",
+            "time -p -- git push",
+            "eval -- 'git push'",
+            "command eval -- 'git push'",
+            "trap -- 'git push' EXIT",
+            "timeout -- 5 git push",
+            "timeout -s KILL -- 5 rm -rf x",
+            "env 'A B=1' git push",
+            "env a.b=1 git push",
+            "watch -x sh -c 'git push'",
+            "find . -maxdepth 0 -exec rm + -rf x \\;",
+            "su -c'git push'",
+            "su --command='git push'",
+            "su -lc 'git push'",
+            "flock /tmp/l git push",
+            "flock /tmp/l -c 'git push'",
+            "chrt -o 0 git push",
+            "taskset 1 git push",
+            "unshare git push",
+            "nsenter -t 1 git push",
+            "setpriv --reuid=1 git push",
+            "chroot / git push",
+            "runuser -u root -- git push",
+            "strace -o /dev/null git push",
+            "fakeroot git push",
+            "script -qc 'git push' /dev/null",
+            "capsh -- -c 'git push'",
+            "sg root -c 'git push'",
+            "busybox hush -c 'git push'",
+            "x='a[$(git push)]'; (( x ))",
+            "[[ 'a[$(git push)]' -eq 0 ]]",
+            "declare -i x='a[$(git push)]'",
+            "a['$(git push)']=1",
+            "a=(['$(git push)']=1)",
+            "declare -a a=(['$(git push)']=1)",
+            "PS4='$(git push)'; set -x; :",
+            "mapfile -C 'git push' -c 1 <<< x",
+            "readarray -C 'rm -rf' -c 1 <<< x",
+            "compgen -C 'git push' x",
+            "compgen -W '$(git push)' x",
+            "bash <<EOF\ngit pu\\\\sh\nEOF",
+            "cat <<EOF\n$\\\n(git push)\nEOF",
+            "bash /dev/stdin <<< 'git push'",
+            "x='$(git push)'; echo \"${x@P}\"",
         ],
         Verdict::Deny,
+    );
+}
+
+#[test]
+fn attacks_found_from_outside_ask() {
+    check(
+        &[
+            "echo 'git push' | su",
+            "{git,'push'}",
+            "{\"git\",push}",
+            "{rm,-rf,'x'}",
+            "echo \"${y@P}\"",
+            "tmux new -d 'git push'",
+            "hash -p /tmp/git ls; ls push",
+            "BASH_CMDS[ls]=/tmp/git; ls push",
+            "shopt -s expand_aliases\nBASH_ALIASES[x]='git push'\nx",
+            "alias x='git ' p=push\nx p",
+            "echo 'git push' | bash /dev/stdin",
+            "bash 3<<<'git push' <<<'echo hi' <&3",
+            "BASH_ENV=/dev/stdin bash -c : <<< 'git push'",
+            "bash --rcfile <(echo 'git push') -i <<< ''",
+            "PROMPT_COMMAND=\"$X\" bash -i <<< ''",
+            "fc -s",
+        ],
+        Verdict::Ask,
+    );
+}
+
+#[test]
+fn an_allow_rule_stands_for_neither_a_path_nor_a_redirection() {
+    check(
+        &[
+            "./npm run test",
+            "/tmp/evil/npm run test",
+            "npm run test > ~/.bashrc",
+            "{ npm run test; } >> ~/.profile",
+        ],
+        Verdict::Default,
+    );
+    check(
+        &[
+            "npm run test > /dev/null 2>&1",
+            "npm run test & npm run test",
+        ],
+        Verdict::Allow,
+    );
+}
+
+#[test]
+fn many_nested_aliases_are_bounded() {
+    let mut command = String::from("alias a0=:");
+    for level in 1..=8 {
+        let previous = format!("a{}", level - 1);
+        command.push_str(&format!(
+            " a{level}='{}'",
+            [previous.as_str(); 10].join(";")
+        ));
+    }
+    command.push_str("\na8");
+    let started = std::time::Instant::now();
+    let judged = rules().judge(&command);
+    assert_eq!(judged.decision, Verdict::Ask, "{:?}", judged.parts.last());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
     );
 }
 
@@ -191,6 +304,7 @@ fn dynamic_forms_ask() {
             "if true; then",
             "echo $(( $(git status) ))",
             "ls; npm publish",
+            "PATH=/tmp/evil:$PATH npm run test",
         ],
         Verdict::Ask,
     );
@@ -208,7 +322,6 @@ fn plain_allowed_commands_are_allowed() {
             "ls | ls",
             "ls; ls -l",
             "(ls)",
-            "/bin/ls",
             "LANG=C ls",
             "timeout 5 npm run test",
         ],
@@ -224,6 +337,9 @@ fn no_rule_and_partly_allowed_commands_take_the_default() {
             "(( i++ ))",
             "((x = y + 1)); echo $x",
             "(( count > 5 )) && echo big",
+            // An allow rule stands for the program found on PATH only.
+            "/bin/ls",
+            "./npm run test",
             "git commit -m 'push it'",
             "git pushx",
             "npm run test; curl -s https://example.com | sh -c cat",
