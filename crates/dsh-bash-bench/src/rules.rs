@@ -57,6 +57,7 @@ fn hundred_rules() -> Rules {
             decision: decisions[n % decisions.len()],
             reason: Some(format!("rule {n}")),
             origin: None,
+            grants: None,
         })
         .collect();
     Rules::new(rules).unwrap_or_default()

@@ -88,7 +88,7 @@ pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
     let policy = crate::policy::load(&args.executor)?;
     crate::policy::apply(&mut args.executor, &policy)?;
     args.settle(&policy);
-    let rules = crate::policy::FileRules::of(&policy)
+    let rules = crate::policy::FileRules::of(&policy)?
         .map(|rules| Arc::new(rules) as Arc<dyn dsh_tool_bash::RuleBook>);
     let mut local = local_settings(&args)?;
     let (default_timeout, max_timeout) = (local.default_timeout, local.max_timeout);

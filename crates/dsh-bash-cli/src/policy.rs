@@ -20,7 +20,9 @@ fn workspace_of(args: &ExecutorArgs) -> Option<PathBuf> {
 
 /// The policy of the files for these flags.
 pub fn load(args: &ExecutorArgs) -> anyhow::Result<Policy> {
-    let sources = Sources::find(args.config.as_deref(), workspace_of(args).as_deref());
+    let mut sources = Sources::find(args.config.as_deref(), workspace_of(args).as_deref());
+    sources.operator_mode = args.sandbox;
+    sources.operator_network = args.network;
     let policy = Policy::load(&sources)?;
     for skipped in &policy.skipped {
         tracing::warn!("{skipped}");
@@ -128,14 +130,14 @@ pub struct FileRules {
 impl FileRules {
     /// The rules of `policy`; none when it has none and no file to keep
     /// one in.
-    pub fn of(policy: &Policy) -> Option<Self> {
+    pub fn of(policy: &Policy) -> anyhow::Result<Option<Self>> {
         if policy.rules.is_empty() && policy.user_file.is_none() {
-            return None;
+            return Ok(None);
         }
-        Some(FileRules {
-            rules: RwLock::new(policy.rules()),
+        Ok(Some(FileRules {
+            rules: RwLock::new(policy.rules()?),
             file: policy.user_file.clone(),
-        })
+        }))
     }
 }
 
@@ -196,7 +198,7 @@ pub fn check(
     command: &crate::run::CommandLine,
 ) -> anyhow::Result<std::process::ExitCode> {
     let policy = args.load()?;
-    let judged = policy.rules().judge(&command.joined());
+    let judged = policy.rules()?.judge(&command.joined());
     println!("{}", serde_json::to_string_pretty(&judged)?);
     Ok(std::process::ExitCode::from(match judged.decision {
         dsh_rules::Verdict::Allow | dsh_rules::Verdict::Default => 0,

@@ -15,7 +15,9 @@ pub struct Kept {
 
 /// Appends `rule` to the policy file at `path` (made, with its directory,
 /// if missing; owner-only), after a comment saying when it was approved
-/// and for which workspace, unless the file would then not read as a policy file.
+/// and for which workspace (locked against another keeper, read and
+/// appended through one descriptor), unless the file would then not read
+/// as a policy file.
 pub fn keep_rule(path: &Path, rule: &Rule, workspace: Option<&Path>) -> std::io::Result<Kept> {
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
@@ -29,7 +31,11 @@ pub fn keep_rule(path: &Path, rule: &Rule, workspace: Option<&Path>) -> std::io:
         .read(true)
         .mode(0o600)
         .open(path)?;
-    let existing = std::fs::read(path)?;
+    // One keeper at a time (another server, another answer); what is read
+    // is the file this descriptor appends to.
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    let mut existing = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut existing)?;
     let mut text = String::new();
     if !existing.is_empty() && !existing.ends_with(b"\n") {
         text.push('\n');

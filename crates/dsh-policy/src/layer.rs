@@ -12,18 +12,29 @@ use crate::doc::{self, Doc, LimitsDoc, NetworkDoc, SandboxDoc, TimeoutsDoc};
 use crate::values::{self, Limit};
 use crate::{origin, Origin, Place, Policy, PolicyError, Set};
 
+/// The longest duration a file may give, in milliseconds (about 31 years).
+const MAX_MS: i64 = 1_000_000_000_000;
+
+/// What the operator's flags set, which a workspace's file tightens too.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Operator {
+    pub mode: Option<SandboxMode>,
+    pub network: Option<NetworkPolicy>,
+}
+
 /// One file being applied.
 pub struct File<'a> {
     pub place: Place,
     pub path: &'a Path,
     pub text: &'a str,
+    pub operator: Operator,
 }
 
 impl File<'_> {
     /// Applies `doc` over `policy`.
     pub fn apply(&self, doc: Doc, policy: &mut Policy) -> Result<(), PolicyError> {
         // What the files before this one let the network do.
-        let standing = standing_network(policy);
+        let standing = standing_network(policy, self.operator);
         self.sandbox(doc.sandbox, policy)?;
         self.network(doc.network, standing, policy)?;
         self.limits(doc.limits, policy)?;
@@ -35,6 +46,11 @@ impl File<'_> {
                 at: at.clone(),
                 key: "rule.command".into(),
                 what: err.to_string(),
+            })?;
+            check_grants(&rule).map_err(|what| PolicyError::Value {
+                at: at.clone(),
+                key: "rule.grants".into(),
+                what,
             })?;
             if self.tightens_only() && rule.decision == Decision::Allow {
                 return Err(PolicyError::Widens {
@@ -105,15 +121,17 @@ impl File<'_> {
     fn sandbox(&self, doc: SandboxDoc, policy: &mut Policy) -> Result<(), PolicyError> {
         if let Some(mode) = &doc.mode {
             let new: SandboxMode = self.parsed(mode, "sandbox.mode")?;
-            match &policy.mode {
-                Some(current) if self.tightens_only() && new.is_wider_than(current.value) => {
+            let current = match (self.operator.mode, &policy.mode) {
+                (Some(flag), _) => Some((flag, "--sandbox".to_owned())),
+                (None, Some(set)) => Some((set.value, set.from.to_string())),
+                (None, None) => None,
+            };
+            match current {
+                Some((current, from)) if self.tightens_only() && new.is_wider_than(current) => {
                     return Err(self.widens(
                         mode,
                         "sandbox.mode",
-                        format!(
-                            "\"{new}\" is wider than \"{}\" ({})",
-                            current.value, current.from
-                        ),
+                        format!("\"{new}\" is wider than \"{current}\" ({from})"),
                     ));
                 }
                 _ => policy.mode = Some(self.set(mode, new, false)),
@@ -334,7 +352,10 @@ impl File<'_> {
                 return Err(self.widens(
                     value,
                     key,
-                    format!("{new} is more than the user's {current}"),
+                    match current.0 {
+                        Some(u64::MAX) => format!("{new} lifts the limit"),
+                        _ => format!("{new} is more than the user's {current}"),
+                    },
                 ));
             }
         }
@@ -396,14 +417,14 @@ impl File<'_> {
     ) -> Result<(), PolicyError> {
         let Some(value) = value else { return Ok(()) };
         let ms = match value.get_ref() {
-            toml::Value::Integer(n) if *n > 0 => *n as f64,
-            toml::Value::Float(n) if n.is_finite() && *n > 0.0 => *n,
+            toml::Value::Integer(n) if (1..=MAX_MS).contains(n) => *n as f64,
+            toml::Value::Float(n) if (1.0..=MAX_MS as f64).contains(n) => *n,
             other => {
                 return Err(self.value_error(
                     value,
                     key,
                     format!(
-                        "{}: expected a positive number of milliseconds",
+                        "{}: expected milliseconds from 1 to {MAX_MS}",
                         doc::text_of(other)
                     ),
                 ))
@@ -438,7 +459,7 @@ impl File<'_> {
             doc.yield_ms.as_ref(),
             "timeouts.yield_ms",
             &mut policy.yield_ms,
-            false,
+            true,
         )?;
         self.count(
             output.max_bytes.as_ref(),
@@ -448,20 +469,52 @@ impl File<'_> {
     }
 }
 
+/// An allow rule's grants name a mode, a network and hosts this host
+/// knows; no other rule has any.
+fn check_grants(rule: &dsh_rules::Rule) -> Result<(), String> {
+    let Some(grants) = &rule.grants else {
+        return Ok(());
+    };
+    if rule.decision != Decision::Allow {
+        return Err(format!(
+            "only an \"allow\" rule grants anything; `{}` is \"{}\"",
+            rule.shown(),
+            rule.decision
+        ));
+    }
+    if let Some(mode) = &grants.sandbox {
+        mode.parse::<SandboxMode>()
+            .map_err(|err| format!("sandbox {mode:?}: {err}"))?;
+    }
+    if let Some(network) = &grants.network {
+        network
+            .parse::<NetworkPolicy>()
+            .map_err(|err| format!("network {network:?}: {err}"))?;
+    }
+    for host in &grants.hosts {
+        host.parse::<HostPattern>()
+            .map_err(|err| format!("hosts {host:?}: {err}"))?;
+    }
+    Ok(())
+}
+
 /// The network the policy so far gives: its mode, else what its sandbox
 /// mode and hosts default to (unconfined: on).
-fn standing_network(policy: &Policy) -> NetworkPolicy {
-    if let Some(network) = &policy.network {
-        return network.value;
+fn standing_network(policy: &Policy, operator: Operator) -> NetworkPolicy {
+    if let Some(network) = operator
+        .network
+        .or(policy.network.as_ref().map(|s| s.value))
+    {
+        return network;
     }
-    let Some(mode) = &policy.mode else {
+    let Some(mode) = operator.mode.or(policy.mode.as_ref().map(|s| s.value)) else {
         return NetworkPolicy::On;
     };
     let hosts = policy.allow_hosts.as_ref().is_some_and(|h| !h.is_empty())
         || policy.presets.as_ref().is_some_and(|p| !p.is_empty());
-    if hosts && mode.value.confines() {
+    if hosts && mode.confines() {
         NetworkPolicy::Allow
     } else {
-        NetworkPolicy::default_for(mode.value)
+        NetworkPolicy::default_for(mode)
     }
 }

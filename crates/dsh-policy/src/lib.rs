@@ -208,6 +208,10 @@ impl Policy {
                 place,
                 path: &path,
                 text: &text,
+                operator: layer::Operator {
+                    mode: sources.operator_mode,
+                    network: sources.operator_network,
+                },
             };
             file.apply(doc, &mut policy)?;
             policy.read.push((place, path));
@@ -215,10 +219,26 @@ impl Policy {
         Ok(policy)
     }
 
-    /// The rules, ready to judge with.
-    pub fn rules(&self) -> dsh_rules::Rules {
-        // Each rule was checked when its file was read.
-        dsh_rules::Rules::new(self.rules.clone()).unwrap_or_default()
+    /// The rules, ready to judge with (each was checked when its file was
+    /// read; a rule that cannot be used is an error, never dropped).
+    pub fn rules(&self) -> Result<dsh_rules::Rules, PolicyError> {
+        dsh_rules::Rules::new(self.rules.clone()).map_err(|(at, err)| PolicyError::Value {
+            at: self.rules[at].origin.as_ref().map_or_else(
+                || Origin {
+                    path: PathBuf::new(),
+                    line: 0,
+                },
+                |origin| {
+                    let (path, line) = origin.rsplit_once(':').unwrap_or((origin, "0"));
+                    Origin {
+                        path: path.into(),
+                        line: line.parse().unwrap_or(0),
+                    }
+                },
+            ),
+            key: "rule.command".into(),
+            what: err.to_string(),
+        })
     }
 
     /// The policy as TOML, each value with a comment saying where it came

@@ -22,6 +22,11 @@ pub struct Sources {
     pub explicit: bool,
     /// The workspace whose `.dsh-bash/config.toml` is read.
     pub workspace: Option<PathBuf>,
+    /// The sandbox mode the operator's flags set: a workspace's file
+    /// tightens it as it tightens the files'.
+    pub operator_mode: Option<dsh_sandbox::SandboxMode>,
+    /// The network the operator's flags set.
+    pub operator_network: Option<dsh_sandbox::NetworkPolicy>,
 }
 
 impl Sources {
@@ -42,6 +47,8 @@ impl Sources {
             user,
             explicit: explicit.is_some(),
             workspace: workspace.map(|w| std::path::absolute(w).unwrap_or_else(|_| w.to_owned())),
+            operator_mode: None,
+            operator_network: None,
         }
     }
 

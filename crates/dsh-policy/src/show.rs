@@ -166,5 +166,17 @@ pub fn rule_text(rule: &dsh_rules::Rule, comment: Option<&str>) -> String {
     if let Some(reason) = &rule.reason {
         let _ = writeln!(out, "reason = {}", quoted(reason));
     }
+    if let Some(grants) = &rule.grants {
+        let mut fields = Vec::new();
+        if let Some(mode) = &grants.sandbox {
+            fields.push(format!("sandbox = {}", quoted(mode)));
+        }
+        if let Some(network) = &grants.network {
+            fields.push(format!("network = {}", quoted(network)));
+        }
+        let hosts: Vec<String> = grants.hosts.iter().map(|h| quoted(h)).collect();
+        fields.push(format!("hosts = [{}]", hosts.join(", ")));
+        let _ = writeln!(out, "grants = {{ {} }}", fields.join(", "));
+    }
     out
 }

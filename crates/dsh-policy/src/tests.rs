@@ -27,6 +27,7 @@ fn files(user: &str, project: &str) -> Files {
             user: Some(user_path.clone()),
             explicit: false,
             workspace: Some(workspace),
+            ..Sources::default()
         },
         user: user_path,
         project: project_path,
@@ -89,7 +90,7 @@ decision = "ask"
         policy.rules[0].origin.as_deref(),
         Some(format!("{}:17", f.user.display()).as_str())
     );
-    let rules = policy.rules();
+    let rules = policy.rules().unwrap();
     assert_eq!(
         rules.judge("cd x && git push").decision,
         dsh_rules::Verdict::Deny
@@ -225,7 +226,11 @@ fn a_kept_rule_reads_back_and_applies() {
     let policy = Policy::load(&f.sources).unwrap();
     assert_eq!(policy.rules.len(), 1);
     assert_eq!(
-        policy.rules().judge("npm install left-pad").decision,
+        policy
+            .rules()
+            .unwrap()
+            .judge("npm install left-pad")
+            .decision,
         dsh_rules::Verdict::Allow
     );
     // A broken file is not made worse.
@@ -263,4 +268,44 @@ fn a_home_this_user_cannot_read_is_skipped_but_an_explicit_file_is_not() {
         "nothing is kept where it cannot be read"
     );
     assert!(matches!(strict, Err(PolicyError::Read { .. })));
+}
+
+#[test]
+fn a_workspace_tightens_what_the_operators_flags_set_too() {
+    let f = files("", "[network]\nmode = \"on\"\n");
+    let mut sources = f.sources.clone();
+    sources.operator_mode = Some(SandboxMode::WorkspaceWrite);
+    let err = Policy::load(&sources).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("network.mode: \"on\" is wider than \"off\""),
+        "{err}"
+    );
+    let f = files("", "[sandbox]\nmode = \"danger-full-access\"\n");
+    let mut sources = f.sources.clone();
+    sources.operator_mode = Some(SandboxMode::ReadOnly);
+    let err = Policy::load(&sources).unwrap_err();
+    assert!(err.to_string().contains("(--sandbox)"), "{err}");
+}
+
+#[test]
+fn grants_belong_to_allow_rules_and_name_known_values() {
+    for (rule, wanted) in [
+        ("command = [\"git\", \"push\"]\ndecision = \"deny\"\ngrants = { sandbox = \"read-only\" }", "only an \"allow\" rule grants"),
+        ("command = [\"npm\", \"test\"]\ndecision = \"allow\"\ngrants = { sandbox = \"root\" }", "sandbox \"root\""),
+        ("command = [\"npm\", \"test\"]\ndecision = \"allow\"\ngrants = { hosts = [\"a b\"] }", "hosts \"a b\""),
+    ] {
+        let f = files(&format!("[[rule]]\n{rule}\n"), "");
+        let err = Policy::load(&f.sources).unwrap_err().to_string();
+        assert!(err.contains(":1: rule.grants: ") && err.contains(wanted), "{err}");
+    }
+    let f = files("[[rule]]\ncommand = [\"npm\", \"test\"]\ndecision = \"allow\"\ngrants = { sandbox = \"workspace-write\", network = \"on\", hosts = [\"pypi.org\"] }\n", "");
+    let policy = Policy::load(&f.sources).unwrap();
+    assert!(
+        policy.shown().contains(
+            "grants = { sandbox = \"workspace-write\", network = \"on\", hosts = [\"pypi.org\"] }"
+        ),
+        "{}",
+        policy.shown()
+    );
 }

@@ -99,9 +99,31 @@ pub struct Rule {
     /// Shown to the model when the rule applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For an allow rule, the most it grants a call that asks for more
+    /// (none: whatever the call asks). An approval "always" records what
+    /// the person approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Grants>,
     /// Where it was written (`file:line`), for what the rule says.
     #[serde(skip)]
     pub origin: Option<String>,
+}
+
+/// The most a standing approval grants: the host's own words for a
+/// sandbox mode, a network policy and hosts (checked by the policy file's
+/// reader and compared by the tool that grants).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grants {
+    /// The widest sandbox mode granted (`workspace-write`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The network granted (`on`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// Hosts granted beside the allow-list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// Why a rule cannot be used.
@@ -240,6 +262,9 @@ pub struct PartVerdict {
     /// Where that rule was written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// What the allow rule that decided grants at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Grants>,
     /// Why it asks or is denied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
@@ -358,6 +383,7 @@ impl Rules {
             decision: None,
             rule: None,
             origin: None,
+            grants: None,
             why: None,
         };
         if let Some(why) = &part.unknowable {
@@ -374,7 +400,7 @@ impl Rules {
         for &at in self.by_program.get(program).into_iter().flatten() {
             let rule = &self.rules[at];
             let fit = match rule.decision {
-                Decision::Allow if part.by_path || part.writes => Fit::No,
+                Decision::Allow if part.by_path || part.writes || part.dressed => Fit::No,
                 Decision::Allow => exact_fit(&rule.command[1..], args),
                 Decision::Ask | Decision::Deny => loose_fit(&rule.command[1..], args),
             };
@@ -389,6 +415,9 @@ impl Rules {
             verdict.decision = Some(decision);
             verdict.rule = Some(rule.shown());
             verdict.origin = rule.origin.clone();
+            verdict.grants = (decision == Decision::Allow)
+                .then(|| rule.grants.clone())
+                .flatten();
             verdict.why = match fit {
                 Fit::Maybe => Some(format!(
                     "a word not known before it runs could make it `{}` ({})",
@@ -408,9 +437,13 @@ pub enum ProposalError {
     /// Not a usable rule.
     #[error("prefix_rule: {0}")]
     Rule(RuleError),
-    /// Allows an interpreter or wrapper to run anything.
+    /// One word (and options) allows a program to do anything it can.
     #[error("prefix_rule {0:?} would allow `{1}` to run anything at all: propose the program and the words that make this call what it is (e.g. [\"npm\", \"run\", \"test\"])")]
     Broad(Vec<String>, String),
+    /// Its program is named by a path (an allow rule stands for the
+    /// program found on PATH).
+    #[error("prefix_rule names the program by a path ({0}): propose the name it is found by on PATH, or none")]
+    Path(String),
     /// The command does not start with it.
     #[error("prefix_rule {0:?} is not how this command starts (it runs `{1}` first): propose words the command starts with")]
     NotThisCall(Vec<String>, String),
@@ -424,19 +457,24 @@ pub fn proposal(prefix: &[String], command: &str) -> Result<Rule, ProposalError>
         command: prefix.iter().cloned().map(RuleWord::One).collect(),
         decision: Decision::Allow,
         reason: None,
+        grants: None,
         origin: None,
     };
     rule.check().map_err(ProposalError::Rule)?;
     let program = programs::basename(&prefix[0]);
-    let only_options = prefix[1..].iter().all(|w| w.starts_with('-'));
-    if INTERPRETERS.contains(&program) && only_options {
+    // One word (or one and its options) lets a program do anything it can.
+    if prefix[1..].iter().all(|w| w.starts_with('-')) {
         return Err(ProposalError::Broad(prefix.to_vec(), program.to_owned()));
+    }
+    if prefix[0].contains('/') {
+        return Err(ProposalError::Path(prefix[0].clone()));
     }
     let walked = walk::Walk::of(command);
     let first = walked.parts.first();
     let starts = first.is_some_and(|part| {
         part.unknowable.is_none()
             && !part.by_path
+            && !part.dressed
             && part.words.first().and_then(Arg::known) == Some(program)
             && exact_fit(&rule.command[1..], &part.words[1..]) == Fit::Yes
     });

@@ -499,7 +499,8 @@ pub fn is_wrapper(name: &str) -> bool {
 
 /// The shells whose `-c` string and input are commands.
 const SHELLS: &[&str] = &[
-    "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "yash", "rbash", "hush", "posh",
+    "bash", "sh", "zsh", "dash", "ksh", "mksh", "ash", "yash", "rbash", "hush", "posh", "fish",
+    "tcsh", "csh", "nu", "pwsh", "elvish", "xonsh",
 ];
 
 /// Programs that run code of their own given to them (a bare one stands
@@ -558,6 +559,10 @@ pub fn runs(words: &[Arg]) -> Runs {
     if COMMAND_STRING_OPTION.contains(&name) {
         if let Some(runs) = command_string(words) {
             return runs;
+        }
+        // `script` alone, `runuser -u x`: a shell reading its input.
+        if matches!(name, "script" | "su") {
+            return Runs::Input;
         }
     }
     if let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == name) {
@@ -645,9 +650,43 @@ fn unwrap(wrapper: &Wrapper, words: &[Arg]) -> Runs {
         };
     }
     if wrapper.reads_input {
+        // A replace string (`-I R`, `-i` for `{}`) stands for input in any
+        // word that holds it.
+        let replaced = replace_string(&words[1..at]);
+        for word in &mut inner {
+            if replaced
+                .as_deref()
+                .is_some_and(|r| word.known().is_some_and(|w| w.contains(r)))
+            {
+                *word = Arg::Unknown("a word xargs fills from its input");
+            }
+        }
         inner.push(Arg::Unknown("arguments xargs reads from its input"));
     }
     Runs::Inner(inner)
+}
+
+/// The replace string among xargs' options (`-I R`, `-IR`, `-i`,
+/// `--replace[=R]`).
+fn replace_string(options: &[Arg]) -> Option<String> {
+    for (at, word) in options.iter().enumerate() {
+        let Some(word) = word.known() else { continue };
+        match word {
+            "-I" => return options.get(at + 1).and_then(Arg::known).map(str::to_owned),
+            "-i" | "--replace" => return Some("{}".into()),
+            _ => {}
+        }
+        if let Some(r) = word
+            .strip_prefix("--replace=")
+            .or_else(|| word.strip_prefix("-I"))
+        {
+            return Some(r.to_owned());
+        }
+        if let Some(r) = word.strip_prefix("-i") {
+            return Some(r.to_owned());
+        }
+    }
+    None
 }
 
 /// How many words an option of `wrapper` takes, itself included; none for
@@ -665,7 +704,11 @@ fn option_width(wrapper: &Wrapper, word: &str) -> Option<usize> {
         }
     }
     // `-n10`, `-uNAME`: a one-letter option with its value attached.
-    if !word.starts_with("--") && word.len() > 2 && wrapper.with_value.contains(&&word[..2]) {
+    if !word.starts_with("--")
+        && word
+            .get(..2)
+            .is_some_and(|o| word.len() > 2 && wrapper.with_value.contains(&o))
+    {
         return Some(1);
     }
     // `nice -10`: the old adjustment form.
@@ -897,7 +940,8 @@ pub fn find_commands(words: &[Arg]) -> Vec<Vec<Arg>> {
                 Some(";") => break,
                 // `+` ends the command only right after `{}`.
                 Some("+") if after_braces => break,
-                Some("{}") => command.push(Arg::Unknown("a path find passes")),
+                // GNU find replaces `{}` inside a word too.
+                Some(w) if w.contains("{}") => command.push(Arg::Unknown("a path find passes")),
                 _ => command.push(word.clone()),
             }
             after_braces = word.known() == Some("{}");

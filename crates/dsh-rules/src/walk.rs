@@ -19,6 +19,11 @@ const MAX_DEPTH: usize = 8;
 /// judge read: aliases of aliases multiply them.
 const MAX_SCRIPTS: usize = 256;
 
+/// The most bytes of script (nested strings and aliases counted again)
+/// and the most simple commands one command may make the judge read.
+const MAX_BYTES: usize = 4 << 20;
+const MAX_PARTS: usize = 20_000;
+
 /// The most openers (see [`openers`]) a command may hold to be parsed at
 /// all; past it the command asks (bounding the parser's time and stack).
 const MAX_OPENERS: usize = 4096;
@@ -38,9 +43,11 @@ const DEEP_STACK: usize = 256 << 20;
 /// that could open a level (`(`, `{`, `` ` ``, `[[`, and the compound
 /// commands' keywords, even inside other words), counted wherever it is.
 pub fn openers(script: &str) -> usize {
+    // `!`, `&&`/`||` (in `[[ ]]`) and unary `-`/`+` (in arithmetic)
+    // nest in the parser too.
     let brackets = script
         .bytes()
-        .filter(|b| matches!(b, b'(' | b'{' | b'`'))
+        .filter(|b| matches!(b, b'(' | b'{' | b'`' | b'!' | b'&' | b'|' | b'-' | b'+'))
         .count();
     let keywords = ["if", "while", "until", "for", "case", "select", "[["]
         .iter()
@@ -62,6 +69,9 @@ pub struct Part {
     /// Its output goes to a file by a redirection of the shell's: no allow
     /// rule stands for what the shell writes.
     pub writes: bool,
+    /// It runs with assignments or a wrapper in front (`LD_PRELOAD=…`,
+    /// `sudo`, `env X=…`): no allow rule stands for what those change.
+    pub dressed: bool,
 }
 
 impl Part {
@@ -71,6 +81,7 @@ impl Part {
             unknowable: Some(why.into()),
             by_path: false,
             writes: false,
+            dressed: false,
         }
     }
 
@@ -108,6 +119,8 @@ pub struct Walk {
     budget: usize,
     /// The budget ran out (said once).
     spent: bool,
+    /// Bytes of script read so far.
+    bytes: usize,
     options: ParserOptions,
     aliases: HashMap<String, String>,
 }
@@ -142,6 +155,7 @@ impl Walk {
             current: String::new(),
             budget: MAX_SCRIPTS,
             spent: false,
+            bytes: 0,
             options: ParserOptions::default(),
             aliases: HashMap::new(),
         };
@@ -154,12 +168,17 @@ impl Walk {
             if !self.spent {
                 self.spent = true;
                 self.parts.push(Part::unknowable(format!(
-                    "more than {MAX_SCRIPTS} nested strings and aliases to read: too much to judge"
+                    "more than {MAX_SCRIPTS} nested strings and aliases, {MAX_BYTES} bytes or {MAX_PARTS} commands to read: too much to judge"
                 )));
             }
             return;
         }
         self.budget -= 1;
+        self.bytes = self.bytes.saturating_add(script.len());
+        if self.bytes > MAX_BYTES || self.parts.len() > MAX_PARTS {
+            self.budget = 0;
+            return self.script(script, depth);
+        }
         if depth > MAX_DEPTH {
             self.parts.push(Part::unknowable(format!(
                 "strings nested deeper than {MAX_DEPTH} levels"
@@ -453,6 +472,14 @@ impl Walk {
             if writes {
                 self.parts[from..].iter_mut().for_each(|p| p.writes = true);
             }
+            let assigns = simple
+                .prefix
+                .iter()
+                .flat_map(|p| p.0.iter())
+                .any(|item| matches!(item, ast::CommandPrefixOrSuffixItem::AssignmentWord(..)));
+            if assigns {
+                self.parts[from..].iter_mut().for_each(|p| p.dressed = true);
+            }
         }
     }
 
@@ -548,8 +575,27 @@ impl Walk {
         }
     }
 
+    /// What a simple command runs beside itself: an alias's expansion,
+    /// the aliases it defines, `find`'s `-exec` commands.
+    fn also_runs(&mut self, program: &str, args: &[Arg], depth: usize) {
+        // bash -c expands no alias on the line that defines it (and
+        // none without expand_aliases): both readings are judged.
+        if let Some(value) = self.aliases.get(program).cloned() {
+            self.aliased(&value, &args[1..], depth);
+        }
+        if program == "alias" {
+            self.alias(&args[1..], depth);
+        }
+        if program == "find" {
+            for command in programs::find_commands(args) {
+                self.invocation(command, &Input::Inherited, depth);
+            }
+        }
+    }
+
     /// What one simple command runs, wrappers and shells followed.
     fn invocation(&mut self, mut args: Vec<Arg>, input: &Input, depth: usize) {
+        let mut wrapped = false;
         loop {
             // `time -- cmd`, `time -p -- cmd`: the keyword's `--`.
             while args.first().and_then(Arg::known) == Some("--") {
@@ -572,27 +618,19 @@ impl Walk {
             if let Some(first) = args.first_mut() {
                 *first = Arg::Known(program.clone());
             }
-            if let Some(value) = self.aliases.get(&program).cloned() {
-                self.aliased(&value, &args[1..], depth);
-                return;
-            }
-            if program == "alias" {
-                self.alias(&args[1..], depth);
-            }
-
-            if program == "find" {
-                for command in programs::find_commands(&args) {
-                    self.invocation(command, &Input::Inherited, depth);
-                }
-            }
+            self.also_runs(&program, &args, depth);
             match programs::runs(&args) {
-                Runs::Inner(inner) => args = inner,
+                Runs::Inner(inner) => {
+                    args = inner;
+                    wrapped = true;
+                }
                 Runs::Script(script) => {
                     self.parts.push(Part {
                         words: args,
                         unknowable: None,
                         by_path,
                         writes: false,
+                        dressed: wrapped,
                     });
                     self.script(&script, depth + 1);
                     return;
@@ -603,6 +641,7 @@ impl Walk {
                         unknowable: None,
                         by_path,
                         writes: false,
+                        dressed: wrapped,
                     });
                     match input {
                         Input::Text(text) => self.script(text, depth + 1),
@@ -618,6 +657,7 @@ impl Walk {
                         unknowable: None,
                         by_path,
                         writes: false,
+                        dressed: wrapped,
                     });
                     return;
                 }

@@ -11,6 +11,7 @@ fn rule(words: &[&str], decision: Decision) -> Rule {
         decision,
         reason: Some(format!("{} says {decision}", words.join(" "))),
         origin: None,
+        grants: None,
     }
 }
 
@@ -201,6 +202,8 @@ fn deny_holds_in_every_form() {
             "bash <<EOF\ngit pu\\\\sh\nEOF",
             "cat <<EOF\n$\\\n(git push)\nEOF",
             "bash /dev/stdin <<< 'git push'",
+            "alias git=true; git push",
+            "fish -c 'git push'",
             "x='$(git push)'; echo \"${x@P}\"",
         ],
         Verdict::Deny,
@@ -227,6 +230,10 @@ fn attacks_found_from_outside_ask() {
             "bash --rcfile <(echo 'git push') -i <<< ''",
             "PROMPT_COMMAND=\"$X\" bash -i <<< ''",
             "fc -s",
+            "echo 'git push' | xargs -I % sh -c %",
+            "find . -exec sh -c 'true {}' \\;",
+            "script -q /dev/null",
+            "env -\u{e9} x",
         ],
         Verdict::Ask,
     );
@@ -238,6 +245,11 @@ fn an_allow_rule_stands_for_neither_a_path_nor_a_redirection() {
         &[
             "./npm run test",
             "/tmp/evil/npm run test",
+            "LANG=C ls",
+            "LD_PRELOAD=./x.so npm run test",
+            "timeout 5 npm run test",
+            "sudo ls",
+            "env NODE_OPTIONS=--require=./x npm run test",
             "npm run test > ~/.bashrc",
             "{ npm run test; } >> ~/.profile",
         ],
@@ -322,8 +334,6 @@ fn plain_allowed_commands_are_allowed() {
             "ls | ls",
             "ls; ls -l",
             "(ls)",
-            "LANG=C ls",
-            "timeout 5 npm run test",
         ],
         Verdict::Allow,
     );
@@ -375,6 +385,7 @@ fn alternatives_and_reasons() {
         decision: Decision::Deny,
         reason: Some("history is shared".into()),
         origin: Some("config.toml:3".into()),
+        grants: None,
     }])
     .unwrap();
     let judged = rules.judge("ls; git reset --hard");
@@ -394,9 +405,7 @@ fn alternatives_and_reasons() {
 fn proposals_no_broader_than_the_call() {
     let words = |w: &[&str]| w.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     assert!(dsh_rules::proposal(&words(&["npm", "run", "test"]), "npm run test -- -x").is_ok());
-    assert!(
-        dsh_rules::proposal(&words(&["npm", "install"]), "FOO=1 timeout 60 npm install").is_ok()
-    );
+    assert!(dsh_rules::proposal(&words(&["npm", "install"]), "npm install left-pad").is_ok());
     for (prefix, command) in [
         (&["python"][..], "python -c 'print(1)'"),
         (&["bash"], "bash build.sh"),
@@ -405,6 +414,12 @@ fn proposals_no_broader_than_the_call() {
         (&["npm", "publish"], "npm run test"),
         (&["npm", "run", "test"], "ls; npm run test"),
         (&["npm", "run", "test"], "$X run test"),
+        // An allow rule would not stand for it anyway.
+        (&["npm", "install"], "FOO=1 timeout 60 npm install"),
+        // One word allows a program anything; a path names no program on PATH.
+        (&["make"], "make"),
+        (&["pytest"], "pytest -x"),
+        (&["./run.sh", "x"], "./run.sh x"),
         (&[], "ls"),
         (&[""], "ls"),
     ] {

@@ -152,6 +152,31 @@ fn granted(
     Err(ToolError::Escalation(refused))
 }
 
+/// True if every allowed part's rule grants what `asked` asks (running
+/// under `mode`): a rule with no grants written grants whatever is asked.
+fn covers(judgement: &Judgement, asked: &Escalate, mode: Option<SandboxMode>) -> bool {
+    judgement.parts.iter().all(|part| {
+        let Some(grants) = &part.grants else {
+            return true;
+        };
+        let granted_mode = grants
+            .sandbox
+            .as_deref()
+            .and_then(|m| m.parse::<SandboxMode>().ok());
+        let mode_ok = match (asked.mode, mode, granted_mode) {
+            (None, _, _) => true,
+            (Some(_), Some(wanted), Some(granted)) => !wanted.is_wider_than(granted),
+            (Some(_), _, _) => false,
+        };
+        let network_ok = asked.network.is_none() || grants.network.as_deref() == Some("on");
+        let hosts_ok = asked
+            .hosts
+            .iter()
+            .all(|host| grants.hosts.contains(&host.to_string()));
+        mode_ok && network_ok && hosts_ok
+    })
+}
+
 /// What a call a rule asks about asks for, in the words of each outcome
 /// (see [`asking_words`]).
 fn rule_words() -> [String; 4] {
@@ -580,26 +605,37 @@ impl BashTools {
     /// What the rules say of the call, before anything runs: a denied
     /// command is refused here, naming the rule and its reason; a proposed
     /// prefix broader than the call is refused as a proposal.
-    fn judged(&self, call: &BashCall) -> Result<Judged, ToolError> {
-        let proposal = call
+    async fn judged(&self, call: &BashCall) -> Result<Judged, ToolError> {
+        let prefix = call
             .escalation
             .as_ref()
-            .and_then(|asked| asked.prefix_rule.as_ref())
-            .map(|prefix| dsh_rules::proposal(prefix, &call.command))
+            .and_then(|asked| asked.prefix_rule.clone());
+        if prefix.is_none() && self.rules.is_none() {
+            return Ok(Judged::default());
+        }
+        // Parsing is work (a deep command is parsed on a thread of its
+        // own): off the runtime's threads.
+        let (command, book) = (call.command.clone(), self.rules.clone());
+        let judging = tokio::task::spawn_blocking(move || {
+            let proposal = prefix.map(|prefix| dsh_rules::proposal(&prefix, &command));
+            (proposal, book.map(|book| book.judge(&command)))
+        });
+        let Ok((proposal, judgement)) = judging.await else {
+            return Err(ToolError::Invalid(
+                "the command could not be judged by the policy's rules; it did not run".into(),
+            ));
+        };
+        let proposal = proposal
             .transpose()
             .map_err(|err| ToolError::Invalid(err.to_string()))?;
-        let Some(book) = &self.rules else {
-            return Ok(Judged::default());
-        };
-        let judgement = book.judge(&call.command);
-        if judgement.decision == Verdict::Deny {
+        if let Some(judgement) = judgement.as_ref().filter(|j| j.decision == Verdict::Deny) {
             let why = judgement.explained().unwrap_or_default();
             return Err(ToolError::Denied(format!(
                 "the policy denies this command: {why}; it did not run"
             )));
         }
         Ok(Judged {
-            judgement: Some(judgement),
+            judgement,
             proposal,
         })
     }
@@ -620,7 +656,11 @@ impl BashTools {
             return Ok(Grant::default());
         }
         let mode = asked.map(|asked| self.widening(asked, ctx)).transpose()?;
-        if let (Some(_), Verdict::Allow) = (asked, verdict) {
+        let covered = match (asked, &judged.judgement) {
+            (Some(asked), Some(judgement)) => covers(judgement, asked, mode),
+            _ => false,
+        };
+        if let (Some(_), Verdict::Allow, true) = (asked, verdict, covered) {
             let mut grant = Grant::of(asked);
             grant.note = Some("[allowed without a question: every part of it matches an allow rule of the policy]".into());
             return Ok(grant);
@@ -673,8 +713,16 @@ impl BashTools {
             })
             .await;
         let mut grant = granted(outcome, asked, &words)?;
-        if let (ApprovalOutcome::AllowedAlways, Some(rule)) = (outcome, offered) {
-            grant.note = Some(self.keep(rule.clone(), spec).await);
+        if let (ApprovalOutcome::AllowedAlways, Some(rule), Some(asked)) = (outcome, offered, asked)
+        {
+            // The rule grants what the person approved, no more.
+            let mut rule = rule.clone();
+            rule.grants = Some(dsh_rules::Grants {
+                sandbox: asked.mode.map(|m| m.to_string()),
+                network: asked.network.map(|n| n.to_string()),
+                hosts: asked.hosts.iter().map(ToString::to_string).collect(),
+            });
+            grant.note = Some(self.keep(rule, spec).await);
         }
         Ok(grant)
     }
@@ -741,7 +789,7 @@ impl BashTools {
     async fn bash(&self, args: &Value, ctx: &CallContext) -> Result<ToolOutput, ToolError> {
         let confining = self.confining();
         let call = args::bash_call(args, args::Caller::Model { confining })?;
-        let judged = self.judged(&call)?;
+        let judged = self.judged(&call).await?;
         let mut request = BashExecRequest::new(call.command.clone());
         let gone = self.followed_dir_checked(ctx).await;
         request.workdir = session_workdir(ctx.session.as_deref(), call.workdir.as_deref());

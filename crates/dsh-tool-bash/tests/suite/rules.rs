@@ -31,6 +31,7 @@ impl Book {
                 decision: *decision,
                 reason: Some(format!("the reason for {}", words.join(" "))),
                 origin: Some("policy.toml:1".into()),
+                grants: None,
             })
             .collect();
         Arc::new(Book {
@@ -155,8 +156,12 @@ async fn an_asked_command_runs_only_after_a_person_says_yes() {
 }
 
 fn escalating(command: &str, prefix: Option<&[&str]>) -> serde_json::Value {
+    escalating_to("danger-full-access", command, prefix)
+}
+
+fn escalating_to(mode: &str, command: &str, prefix: Option<&[&str]>) -> serde_json::Value {
     let mut args = bash(command);
-    args["sandbox_permissions"] = json!("danger-full-access");
+    args["sandbox_permissions"] = json!(mode);
     args["justification"] = json!("the install writes outside the workspace");
     if let Some(prefix) = prefix {
         args["prefix_rule"] = json!(prefix);
@@ -203,7 +208,7 @@ async fn an_allow_rule_is_a_standing_approval_for_every_part_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proposed_prefix_is_checked_and_always_is_kept() {
     let book = Book::new(&[]);
-    let (recording, tools) = tools(Some(SandboxMode::WorkspaceWrite), &book);
+    let (recording, tools) = tools(Some(SandboxMode::ReadOnly), &book);
     let approver = Approver::new(ApprovalOutcome::AllowedAlways);
     for (command, prefix, says) in [
         (
@@ -238,7 +243,11 @@ async fn a_proposed_prefix_is_checked_and_always_is_kept() {
     let out = call(
         &tools,
         "bash",
-        escalating("echo run test -x", Some(&["echo", "run", "test"])),
+        escalating_to(
+            "workspace-write",
+            "echo run test -x",
+            Some(&["echo", "run", "test"]),
+        ),
         &asking(&approver),
     )
     .await
@@ -259,11 +268,28 @@ async fn a_proposed_prefix_is_checked_and_always_is_kept() {
     call(
         &tools,
         "bash",
-        escalating("echo run test", None),
+        escalating_to("workspace-write", "echo run test", None),
         &asking(&never),
     )
     .await
     .unwrap();
     assert!(never.asked.lock().unwrap().is_empty());
     assert_eq!(recording.ran.load(Ordering::SeqCst), 2);
+    let kept = book.kept.lock().unwrap()[0].0.grants.clone().unwrap();
+    assert_eq!(kept.sandbox.as_deref(), Some("workspace-write"));
+    // It grants what the person approved, no more: a wider mode asks.
+    let err = call(
+        &tools,
+        "bash",
+        escalating_to("danger-full-access", "echo run test", None),
+        &asking(&never),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.text().starts_with("the user rejected"),
+        "{}",
+        err.text()
+    );
+    assert_eq!(never.asked.lock().unwrap().len(), 1);
 }
