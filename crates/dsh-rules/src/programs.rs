@@ -259,22 +259,6 @@ const WRAPPERS: &[Wrapper] = &[
             "--map-groups",
         ],
         &[
-            "-m",
-            "--mount",
-            "-u",
-            "--uts",
-            "-i",
-            "--ipc",
-            "-n",
-            "--net",
-            "-p",
-            "--pid",
-            "-U",
-            "--user",
-            "-C",
-            "--cgroup",
-            "-T",
-            "--time",
             "-f",
             "--fork",
             "-r",
@@ -292,29 +276,7 @@ const WRAPPERS: &[Wrapper] = &[
         &[
             "-t", "--target", "-S", "--setuid", "-G", "--setgid", "-r", "--root", "-w", "--wd",
         ],
-        &[
-            "-a",
-            "--all",
-            "-m",
-            "--mount",
-            "-u",
-            "--uts",
-            "-i",
-            "--ipc",
-            "-n",
-            "--net",
-            "-p",
-            "--pid",
-            "-U",
-            "--user",
-            "-C",
-            "--cgroup",
-            "-T",
-            "--time",
-            "-F",
-            "--no-fork",
-            "--preserve-credentials",
-        ],
+        &["-a", "--all", "-F", "--no-fork", "--preserve-credentials"],
     )
     .shell_when_bare(),
     Wrapper::new(
@@ -440,6 +402,12 @@ const WRAPPERS: &[Wrapper] = &[
         ],
     )
     .shell_when_bare(),
+];
+
+/// The namespace options of unshare and nsenter.
+const NAMESPACES: &[&str] = &[
+    "-m", "--mount", "-u", "--uts", "-i", "--ipc", "-n", "--net", "-p", "--pid", "-U", "--user",
+    "-C", "--cgroup", "-T", "--time",
 ];
 
 /// Programs that take a command string after `-c` (or `--command`)
@@ -693,6 +661,11 @@ fn replace_string(options: &[Arg]) -> Option<String> {
 /// an option it does not have.
 fn option_width(wrapper: &Wrapper, word: &str) -> Option<usize> {
     if wrapper.flags.contains(&word) {
+        return Some(1);
+    }
+    // unshare's and nsenter's namespaces (`--mount[=file]` too).
+    let namespace = word.split_once('=').map_or(word, |(name, _)| name);
+    if matches!(wrapper.name, "unshare" | "nsenter") && NAMESPACES.contains(&namespace) {
         return Some(1);
     }
     if wrapper.with_value.contains(&word) {

@@ -85,6 +85,18 @@ impl Part {
         }
     }
 
+    /// A command that runs: its words, named by a path or not, wrapped
+    /// or not (writes are marked by its redirections after).
+    fn of(words: Vec<Arg>, by_path: bool, dressed: bool) -> Self {
+        Part {
+            words,
+            unknowable: None,
+            by_path,
+            writes: false,
+            dressed,
+        }
+    }
+
     /// The words as shown: unknown ones as `…`.
     pub fn shown(&self) -> String {
         if let Some(why) = &self.unknowable {
@@ -625,24 +637,12 @@ impl Walk {
                     wrapped = true;
                 }
                 Runs::Script(script) => {
-                    self.parts.push(Part {
-                        words: args,
-                        unknowable: None,
-                        by_path,
-                        writes: false,
-                        dressed: wrapped,
-                    });
+                    self.parts.push(Part::of(args, by_path, wrapped));
                     self.script(&script, depth + 1);
                     return;
                 }
                 Runs::Input => {
-                    self.parts.push(Part {
-                        words: args,
-                        unknowable: None,
-                        by_path,
-                        writes: false,
-                        dressed: wrapped,
-                    });
+                    self.parts.push(Part::of(args, by_path, wrapped));
                     match input {
                         Input::Text(text) => self.script(text, depth + 1),
                         Input::Inherited | Input::Unknown => self.parts.push(Part::unknowable(
@@ -652,13 +652,7 @@ impl Walk {
                     return;
                 }
                 Runs::Itself => {
-                    self.parts.push(Part {
-                        words: args,
-                        unknowable: None,
-                        by_path,
-                        writes: false,
-                        dressed: wrapped,
-                    });
+                    self.parts.push(Part::of(args, by_path, wrapped));
                     return;
                 }
                 Runs::Unknowable(why) => {
