@@ -57,25 +57,32 @@ pub struct McpArgs {
     http: HttpOptions,
 }
 
+/// The server's own numbers: each flag, else the policy's value, else
+/// the default.
+struct Settled {
+    timeout_ms: f64,
+    max_timeout_ms: f64,
+    output_bytes: u64,
+    max_commands: u64,
+    yield_ms: Option<f64>,
+}
+
 impl McpArgs {
     /// The policy's timeouts, output budget, command count and yield
     /// wherever no flag gave one.
-    fn settle(&mut self, policy: &dsh_policy::Policy) {
+    fn settle(&self, policy: &dsh_policy::Policy) -> Settled {
         use crate::policy::number;
-        self.timeout = Some(number(self.timeout, policy.timeout_ms.as_ref(), 120_000.0));
-        self.max_timeout = Some(number(
-            self.max_timeout,
-            policy.max_timeout_ms.as_ref(),
-            600_000.0,
-        ));
-        let budget = compose::MODEL_OUTPUT_BYTES;
-        self.max_output_bytes = Some(number(
-            self.max_output_bytes,
-            policy.output_bytes.as_ref(),
-            budget,
-        ));
-        self.max_commands = Some(number(self.max_commands, policy.commands.as_ref(), 32));
-        self.yield_ms = self.yield_ms.or(policy.yield_ms.as_ref().map(|s| s.value));
+        Settled {
+            timeout_ms: number(self.timeout, policy.timeout_ms.as_ref(), 120_000.0),
+            max_timeout_ms: number(self.max_timeout, policy.max_timeout_ms.as_ref(), 600_000.0),
+            output_bytes: number(
+                self.max_output_bytes,
+                policy.output_bytes.as_ref(),
+                compose::MODEL_OUTPUT_BYTES,
+            ),
+            max_commands: number(self.max_commands, policy.commands.as_ref(), 32),
+            yield_ms: self.yield_ms.or(policy.yield_ms.as_ref().map(|s| s.value)),
+        }
     }
 }
 
@@ -87,12 +94,12 @@ const START_SWEEP_BOUND: Duration = Duration::from_secs(5);
 pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
     let policy = crate::policy::load(&args.executor)?;
     crate::policy::apply(&mut args.executor, &policy)?;
-    args.settle(&policy);
+    let settled = args.settle(&policy);
     let rules = crate::policy::FileRules::of(&policy)?
         .map(|rules| Arc::new(rules) as Arc<dyn dsh_tool_bash::RuleBook>);
-    let mut local = local_settings(&args)?;
+    let mut local = local_settings(&args, &settled)?;
     let (default_timeout, max_timeout) = (local.default_timeout, local.max_timeout);
-    let yield_after = args
+    let yield_after = settled
         .yield_ms
         .map(|ms| compose::millis("yield-ms", ms))
         .transpose()?;
@@ -116,7 +123,7 @@ pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
         Hub::builder(composed.executor)
             .cwd(cwd)
             .timeouts(default_timeout, max_timeout)
-            .max_commands(usize::try_from(args.max_commands.unwrap_or(32)).unwrap_or(usize::MAX))
+            .max_commands(usize::try_from(settled.max_commands).unwrap_or(usize::MAX))
             .escalation(escalation)
             .yield_after(yield_after)
             .persist_cwd(!args.no_persist_cwd)
@@ -143,16 +150,18 @@ pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
 
 /// The executor's settings from the flags: timeouts, the output budget, a
 /// spill directory that goes with the server.
-fn local_settings(args: &McpArgs) -> anyhow::Result<dsh_bash_local::LocalConfig> {
+fn local_settings(
+    args: &McpArgs,
+    settled: &Settled,
+) -> anyhow::Result<dsh_bash_local::LocalConfig> {
     let mut local = compose::local_config(&args.executor);
-    let max_timeout = compose::millis("max-timeout", args.max_timeout.unwrap_or(600_000.0))?;
-    local.default_timeout =
-        compose::millis("timeout", args.timeout.unwrap_or(120_000.0))?.min(max_timeout);
+    let max_timeout = compose::millis("max-timeout", settled.max_timeout_ms)?;
+    local.default_timeout = compose::millis("timeout", settled.timeout_ms)?.min(max_timeout);
     local.max_timeout = max_timeout;
-    local.max_output_bytes = args.max_output_bytes.unwrap_or(compose::MODEL_OUTPUT_BYTES);
+    local.max_output_bytes = settled.output_bytes;
     // A session's full-output paths mean nothing once the server ends.
     local.discard_spill_on_shutdown = true;
-    if args.max_commands == Some(0) {
+    if settled.max_commands == 0 {
         anyhow::bail!("--max-commands must be at least 1");
     }
     Ok(local)

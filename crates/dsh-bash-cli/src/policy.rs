@@ -23,7 +23,12 @@ pub fn load(args: &ExecutorArgs) -> anyhow::Result<Policy> {
     let mut sources = Sources::find(args.config.as_deref(), workspace_of(args).as_deref());
     sources.operator_mode = args.sandbox;
     sources.operator_network = args.network;
-    let policy = Policy::load(&sources)?;
+    loaded(&sources)
+}
+
+/// The policy `sources` find, each file skipped said as a warning.
+fn loaded(sources: &Sources) -> anyhow::Result<Policy> {
+    let policy = Policy::load(sources)?;
     for skipped in &policy.skipped {
         tracing::warn!("{skipped}");
     }
@@ -149,6 +154,13 @@ impl dsh_tool_bash::RuleBook for FileRules {
             .judge(command)
     }
 
+    fn is_empty(&self) -> bool {
+        self.rules
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
     fn keep(&self, rule: Rule, workspace: Option<&Path>) -> Result<String, String> {
         let Some(file) = &self.file else {
             return Err("there is no home directory to keep a policy file in".into());
@@ -182,12 +194,7 @@ impl PolicyArgs {
             .workspace
             .clone()
             .or_else(|| std::env::current_dir().ok());
-        let sources = Sources::find(self.config.as_deref(), workspace.as_deref());
-        let policy = Policy::load(&sources)?;
-        for skipped in &policy.skipped {
-            eprintln!("warning: {skipped}");
-        }
-        Ok(policy)
+        loaded(&Sources::find(self.config.as_deref(), workspace.as_deref()))
     }
 }
 

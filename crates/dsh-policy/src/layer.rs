@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use dsh_rules::Decision;
-use dsh_sandbox::{HostPattern, HostPreset, NetworkPolicy, SandboxMode};
+use dsh_sandbox::{HostPattern, NetworkPolicy, SandboxMode};
 use toml::Spanned;
 
 use crate::doc::{self, Doc, LimitsDoc, NetworkDoc, SandboxDoc, TimeoutsDoc};
@@ -221,28 +221,15 @@ impl File<'_> {
             }
             policy.network = Some(self.set(mode, new, false));
         }
-        if let Some(hosts) = &doc.allow_hosts {
-            let parsed = self.list::<HostPattern>(hosts, "network.allow_hosts")?;
-            self.fewer(
-                hosts,
-                "network.allow_hosts",
-                &parsed,
-                policy.allow_hosts.as_deref(),
-                standing,
-            )?;
-            policy.allow_hosts = Some(parsed);
-        }
-        if let Some(presets) = &doc.presets {
-            let parsed = self.list::<HostPreset>(presets, "network.presets")?;
-            self.fewer(
-                presets,
-                "network.presets",
-                &parsed,
-                policy.presets.as_deref(),
-                standing,
-            )?;
-            policy.presets = Some(parsed);
-        }
+        let hosts = doc.allow_hosts.as_ref();
+        self.narrowed(
+            hosts,
+            "network.allow_hosts",
+            &mut policy.allow_hosts,
+            standing,
+        )?;
+        let presets = doc.presets.as_ref();
+        self.narrowed(presets, "network.presets", &mut policy.presets, standing)?;
         if let Some(hosts) = &doc.deny_hosts {
             policy
                 .deny_hosts
@@ -267,6 +254,24 @@ impl File<'_> {
                     .map_err(|err| self.value_error(list, key, format!("{text:?}: {err}")))
             })
             .collect()
+    }
+
+    /// Sets `current` to `list`, which a workspace's file may only narrow.
+    fn narrowed<T: FromStr + ToString>(
+        &self,
+        list: Option<&Spanned<Vec<String>>>,
+        key: &str,
+        current: &mut Option<Vec<Set<T>>>,
+        standing: NetworkPolicy,
+    ) -> Result<(), PolicyError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let Some(list) = list else { return Ok(()) };
+        let parsed = self.list::<T>(list, key)?;
+        self.fewer(list, key, &parsed, current.as_deref(), standing)?;
+        *current = Some(parsed);
+        Ok(())
     }
 
     /// A workspace's hosts or presets are each among the user's, unless

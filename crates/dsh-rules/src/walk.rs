@@ -361,12 +361,7 @@ impl Walk {
     /// Reads a word, walking what it runs while expanded.
     fn word(&mut self, word: &ast::Word, depth: usize) -> Arg {
         let (arg, nested) = words::read(&word.value, &self.options);
-        for nested in nested {
-            match nested {
-                Nested::Script(script) => self.script(&script, depth + 1),
-                Nested::Opaque(why) => self.parts.push(Part::unknowable(why)),
-            }
-        }
+        self.nested(nested, depth);
         arg
     }
 
@@ -440,13 +435,18 @@ impl Walk {
 
     /// The command substitutions an unquoted here-document runs while it
     /// is expanded.
-    fn heredoc_substitutions(&mut self, body: &str, depth: usize) {
-        for nested in words::heredoc(body, &self.options) {
+    /// Walks what a word or a text runs while expanded.
+    fn nested(&mut self, nested: Vec<Nested>, depth: usize) {
+        for nested in nested {
             match nested {
                 Nested::Script(script) => self.script(&script, depth + 1),
                 Nested::Opaque(why) => self.parts.push(Part::unknowable(why)),
             }
         }
+    }
+
+    fn heredoc_substitutions(&mut self, body: &str, depth: usize) {
+        self.nested(words::heredoc(body, &self.options), depth);
     }
 
     fn simple(&mut self, simple: &ast::SimpleCommand, depth: usize) {
@@ -579,12 +579,7 @@ impl Walk {
             return;
         }
         let unquoted = text.replace(['\'', '"'], "");
-        for nested in words::heredoc(&unquoted, &self.options) {
-            match nested {
-                Nested::Script(script) => self.script(&script, depth + 1),
-                Nested::Opaque(why) => self.parts.push(Part::unknowable(why)),
-            }
-        }
+        self.nested(words::heredoc(&unquoted, &self.options), depth);
     }
 
     /// What a simple command runs beside itself: an alias's expansion,

@@ -10,6 +10,10 @@ pub trait RuleBook: Send + Sync {
     /// What the rules say of `command`.
     fn judge(&self, command: &str) -> Judgement;
 
+    /// True while there is no rule to judge by (a book kept only for an
+    /// approval "always"): calls skip the judge.
+    fn is_empty(&self) -> bool;
+
     /// Keeps `rule` as a standing approval a person gave while working in
     /// `workspace`, and judges by it from now on: where it was kept, or why
     /// it could not be (it then applied to the one call). May block (a

@@ -610,12 +610,13 @@ impl BashTools {
             .escalation
             .as_ref()
             .and_then(|asked| asked.prefix_rule.clone());
-        if prefix.is_none() && self.rules.is_none() {
+        let book = self.rules.clone().filter(|book| !book.is_empty());
+        if prefix.is_none() && book.is_none() {
             return Ok(Judged::default());
         }
         // Parsing is work (a deep command is parsed on a thread of its
         // own): off the runtime's threads.
-        let (command, book) = (call.command.clone(), self.rules.clone());
+        let command = call.command.clone();
         let judging = tokio::task::spawn_blocking(move || {
             let proposal = prefix.map(|prefix| dsh_rules::proposal(&prefix, &command));
             (proposal, book.map(|book| book.judge(&command)))
@@ -704,11 +705,7 @@ impl BashTools {
                 reason,
                 escalates: asked.is_some(),
                 rule,
-                prefix_rule: offered.map(|_| {
-                    asked
-                        .and_then(|a| a.prefix_rule.clone())
-                        .unwrap_or_default()
-                }),
+                prefix_rule: offered.and(asked.and_then(|a| a.prefix_rule.clone())),
                 cancel: ctx.cancel.clone(),
             })
             .await;

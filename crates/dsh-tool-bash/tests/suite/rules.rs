@@ -46,6 +46,10 @@ impl RuleBook for Book {
         self.rules.lock().unwrap().judge(command)
     }
 
+    fn is_empty(&self) -> bool {
+        self.rules.lock().unwrap().is_empty()
+    }
+
     fn keep(&self, rule: Rule, workspace: Option<&Path>) -> Result<String, String> {
         let mut rules = self.rules.lock().unwrap();
         let mut list = rules.list().to_vec();
