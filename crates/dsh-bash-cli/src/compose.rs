@@ -480,3 +480,25 @@ mod tests {
         assert!(limit_cpus("inf").is_err());
     }
 }
+
+/// A command line given as the last arguments.
+#[derive(clap::Args)]
+pub struct CommandLine {
+    /// The command line, as `bash -c <command>` reads it (several words are
+    /// joined with spaces). Everything from the first word on belongs to
+    /// the command; `--` before it is optional.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    words: Vec<String>,
+}
+
+impl CommandLine {
+    /// The words joined.
+    pub fn joined(&self) -> String {
+        self.words.join(" ")
+    }
+}

@@ -79,7 +79,7 @@ enum RulesCommand {
         #[command(flatten)]
         policy: policy::PolicyArgs,
         #[command(flatten)]
-        command: run::CommandLine,
+        command: compose::CommandLine,
     },
 }
 

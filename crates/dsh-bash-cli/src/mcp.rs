@@ -213,12 +213,12 @@ fn track_changes(args: &McpArgs, local: &mut dsh_bash_local::LocalConfig) {
 }
 
 /// What dead hosts left (their cgroups, processes killed first; their
-/// spill directories and private TMPDIRs) is gone before the first request
-/// is taken, within a bound.
+/// spill directories) is gone before the first request is taken, within a
+/// bound. (Their private TMPDIRs go by the sandboxing executor's own sweep,
+/// begun when it is made and awaited by its first private TMPDIR.)
 async fn sweep_at_start(swept: dsh_bash_local::LocalConfig) {
     let sweep = tokio::task::spawn_blocking(move || {
         dsh_bash_local::sweep_dead_hosts(&swept);
-        dsh_bash_sandbox::sweep_dead_private_tmps();
     });
     if tokio::time::timeout(START_SWEEP_BOUND, sweep)
         .await

@@ -202,7 +202,7 @@ impl PolicyArgs {
 /// JSON; exits 0 (allow or default), 1 (ask) or 2 (deny).
 pub fn check(
     args: &PolicyArgs,
-    command: &crate::run::CommandLine,
+    command: &crate::compose::CommandLine,
 ) -> anyhow::Result<std::process::ExitCode> {
     let policy = args.load()?;
     let judged = policy.rules()?.judge(&command.joined());

@@ -7,7 +7,7 @@ use anyhow::Context;
 use dsh_bash::BashExecRequest;
 use tokio_util::sync::CancellationToken;
 
-use crate::compose::{self, ExecutorArgs};
+use crate::compose::{self, CommandLine, ExecutorArgs};
 
 /// Arguments of `run`.
 #[derive(clap::Args)]
@@ -26,28 +26,6 @@ pub struct RunArgs {
     tty: bool,
     #[command(flatten)]
     command: CommandLine,
-}
-
-/// A command line given as the last arguments.
-#[derive(clap::Args)]
-pub struct CommandLine {
-    /// The command line, as `bash -c <command>` reads it (several words are
-    /// joined with spaces). Everything from the first word on belongs to
-    /// the command; `--` before it is optional.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
-    words: Vec<String>,
-}
-
-impl CommandLine {
-    /// The words joined.
-    pub fn joined(&self) -> String {
-        self.words.join(" ")
-    }
 }
 
 /// Runs the command; the exit code mirrors the command's.

@@ -68,7 +68,14 @@ impl Adoption {
     }
 
     /// Held while the host's children are classified (no spawn in between).
+    /// Never on a runtime thread: what is done under it reads `/proc` and
+    /// waits for every spawn, so it runs on a stop lane or the watchdog's
+    /// thread (checked in debug builds, which the tests are).
     pub(crate) fn scanning(&self) -> RwLockWriteGuard<'_, ()> {
+        debug_assert!(
+            tokio::runtime::Handle::try_current().is_err(),
+            "the adoption gate taken on a runtime thread: its /proc reads would block a worker"
+        );
         self.gate.write().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -212,5 +219,24 @@ mod tests {
             exited: false,
         };
         assert!(!adoption.adopted(&entry));
+    }
+
+    /// Defect 5 of «One owner, one seam, named states»: the orphans' `/proc`
+    /// walk ran on a runtime worker under the global gate. The gate now
+    /// refuses a runtime thread, so every containment test that settles a
+    /// command under the process-tree walk fails if the walk moves back.
+    #[cfg(debug_assertions)]
+    #[tokio::test]
+    #[should_panic(expected = "runtime thread")]
+    async fn the_adoption_gate_is_never_taken_on_a_runtime_thread() {
+        drop(Adoption::default().scanning());
+    }
+
+    /// On a thread of its own (a stop lane's), the gate is taken.
+    #[test]
+    fn the_adoption_gate_is_taken_off_the_runtime() {
+        let adoption = Adoption::default();
+        drop(adoption.scanning());
+        assert!(adoption.live_orphans_of(1, 1).is_empty(), "not enabled: no orphans");
     }
 }

@@ -412,3 +412,60 @@ async fn lingering(mut still_there: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+    use std::sync::{mpsc, Mutex};
+
+    use super::*;
+
+    /// Says when it is dropped.
+    #[derive(Debug)]
+    struct Dropped(Mutex<mpsc::Sender<()>>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if let Ok(sender) = self.0.lock() {
+                let _ = sender.send(());
+            }
+        }
+    }
+
+    /// Defect 9 of «One owner, one seam, named states»: a shell whose pidfd
+    /// the reactor refused was killed and forgotten, its zombie left for
+    /// the host's lifetime. Now it is killed, reaped off the runtime, its
+    /// group released, and what had to outlive it dropped after the reap.
+    #[tokio::test]
+    async fn a_shell_that_cannot_be_held_is_killed_reaped_and_let_go() {
+        let host = Host::get().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        let pidfd = sys::pidfd_open(pid).unwrap();
+        // The same number already in this reactor: the shell's own
+        // registration is refused (EEXIST), as any failed registration.
+        let first = sys::register_number(pidfd.as_fd()).unwrap();
+        let (said, dropped) = mpsc::channel();
+        let held: Held = vec![Arc::new(Dropped(Mutex::new(said)))];
+        let refused = Shell::new(Arc::clone(&host), (pid, pidfd), 1, held);
+        assert!(refused.is_err(), "the second registration must fail");
+        tokio::task::spawn_blocking(move || dropped.recv_timeout(Duration::from_secs(60)))
+            .await
+            .unwrap()
+            .expect("what had to outlive the shell is dropped once it is reaped");
+        // Reaped by the host: nothing left for its parent to wait for.
+        let waited = child.try_wait();
+        assert_eq!(
+            waited.err().and_then(|err| err.raw_os_error()),
+            Some(libc::ECHILD),
+            "the shell was reaped"
+        );
+        // The pidfd is closed (its epoll entry went with it): deregistering
+        // by number now could hit another test's descriptor.
+        std::mem::forget(first);
+    }
+}

@@ -23,7 +23,8 @@ use crate::signal::signal_name;
 use crate::input::InputSlot;
 use crate::spawn::Launch;
 use crate::spill::{SpillDir, SpillLimits};
-use crate::supervise::{supervise, Capture, Deadlines, Ended, Patience, Stop, StopCause};
+use crate::stop::{Deadlines, Stop, StopCause};
+use crate::supervise::{supervise, Capture, Ended, Patience};
 use crate::sys::ExitStatus;
 use crate::tasks::{Registry, TaskEntry};
 

@@ -235,6 +235,7 @@ linux! {
     mod snapshot;
     mod spawn;
     mod spill;
+    mod stop;
     mod supervise;
     #[allow(unsafe_code)]
     mod sys;

@@ -28,7 +28,7 @@ use std::io;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::supervise::{Deadlines, StopCause};
+use crate::stop::{Deadlines, StopCause};
 use crate::sys::ExitStatus;
 
 /// How long processes get to go once they were killed before the stop is
@@ -621,7 +621,7 @@ mod tests {
         use std::sync::{Arc, Mutex};
         use tokio::sync::watch;
 
-        use crate::supervise::Stop;
+        use crate::stop::Stop;
 
         /// A tree of no process: what the machine asked of it, in order;
         /// a shell that exits when killed (or on SIGTERM, if told to).

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use dsh_bash::{BashTaskId, OwnerToken, TaskPublisher};
 
 use crate::output::Stream;
-use crate::supervise::Stop;
+use crate::stop::Stop;
 
 /// One background task as the executor keeps it.
 pub(crate) struct TaskEntry {

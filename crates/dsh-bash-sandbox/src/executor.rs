@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 use crate::blocked::WriteRights;
 use crate::caches::{CacheConfig, CachePlace, Caches};
 use crate::planted::IndexWatch;
-use crate::private_tmp::PrivateTmp;
+use crate::private_tmp::{DeadSweep, PrivateTmp};
 
 /// The local configuration plus the sandbox defaults.
 #[derive(Clone, Debug)]
@@ -99,6 +99,8 @@ struct Sandbox {
     /// Why `workspace-write` cannot run here, if it cannot: a scratch
     /// directory of the server inside the writable workspace.
     scratch_inside: Option<String>,
+    /// Dead servers' private TMPDIRs, swept once (begun at the start).
+    tmp_swept: Arc<DeadSweep>,
     cleanups: TaskTracker,
 }
 
@@ -220,8 +222,8 @@ async fn npmrc_copy(policy: &SandboxPolicy, tmp: &std::path::Path, confinement: 
     ));
 }
 
-async fn private_tmp(mode: SandboxMode) -> Result<PrivateTmp, BashError> {
-    let made = tokio::task::spawn_blocking(PrivateTmp::create)
+async fn private_tmp(mode: SandboxMode, swept: Arc<DeadSweep>) -> Result<PrivateTmp, BashError> {
+    let made = tokio::task::spawn_blocking(move || PrivateTmp::create(&swept))
         .await
         .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())));
     made.map_err(|err| {
@@ -452,7 +454,9 @@ impl Sandbox {
         let workspace = Workspace::open(&workspace_root)?;
         // What a server killed outright left in the temp dir goes before
         // any command (beside the local executor's own sweeps).
-        std::thread::spawn(crate::private_tmp::sweep_dead_once);
+        let tmp_swept = Arc::new(DeadSweep::default());
+        let sweeping = Arc::clone(&tmp_swept);
+        std::thread::spawn(move || sweeping.once());
         let spill_parent = config.local.spill_parent();
         let scratch_inside = scratch_inside(
             &workspace,
@@ -488,6 +492,7 @@ impl Sandbox {
             protected: config.protected,
             hidden: Arc::new(config.hidden),
             hosts: Arc::new(config.hosts),
+            tmp_swept,
             cleanups: TaskTracker::new(),
         })
     }
@@ -600,7 +605,7 @@ impl Sandbox {
             return Err(SandboxUnavailable::new(mode, Some(why.clone())).into());
         }
         let private_tmp = if mode == SandboxMode::WorkspaceWrite {
-            Some(private_tmp(mode).await?)
+            Some(private_tmp(mode, Arc::clone(&self.tmp_swept)).await?)
         } else {
             None
         };

@@ -111,4 +111,3 @@ mod private_tmp;
 
 pub use caches::{CacheConfig, CachePlace};
 pub use executor::{sandboxed, SandboxBashExecutor, SandboxConfig, SandboxConfigError};
-pub use private_tmp::sweep_dead_once as sweep_dead_private_tmps;

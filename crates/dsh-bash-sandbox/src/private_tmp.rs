@@ -54,20 +54,32 @@ fn remove_logged(path: &Path, (parent, name): &(File, OsString)) {
     }
 }
 
-/// Sweeps dead owners' private TMPDIRs from the temp dir, once per process
-/// (blocking; a second caller waits for the first): at an executor's start,
-/// and at the latest before its first private TMPDIR is made.
-pub fn sweep_dead_once() {
-    static SWEEP: Once = Once::new();
-    SWEEP.call_once(|| scratch::sweep_dead(&scratch::temp_dir(), PREFIX));
+/// The sweep of dead owners' private TMPDIRs from the temp dir, once per
+/// executor (blocking; a second caller waits for the first): started at the
+/// executor's start, and done at the latest before its first private
+/// TMPDIR is made.
+pub(crate) struct DeadSweep(Once);
+
+impl Default for DeadSweep {
+    fn default() -> Self {
+        DeadSweep(Once::new())
+    }
+}
+
+impl DeadSweep {
+    /// Sweeps unless this sweep was done (or waits for the one under way).
+    pub(crate) fn once(&self) {
+        self.0
+            .call_once(|| scratch::sweep_dead(&scratch::temp_dir(), PREFIX));
+    }
 }
 
 impl PrivateTmp {
     /// Creates `dsh-bash-tmp-<owner>-<random>` (0700, exclusive) in the
-    /// host's temp dir, dead owners' ones swept first ([`sweep_dead_once`]).
-    pub(crate) fn create() -> io::Result<Self> {
+    /// host's temp dir, dead owners' ones swept first ([`DeadSweep`]).
+    pub(crate) fn create(swept: &DeadSweep) -> io::Result<Self> {
         let parent = scratch::temp_dir();
-        sweep_dead_once();
+        swept.once();
         let dir = tempfile::Builder::new()
             .prefix(&format!("{PREFIX}{}-", scratch::owner_tag()))
             .rand_bytes(scratch::RANDOM_LEN)
@@ -111,7 +123,7 @@ mod tests {
 
     #[test]
     fn private_owned_and_removed_even_when_made_unreadable() {
-        let tmp = PrivateTmp::create().unwrap();
+        let tmp = PrivateTmp::create(&DeadSweep::default()).unwrap();
         let path = tmp.path().to_owned();
         let name = path.file_name().unwrap().to_str().unwrap();
         let owner = scratch::owner_in(name, PREFIX).unwrap();
@@ -132,7 +144,7 @@ mod tests {
         assert!(outside.path().join("precious").exists());
 
         // Dropped without a runtime (a call abandoned early): removed too.
-        let dropped = PrivateTmp::create().unwrap();
+        let dropped = PrivateTmp::create(&DeadSweep::default()).unwrap();
         let path = dropped.path().to_owned();
         fs::write(path.join("f"), "x").unwrap();
         drop(dropped);

@@ -537,31 +537,36 @@ impl RunnerReport for StatusPipe {
 /// util-linux `setsid` on an absolute `PATH` entry (the host's view is
 /// the sandbox's: `/` is bound read-only); busybox's, which has no long
 /// options, does not count.
-fn util_linux_setsid() -> Option<std::path::PathBuf> {
-    static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-            std::env::split_paths(&path)
-                .filter(|dir| dir.is_absolute())
-                .map(|dir| dir.join("setsid"))
-                .find(|candidate| {
-                    std::fs::canonicalize(candidate)
-                        .is_ok_and(|real| real.file_name().is_some_and(|name| name == "setsid"))
-                })
+/// (Looked for once per provider, by its first terminal request.)
+pub(crate) fn util_linux_setsid() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("setsid"))
+        .find(|candidate| {
+            std::fs::canonicalize(candidate)
+                .is_ok_and(|real| real.file_name().is_some_and(|name| name == "setsid"))
         })
-        .clone()
 }
 
 /// What the runner itself runs under: the Landlock scope-only ruleset and
-/// its syscall filter.
-pub(crate) type Runner = (Option<Arc<OwnedFd>>, Option<Arc<[BpfInstruction]>>);
+/// its syscall filter; and util-linux `setsid` for a terminal request
+/// (`None` where there is none, or none was asked for).
+pub(crate) struct Runner {
+    pub(crate) scope: Option<Arc<OwnedFd>>,
+    pub(crate) filter: Option<Arc<[BpfInstruction]>>,
+    pub(crate) setsid: Option<std::path::PathBuf>,
+}
 
 pub(crate) fn confine(
     runner: &[OsString],
     policy: &SandboxPolicy,
     argv: &[OsString],
-    (scope, filter): Runner,
+    Runner {
+        scope,
+        filter,
+        setsid,
+    }: Runner,
     backend: &str,
 ) -> Result<Confinement, SandboxError> {
     let (read, write) = crate::sys::status_pipe().map_err(|cause| SandboxError::Descriptor {
@@ -595,7 +600,7 @@ pub(crate) fn confine(
         // bwrap's new session has no controlling terminal: the command's
         // first process makes its own session the terminal's (util-linux
         // `setsid`, waiting to pass the command's exit status on).
-        let setsid = util_linux_setsid().ok_or(SandboxError::NoSetsid)?;
+        let setsid = setsid.ok_or(SandboxError::NoSetsid)?;
         wrapped.push(setsid.into_os_string());
         wrapped.extend(["--ctty", "--wait"].map(OsString::from));
     }

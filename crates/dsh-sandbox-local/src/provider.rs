@@ -42,6 +42,10 @@ pub struct LocalSandboxProvider {
     families: std::sync::OnceLock<Option<Arc<[dsh_sandbox::BpfInstruction]>>>,
     /// The filter bwrap runs under with the network on (terminal requests).
     terminal: std::sync::OnceLock<Option<Arc<[dsh_sandbox::BpfInstruction]>>>,
+    /// util-linux `setsid` on this process's PATH, once a terminal request
+    /// under bwrap needed it.
+    #[cfg(target_os = "linux")]
+    setsid: std::sync::OnceLock<Option<std::path::PathBuf>>,
     /// The network proxy every door of this provider's commands opens on.
     #[cfg(target_os = "linux")]
     proxy: crate::network::Proxy,
@@ -83,6 +87,8 @@ impl LocalSandboxProvider {
             #[cfg(target_os = "linux")]
             families: std::sync::OnceLock::new(),
             terminal: std::sync::OnceLock::new(),
+            #[cfg(target_os = "linux")]
+            setsid: std::sync::OnceLock::new(),
             #[cfg(target_os = "linux")]
             proxy: crate::network::Proxy::default(),
             #[cfg(target_os = "linux")]
@@ -151,10 +157,11 @@ impl LocalSandboxProvider {
 
     /// What bwrap runs under: the scope-only ruleset and its filter (the
     /// terminal requests, and with the network off the foreign socket
-    /// families; built once per provider).
+    /// families; built once per provider), and for a terminal request
+    /// util-linux `setsid` (looked for once per provider).
     #[cfg(target_os = "linux")]
-    fn bwrap_restriction(&self, network: dsh_sandbox::NetworkPolicy) -> crate::bwrap::Runner {
-        let filter = match network {
+    fn bwrap_restriction(&self, policy: &SandboxPolicy) -> crate::bwrap::Runner {
+        let filter = match policy.network {
             dsh_sandbox::NetworkPolicy::Off | dsh_sandbox::NetworkPolicy::Allow => self
                 .families
                 .get_or_init(|| crate::seccomp::foreign_families().map(Arc::from)),
@@ -162,7 +169,16 @@ impl LocalSandboxProvider {
                 .terminal
                 .get_or_init(|| crate::seccomp::terminal_only().map(Arc::from)),
         };
-        (self.scope(), filter.clone())
+        let setsid = policy.terminal.then(|| {
+            self.setsid
+                .get_or_init(crate::bwrap::util_linux_setsid)
+                .clone()
+        });
+        crate::bwrap::Runner {
+            scope: self.scope(),
+            filter: filter.clone(),
+            setsid: setsid.flatten(),
+        }
     }
 
     #[cfg(target_os = "linux")]
@@ -176,7 +192,7 @@ impl LocalSandboxProvider {
             &bwrap,
             policy,
             argv,
-            self.bwrap_restriction(policy.network),
+            self.bwrap_restriction(policy),
             crate::bwrap::NAME,
         )
     }
@@ -342,7 +358,7 @@ impl LocalSandboxProvider {
         } else {
             None
         };
-        let restriction = self.bwrap_restriction(policy.network);
+        let restriction = self.bwrap_restriction(policy);
         let mut confinement = tokio::task::spawn_blocking(move || {
             crate::bwrap::confine(&runner, &owned_policy, &owned_argv, restriction, name)
         })

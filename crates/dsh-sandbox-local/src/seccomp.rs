@@ -104,11 +104,11 @@ const TERMINAL_IOCTLS: [u64; 2] = [0x5412, 0x541c];
 
 /// True if and only if this kernel serves the x32 syscall ABI; without it
 /// every x32 call fails with ENOSYS before reaching any handler, so the
-/// filter need not list them (and stays half as long).
+/// filter need not list them (and stays half as long). One probe per filter
+/// built, and each filter is built once per provider.
 #[cfg(target_arch = "x86_64")]
 fn x32_served() -> bool {
-    static SERVED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SERVED.get_or_init(crate::sys::x32_served)
+    crate::sys::x32_served()
 }
 
 /// `setxattrat(2)` and `removexattrat(2)` (Linux 6.13): one number on every

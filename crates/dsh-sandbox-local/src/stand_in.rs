@@ -44,7 +44,6 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::sys;
@@ -121,13 +120,17 @@ pub(crate) struct StandIn {
     lock: Option<File>,
 }
 
-/// A private name for a stand-in being made.
+/// A private name for a stand-in being made: this process's id and 64
+/// random bits (std's per-hasher random keys), so no two makers share one.
 fn private_name() -> OsString {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
     OsString::from(format!(
-        ".dsh-bash-stand-in-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
+        "{}{}-{random:016x}",
+        dsh_sandbox::STAND_IN_PREFIX,
+        std::process::id()
     ))
 }
 

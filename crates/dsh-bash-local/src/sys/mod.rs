@@ -380,6 +380,22 @@ pub(crate) fn readable_or_back(
         .map_err(|err| err.into_parts())
 }
 
+/// (Tests) Registers a descriptor's number with the Tokio reactor without
+/// owning it, so that a second registration of the number is refused.
+#[cfg(test)]
+pub(crate) fn register_number(fd: BorrowedFd<'_>) -> io::Result<tokio::io::unix::AsyncFd<RawFd>> {
+    // SAFETY: the caller keeps the descriptor open while the registration
+    // lives, or forgets the registration (its epoll entry goes with the
+    // file when the descriptor is closed).
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            fd.as_raw_fd(),
+            tokio::io::Interest::READABLE,
+        )
+    }
+    .map_err(|err| err.into_parts().1)
+}
+
 /// Registers an owned fd (a terminal's master) with the Tokio reactor for
 /// writability.
 pub(crate) fn writable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
