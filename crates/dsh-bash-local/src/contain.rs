@@ -448,7 +448,7 @@ mod tests {
         let pidfd = sys::pidfd_open(pid).unwrap();
         // The same number already in this reactor: the shell's own
         // registration is refused (EEXIST), as any failed registration.
-        let first = sys::register_number(pidfd.as_fd()).unwrap();
+        sys::register_unheld(pidfd.as_fd()).unwrap();
         let (said, dropped) = mpsc::channel();
         let held: Held = vec![Arc::new(Dropped(Mutex::new(said)))];
         let refused = Shell::new(Arc::clone(&host), (pid, pidfd), 1, held);
@@ -464,8 +464,5 @@ mod tests {
             Some(libc::ECHILD),
             "the shell was reaped"
         );
-        // The pidfd is closed (its epoll entry went with it): deregistering
-        // by number now could hit another test's descriptor.
-        std::mem::forget(first);
     }
 }

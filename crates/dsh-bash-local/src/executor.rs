@@ -455,17 +455,19 @@ impl Inner {
             }
         }
         Launch {
-            program: PathBuf::from(program),
-            args: argv.collect(),
-            workdir: spec.workdir.clone(),
-            workdir_pinned: spec.workdir_pinned,
-            env,
-            piped_stdin: spec.stdin.is_some() || spec.interactive,
-            restriction: invocation.restriction,
+            exec: crate::sys::Exec {
+                program: PathBuf::from(program),
+                args: argv.collect(),
+                workdir: spec.workdir.clone(),
+                workdir_pinned: spec.workdir_pinned,
+                env,
+                piped_stdin: spec.stdin.is_some() || spec.interactive,
+                restriction: invocation.restriction,
+                terminal: spec.terminal,
+                takes_terminal: invocation.takes_terminal,
+            },
             containment: self.config.containment,
             limits: self.config.limits,
-            terminal: spec.terminal,
-            takes_terminal: invocation.takes_terminal,
             command,
             observers: invocation.observers,
         }

@@ -1,6 +1,6 @@
 //! Spawning: every command is started from one of a few dedicated threads
 //! that live as long as the process (with `clone(CLONE_VM | CLONE_VFORK)`,
-//! see `sys/launch.rs`).
+//! see the `dsh-launch` crate).
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits,
 //! not the process. Tokio's worker and blocking threads come and go (a
@@ -27,7 +27,20 @@ use crate::limits::{CommandLimits, Place};
 use crate::sys::{self, Launcher};
 use crate::watchdog::Watchdog;
 
-pub(crate) use crate::sys::{Launch, Pipes};
+pub(crate) use crate::sys::Pipes;
+
+/// One command to start: what to exec, and how the host holds it.
+pub(crate) struct Launch {
+    /// The program, its arguments, environment, streams and restriction.
+    pub(crate) exec: sys::Exec,
+    pub(crate) containment: ContainmentChoice,
+    /// The resource limits it runs under.
+    pub(crate) limits: crate::config::ResourceLimits,
+    /// The host-unique number in its `DSH_BASH_COMMAND` (see `adopt.rs`).
+    pub(crate) command: u64,
+    /// Told the child's pid once it exists.
+    pub(crate) observers: Vec<Arc<dyn dsh_sandbox::SpawnObserver>>,
+}
 
 /// A freshly spawned command: its pid (also its process group), a pidfd
 /// holding its identity, our ends of its pipes, and its cgroup.
@@ -196,7 +209,7 @@ fn spawn_now(
     };
     let gate = reach.adoption.spawning();
     let entry = cgroup.as_ref().map(CommandCgroup::entry);
-    let (pid, pipes) = sys::launch(launch, entry, memory_rlimit, launcher)?;
+    let (pid, pipes) = sys::launch(&launch.exec, entry, memory_rlimit, launcher)?;
     reach.adoption.register(pid);
     drop(gate);
     let pidfd = match sys::pidfd_open(pid) {

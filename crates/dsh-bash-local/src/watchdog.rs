@@ -89,7 +89,7 @@ fn host_marker() -> String {
     format!(
         "{}.{}",
         std::process::id(),
-        sys::start_time(std::process::id()).unwrap_or(0)
+        crate::scratch::start_time(std::process::id()).unwrap_or(0)
     )
 }
 
@@ -251,7 +251,7 @@ fn start(writer: &Writer) -> std::io::Result<Running> {
     command
         .arg(cgroup)
         .arg(std::process::id().to_string())
-        .arg(sys::start_time(std::process::id()).map_or_else(String::new, |t| t.to_string()))
+        .arg(crate::scratch::start_time(std::process::id()).map_or_else(String::new, |t| t.to_string()))
         .arg(&writer.marker)
         .args(&watched.v1)
         .stdin(Stdio::piped())

@@ -20,7 +20,7 @@ const LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON: u32 = 1 << 1;
 
 /// A restriction in the form the child reads: raw numbers and pointers into
 /// memory the parent keeps alive until the child has exec'd.
-pub(crate) struct Prepared {
+pub struct Prepared {
     drop_capabilities: bool,
     no_new_privs: bool,
     landlock: RawFd,
@@ -33,7 +33,7 @@ pub(crate) struct Prepared {
 
 impl Prepared {
     /// Prepares `restriction` (allocation happens here, in the parent).
-    pub(crate) fn new(restriction: &Restriction) -> Self {
+    pub fn new(restriction: &Restriction) -> Self {
         let seccomp: Vec<libc::sock_filter> = restriction
             .seccomp_filter
             .as_deref()
@@ -203,7 +203,7 @@ unsafe fn drop_capabilities() -> Result<(), i32> {
 ///
 /// Only in a freshly cloned child (own descriptor table) before exec, while
 /// the parent keeps `prepared` alive.
-pub(crate) unsafe fn apply(prepared: &Prepared) -> Result<(), i32> {
+pub unsafe fn apply(prepared: &Prepared) -> Result<(), i32> {
     // SAFETY: we are that child.
     unsafe { close_inherited_on_exec() };
     for &fd in &prepared.keep {

@@ -1,7 +1,16 @@
-//! Every raw syscall of this crate, each `unsafe` block with its SAFETY line.
+//! The local executor's launcher and every raw syscall it makes, each
+//! `unsafe` block with its SAFETY line: the only unsafe code of
+//! `dsh-bash-local`, which uses it as its `sys` module.
 //!
-//! Process identity is held as a pidfd wherever it matters, so a signal can
-//! never reach a recycled pid.
+//! [`launch`] starts a command with `clone(CLONE_VM | CLONE_VFORK)` (or
+//! `clone3` straight into its cgroup), its restriction applied between
+//! clone and exec with async-signal-safe syscalls only; the rest are small
+//! wrappers (pidfds, reaping, group signals, sealed memory files, reactor
+//! registration). Process identity is held as a pidfd wherever it matters,
+//! so a signal can never reach a recycled pid.
+#![deny(unsafe_op_in_unsafe_fn)]
+// Functions stay under 80 lines (clippy.toml); tests may run longer.
+#![cfg_attr(not(test), deny(clippy::too_many_lines))]
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -9,7 +18,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// How a process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ExitStatus {
+pub enum ExitStatus {
     /// Normal exit with this code.
     Exited(i32),
     /// Killed by this signal number.
@@ -31,7 +40,7 @@ pub(crate) enum ExitStatus {
 /// # Safety
 ///
 /// Must only be called in a freshly forked child before exec.
-pub(crate) unsafe fn contain_child(parent: libc::pid_t) -> io::Result<()> {
+pub unsafe fn contain_child(parent: libc::pid_t) -> io::Result<()> {
     // SAFETY: setsid has no memory-safety preconditions.
     if unsafe { libc::setsid() } < 0 {
         return Err(io::Error::last_os_error());
@@ -55,7 +64,7 @@ pub(crate) unsafe fn contain_child(parent: libc::pid_t) -> io::Result<()> {
 /// container by a client that made no session of its own), which is also
 /// what `/proc/<pid>/stat` shows for its children in that session.
 /// (`rustix::process::getsid` cannot say 0: it asserts a positive pid.)
-pub(crate) fn own_session() -> libc::pid_t {
+pub fn own_session() -> libc::pid_t {
     // SAFETY: getsid(0) asks for the caller's session; no pointers.
     let sid = unsafe { libc::getsid(0) };
     sid.max(0)
@@ -63,7 +72,7 @@ pub(crate) fn own_session() -> libc::pid_t {
 
 /// Ignores SIGHUP and SIGINT (the watchdog: a closing terminal or a
 /// Ctrl-C at the host's must not end it before the host's death does).
-pub(crate) fn ignore_hangup_and_interrupt() {
+pub fn ignore_hangup_and_interrupt() {
     // SAFETY: SIG_IGN dispositions in the watchdog, a single-threaded
     // process, before anything else runs; no handler code is installed.
     unsafe {
@@ -73,7 +82,7 @@ pub(crate) fn ignore_hangup_and_interrupt() {
 }
 
 /// Raises the soft open-file limit to the hard one; the limit reached.
-pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
+pub fn raise_open_file_limit() -> io::Result<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -94,7 +103,7 @@ pub(crate) fn raise_open_file_limit() -> io::Result<u64> {
 
 /// Makes this process the subreaper of its descendants' orphans (raw
 /// `prctl`, safe between fork and exec).
-pub(crate) fn become_subreaper() -> io::Result<()> {
+pub fn become_subreaper() -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
@@ -110,14 +119,14 @@ fn errno() -> i32 {
 }
 
 /// Reaps child `pid` if it has exited (never blocks).
-pub(crate) fn reap_pid(pid: libc::pid_t) {
+pub fn reap_pid(pid: libc::pid_t) {
     let mut status = 0;
     // SAFETY: waitpid on one pid with WNOHANG, writing into a stack int.
     unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
 }
 
 /// Opens a pidfd for `pid`.
-pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -130,7 +139,7 @@ pub(crate) fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
 
 /// Sends `signal` to the process behind `pidfd`. A process that already
 /// exited is not an error.
-pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) {
+pub fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) {
     // SAFETY: pidfd_send_signal with a valid fd, a null siginfo and no flags.
     let rc = unsafe {
         libc::syscall(
@@ -152,7 +161,7 @@ pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) {
 /// Sends `signal` to every process of group `pgid`. Never fails: a pgid
 /// below 2 is ignored (`kill(-1)` would mean every process), a vanished
 /// group and EPERM are ignored.
-pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+pub fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
     if pgid <= 1 {
         return;
     }
@@ -162,7 +171,7 @@ pub(crate) fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
 
 /// Sends `signal` to `pid` (for a process that could not be held by a
 /// pidfd and whose parent is frozen). Never signals pid 1 or below.
-pub(crate) fn signal_pid(pid: libc::pid_t, signal: libc::c_int) {
+pub fn signal_pid(pid: libc::pid_t, signal: libc::c_int) {
     if pid <= 1 {
         return;
     }
@@ -171,7 +180,7 @@ pub(crate) fn signal_pid(pid: libc::pid_t, signal: libc::c_int) {
 }
 
 /// True if and only if some process still belongs to group `pgid`.
-pub(crate) fn group_alive(pgid: libc::pid_t) -> bool {
+pub fn group_alive(pgid: libc::pid_t) -> bool {
     if pgid <= 1 {
         return false;
     }
@@ -182,7 +191,7 @@ pub(crate) fn group_alive(pgid: libc::pid_t) -> bool {
 
 /// True if and only if the process behind `pidfd` has exited (reaped or
 /// not); never reaps.
-pub(crate) fn try_reap_peek(pidfd: BorrowedFd<'_>) -> bool {
+pub fn try_reap_peek(pidfd: BorrowedFd<'_>) -> bool {
     let mut poll = libc::pollfd {
         fd: pidfd.as_raw_fd(),
         events: libc::POLLIN,
@@ -194,7 +203,7 @@ pub(crate) fn try_reap_peek(pidfd: BorrowedFd<'_>) -> bool {
 }
 
 /// Reaps the child behind `pidfd` if it has exited; `None` if still running.
-pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
+pub fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
     let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
     // SAFETY: waitid writes a siginfo_t into the buffer we own; P_PIDFD takes the fd as id.
     let rc = unsafe {
@@ -224,7 +233,7 @@ pub(crate) fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> 
 /// `fd` moved to a number at or above 1000 (close-on-exec), where a
 /// command's own fixed-number redirections (`exec 9<file`) do not reach
 /// it; `fd` itself when the descriptor limit is lower.
-pub(crate) fn high(fd: OwnedFd) -> OwnedFd {
+pub fn high(fd: OwnedFd) -> OwnedFd {
     // SAFETY: fcntl F_DUPFD_CLOEXEC with integer arguments on a descriptor
     // we own; a new descriptor is returned or -1.
     let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 1000) };
@@ -237,7 +246,7 @@ pub(crate) fn high(fd: OwnedFd) -> OwnedFd {
 
 /// An empty in-memory file (close-on-exec) a child may write to: no path
 /// names it, nobody else can open it.
-pub(crate) fn memory_file() -> io::Result<OwnedFd> {
+pub fn memory_file() -> io::Result<OwnedFd> {
     // SAFETY: memfd_create with a static NUL-terminated name and flags.
     let fd = unsafe {
         libc::memfd_create(
@@ -254,7 +263,7 @@ pub(crate) fn memory_file() -> io::Result<OwnedFd> {
 
 /// `text` in a sealed in-memory file (close-on-exec, positioned at its
 /// start): a descriptor a command can read but nobody can change.
-pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
+pub fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
     use std::io::{Seek, Write};
     let mut file = std::fs::File::from(high(memory_file()?));
     file.write_all(text)?;
@@ -267,16 +276,14 @@ pub(crate) fn sealed_text(text: &[u8]) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
-pub(crate) use crate::scratch::start_time;
-
 /// The effective uid of this process.
-pub(crate) fn effective_uid() -> u32 {
+pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
 
 /// Opens `path` as a directory, refusing a symlink in its last component.
-pub(crate) fn open_directory(path: &std::path::Path) -> io::Result<OwnedFd> {
+pub fn open_directory(path: &std::path::Path) -> io::Result<OwnedFd> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -296,14 +303,14 @@ fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
 }
 
 /// The owner and permission bits of the file behind `fd`.
-pub(crate) fn owner_and_mode(fd: BorrowedFd<'_>) -> io::Result<(u32, u32)> {
+pub fn owner_and_mode(fd: BorrowedFd<'_>) -> io::Result<(u32, u32)> {
     let stat = fstat(fd)?;
     Ok((stat.st_uid, stat.st_mode & 0o7777))
 }
 
 /// True if and only if the directory behind `fd` still exists and `path`
 /// (not followed if a symlink) still leads to it.
-pub(crate) fn same_directory(fd: BorrowedFd<'_>, path: &std::path::Path) -> bool {
+pub fn same_directory(fd: BorrowedFd<'_>, path: &std::path::Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(held) = fstat(fd) else {
         return false;
@@ -317,7 +324,7 @@ pub(crate) fn same_directory(fd: BorrowedFd<'_>, path: &std::path::Path) -> bool
 
 /// Creates `name` in the directory behind `dir` for writing: exclusively,
 /// mode 0600, never following a symlink.
-pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<std::fs::File> {
+pub fn create_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<std::fs::File> {
     let name = std::ffi::CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a file name"))?;
     // SAFETY: openat with a valid directory fd and a NUL-terminated name.
@@ -338,13 +345,13 @@ pub(crate) fn create_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<std::fs::
 
 /// Sets the capacity of a pipe (best effort): larger for heavy streams
 /// (they wake us less), small for the watchdog's.
-pub(crate) fn set_pipe_size(fd: BorrowedFd<'_>, bytes: libc::c_int) {
+pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: libc::c_int) {
     // SAFETY: fcntl F_SETPIPE_SZ on a valid fd with an integer argument.
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) };
 }
 
 /// Fills `buf` with kernel randomness.
-pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     let mut filled = 0;
     while filled < buf.len() {
         let rest = &mut buf[filled..];
@@ -363,7 +370,7 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
 }
 
 /// Registers an owned fd (a pidfd) with the Tokio reactor for readability.
-pub(crate) fn readable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+pub fn readable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
     // SAFETY: an OwnedFd stays open and always returns the same raw fd while
     // the AsyncFd owns it.
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
@@ -372,7 +379,7 @@ pub(crate) fn readable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<Ow
 
 /// [`readable_fd`] that gives the fd back when it cannot be registered
 /// (a pidfd must still reap its process).
-pub(crate) fn readable_or_back(
+pub fn readable_or_back(
     fd: OwnedFd,
 ) -> Result<tokio::io::unix::AsyncFd<OwnedFd>, (OwnedFd, io::Error)> {
     // SAFETY: as for `readable_fd`.
@@ -380,32 +387,34 @@ pub(crate) fn readable_or_back(
         .map_err(|err| err.into_parts())
 }
 
-/// (Tests) Registers a descriptor's number with the Tokio reactor without
-/// owning it, so that a second registration of the number is refused.
-#[cfg(test)]
-pub(crate) fn register_number(fd: BorrowedFd<'_>) -> io::Result<tokio::io::unix::AsyncFd<RawFd>> {
-    // SAFETY: the caller keeps the descriptor open while the registration
-    // lives, or forgets the registration (its epoll entry goes with the
-    // file when the descriptor is closed).
-    unsafe {
+/// Registers `fd`'s number with the Tokio reactor and lets the
+/// registration go unheld: it lasts until the file is closed (the kernel
+/// then drops its epoll entry), and meanwhile a second registration of the
+/// number is refused (`EEXIST`). How a test makes a registration fail.
+pub fn register_unheld(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: `fd` is open for this call, and the registration is
+    // forgotten before it returns, which ends tokio's contract.
+    let registered = unsafe {
         tokio::io::unix::AsyncFd::register_with_interest(
             fd.as_raw_fd(),
             tokio::io::Interest::READABLE,
         )
     }
-    .map_err(|err| err.into_parts().1)
+    .map_err(|err| err.into_parts().1)?;
+    std::mem::forget(registered);
+    Ok(())
 }
 
 /// Registers an owned fd (a terminal's master) with the Tokio reactor for
 /// writability.
-pub(crate) fn writable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+pub fn writable_fd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
     // SAFETY: as for `readable_fd`.
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::WRITABLE) }
         .map_err(|err| err.into_parts().1)
 }
 
 /// Waits for the child behind `pidfd` to exit and reaps it (blocking).
-pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
+pub fn reap_blocking(pidfd: BorrowedFd<'_>) {
     let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
     loop {
         // SAFETY: waitid writes a siginfo_t into the buffer we own.
@@ -426,7 +435,7 @@ pub(crate) fn reap_blocking(pidfd: BorrowedFd<'_>) {
 mod launch;
 mod restrict;
 
-pub(crate) use launch::{launch, pipe, Entry as CgroupEntry, Launch, Launcher, Pipes};
+pub use launch::{launch, pipe, Entry as CgroupEntry, Exec, Launcher, Pipes};
 
 #[cfg(test)]
 mod tests {

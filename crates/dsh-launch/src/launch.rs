@@ -23,41 +23,40 @@ use std::path::{Path, PathBuf};
 use super::restrict::{self, Prepared};
 use super::{contain_child, errno};
 
-/// Everything needed to fork and exec one command.
-pub(crate) struct Launch {
-    pub(crate) program: PathBuf,
-    pub(crate) args: Vec<OsString>,
-    pub(crate) workdir: PathBuf,
+/// Everything needed to clone and exec one command.
+pub struct Exec {
+    /// The program (found on the launcher's PATH when it has no slash).
+    pub program: PathBuf,
+    /// Its arguments, `argv[0]` first.
+    pub args: Vec<OsString>,
+    /// The directory it starts in.
+    pub workdir: PathBuf,
     /// Refuse a symlink on the workdir's path (see [`dsh_bash::BashExecRequest::workdir_pinned`]).
-    pub(crate) workdir_pinned: bool,
-    pub(crate) env: Vec<(OsString, OsString)>,
-    pub(crate) piped_stdin: bool,
-    pub(crate) restriction: dsh_sandbox::Restriction,
-    pub(crate) containment: crate::config::ContainmentChoice,
-    /// The resource limits it runs under.
-    pub(crate) limits: crate::config::ResourceLimits,
+    pub workdir_pinned: bool,
+    /// Its whole environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Its stdin is a pipe we write (else `/dev/null`, or its terminal).
+    pub piped_stdin: bool,
+    /// What it is confined by between clone and exec.
+    pub restriction: dsh_sandbox::Restriction,
     /// Run in a fresh terminal of this size (stdin, stdout and stderr).
-    pub(crate) terminal: Option<dsh_bash::TerminalSize>,
+    pub terminal: Option<dsh_bash::TerminalSize>,
     /// The command takes the terminal as controlling terminal itself (a
     /// runner's new session): the launcher leaves it nobody's.
-    pub(crate) takes_terminal: bool,
-    /// The host-unique number in its `DSH_BASH_COMMAND` (see `adopt.rs`).
-    pub(crate) command: u64,
-    /// Told the child's pid once it exists.
-    pub(crate) observers: Vec<std::sync::Arc<dyn dsh_sandbox::SpawnObserver>>,
+    pub takes_terminal: bool,
 }
 
 /// Our ends of a started command's pipes, or of its terminal.
-pub(crate) struct Pipes {
+pub struct Pipes {
     /// Its stdin, when it was given bytes or kept open (else it reads
     /// `/dev/null`, or its terminal).
-    pub(crate) stdin: Option<OwnedFd>,
+    pub stdin: Option<OwnedFd>,
     /// Its stdout, or the terminal's output (a non-blocking pty master).
-    pub(crate) stdout: OwnedFd,
+    pub stdout: OwnedFd,
     /// Its stderr; `None` in a terminal (one stream).
-    pub(crate) stderr: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
     /// The terminal's master, to type into; `None` without a terminal.
-    pub(crate) terminal: Option<OwnedFd>,
+    pub terminal: Option<OwnedFd>,
 }
 
 /// A command's standard streams: the child's ends (closed here once it
@@ -69,7 +68,7 @@ struct Standard {
 }
 
 impl Standard {
-    fn new(launch: &Launch) -> io::Result<Standard> {
+    fn new(launch: &Exec) -> io::Result<Standard> {
         if let Some(size) = launch.terminal {
             let (master, slave) = open_terminal(size)?;
             let fd = slave.as_raw_fd();
@@ -114,7 +113,8 @@ impl Standard {
 fn open_terminal(size: dsh_bash::TerminalSize) -> io::Result<(OwnedFd, OwnedFd)> {
     use rustix::fs::{Mode, OFlags};
     use rustix::pty::OpenptFlags;
-    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;
     let name = rustix::pty::ptsname(&master, Vec::new())?;
@@ -140,7 +140,8 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte"))
 }
 
-pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: pipe2 writes two fds into the array we own.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -201,14 +202,25 @@ fn open_pinned(workdir: &Path) -> io::Result<OwnedFd> {
             ),
         )
     };
-    match rustix::fs::openat2(CWD, workdir, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+    match rustix::fs::openat2(
+        CWD,
+        workdir,
+        flags,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS,
+    ) {
         Ok(fd) => Ok(fd),
         Err(rustix::io::Errno::NOSYS) => {
             // Before Linux 5.6: one component at a time, none followed.
             let mut at = rustix::fs::open("/", flags, Mode::empty())?;
             for part in workdir.components().skip(1) {
-                at = rustix::fs::openat(&at, part.as_os_str(), flags | OFlags::NOFOLLOW, Mode::empty())
-                    .map_err(moved)?;
+                at = rustix::fs::openat(
+                    &at,
+                    part.as_os_str(),
+                    flags | OFlags::NOFOLLOW,
+                    Mode::empty(),
+                )
+                .map_err(moved)?;
             }
             Ok(at)
         }
@@ -365,7 +377,7 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
 
 /// What one spawner thread reuses across spawns: the child's stack and the
 /// last program resolved on `PATH` (the same shell, every time).
-pub(crate) struct Launcher {
+pub struct Launcher {
     stack: Vec<u8>,
     resolved: Option<(PathBuf, OsString, CString)>,
     /// `clone3` into a cgroup failed here once: commands move themselves.
@@ -531,7 +543,10 @@ unsafe fn clone_into_cgroup(
     if pid > 0 {
         return libc::pid_t::try_from(pid).ok();
     }
-    tracing::debug!(errno = -pid, "clone3 into a cgroup refused; commands move themselves into their cgroups");
+    tracing::debug!(
+        errno = -pid,
+        "clone3 into a cgroup refused; commands move themselves into their cgroups"
+    );
     *refused = true;
     None
 }
@@ -557,7 +572,7 @@ struct ExecStrings {
 }
 
 impl ExecStrings {
-    fn new(launch: &Launch) -> io::Result<ExecStrings> {
+    fn new(launch: &Exec) -> io::Result<ExecStrings> {
         let mut argv_owned = vec![cstring(launch.program.as_os_str().as_bytes())?];
         for arg in &launch.args {
             argv_owned.push(cstring(arg.as_bytes())?);
@@ -591,20 +606,22 @@ impl ExecStrings {
 /// The two ways into a command's cgroup: its directory (a child cloned
 /// straight into it, `CLONE_INTO_CGROUP`) and its `cgroup.procs` (a child
 /// that moves itself, where `clone3` cannot).
-pub(crate) struct Entry<'a> {
-    pub(crate) dir: &'a CStr,
-    pub(crate) procs: &'a CStr,
+pub struct Entry<'a> {
+    /// The cgroup's directory.
+    pub dir: &'a CStr,
+    /// Its `cgroup.procs`.
+    pub procs: &'a CStr,
     /// The `cgroup.procs` of its v1 cgroups (the limits of a hybrid
     /// host), which the child writes `0` to before exec.
-    pub(crate) v1: &'a [CString],
+    pub v1: &'a [CString],
 }
 
 /// Starts `launch` in a new process, inside `cgroup` (if any) before exec
 /// (cloned into it where the kernel can, else moving itself there); its
 /// pid and our ends of its pipes. The calling thread is the child's parent
 /// thread (relevant for `PR_SET_PDEATHSIG`).
-pub(crate) fn launch(
-    launch: &Launch,
+pub fn launch(
+    launch: &Exec,
     cgroup: Option<Entry<'_>>,
     memory_rlimit: Option<u64>,
     launcher: &mut Launcher,
@@ -629,7 +646,9 @@ pub(crate) fn launch(
         parent: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
         restriction: &restriction as *const Prepared,
         cgroup: std::ptr::null(),
-        v1: cgroup.as_ref().map_or(std::ptr::null(), |entry| entry.v1.as_ptr()),
+        v1: cgroup
+            .as_ref()
+            .map_or(std::ptr::null(), |entry| entry.v1.as_ptr()),
         v1_len: cgroup.as_ref().map_or(0, |entry| entry.v1.len()),
         memory_rlimit: memory_rlimit.unwrap_or(u64::MAX),
         terminal: launch.terminal.is_some() && !launch.takes_terminal,
@@ -681,10 +700,9 @@ unsafe fn clone_child(
     // SAFETY: CLONE_VM|CLONE_VFORK suspends this thread until the child
     // execs or exits; the caller keeps `args` valid that long; signals are
     // blocked.
-    let cloned = cgroup
-        .and_then(|entry| unsafe {
-            clone_into_cgroup(entry.dir, args, (base, top - base as usize), clone3_refused)
-        });
+    let cloned = cgroup.and_then(|entry| unsafe {
+        clone_into_cgroup(entry.dir, args, (base, top - base as usize), clone3_refused)
+    });
     let pid = match cloned {
         Some(pid) => Ok(pid),
         None => {
