@@ -1,12 +1,14 @@
 //! The forwarder: the host's own binary, re-executed inside a network
 //! namespace that holds only loopback, listening on `127.0.0.1:3128` there
-//! and relaying each connection to the proxy's door, which it inherits as a
+//! and handing each connection to the proxy's door, which it inherits as a
 //! descriptor (one end of a socket pair; no path, so no other process can
-//! reach the door): per connection it makes a socket pair and passes one
-//! end through (`SCM_RIGHTS`, [`pass_connection`]). It binds, forks the relay into a session of its own (so
-//! the signals a stop or a terminal sends the command's group do not cut
-//! the command's network), and execs the command in its own place: the
-//! command keeps its pid, its exit status and its death by signal. The
+//! reach the door): the accepted socket itself goes through
+//! (`SCM_RIGHTS`, [`pass_socket`]), and the proxy reads and writes it
+//! directly, so no byte is copied in the forwarder and no thread of it
+//! waits on a connection. It binds, forks the relay into a session of its
+//! own (so the signals a stop or a terminal sends the command's group do
+//! not cut the command's network), and execs the command in its own place:
+//! the command keeps its pid, its exit status and its death by signal. The
 //! relay ends with the sandbox (bubblewrap's pid namespace goes with the
 //! command).
 //!
@@ -14,13 +16,12 @@
 //! provider puts [`argv`] before the command's own argv.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::io;
+use std::net::TcpListener;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::sys::Forked;
 
@@ -31,10 +32,6 @@ pub const ARG: &str = "__dsh-net-forward";
 /// The port the forwarder listens on inside the namespace (the namespace
 /// is the command's own, so nothing else holds it).
 pub const PORT: u16 = 3128;
-
-/// Connections relayed at once; more wait for one to end (the door's own
-/// limit is the same).
-const MAX_RELAYS: usize = 64;
 
 /// The argv prefix that runs a command behind a forwarder to the door
 /// whose far end the command inherits as descriptor `door`:
@@ -50,17 +47,30 @@ pub fn argv(program: &Path, door: RawFd) -> Vec<OsString> {
 }
 
 /// Opens one connection through a door's far end `door`: a fresh socket
-/// pair, one end passed to the proxy, the other returned.
+/// pair, one end passed to the proxy ([`pass_socket`]), the other
+/// returned.
 ///
 /// # Errors
 ///
 /// When the pair cannot be made or the proxy is gone.
 pub fn pass_connection(door: BorrowedFd<'_>) -> io::Result<UnixStream> {
-    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     let (ours, theirs) = UnixStream::pair()?;
+    pass_socket(door, theirs.as_fd())?;
+    Ok(ours)
+}
+
+/// Hands the connected stream socket `socket` (a TCP connection the
+/// forwarder accepted, or a Unix one) to the proxy behind a door's far end
+/// `door`, which serves it from then on; the caller may close its copy.
+///
+/// # Errors
+///
+/// When the proxy is gone.
+pub fn pass_socket(door: BorrowedFd<'_>, socket: BorrowedFd<'_>) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    let fds = [theirs.as_fd()];
+    let fds = [socket];
     ancillary.push(SendAncillaryMessage::ScmRights(&fds));
     rustix::net::sendmsg(
         door,
@@ -68,7 +78,7 @@ pub fn pass_connection(door: BorrowedFd<'_>) -> io::Result<UnixStream> {
         &mut ancillary,
         SendFlags::NOSIGNAL,
     )?;
-    Ok(ours)
+    Ok(())
 }
 
 /// Runs the forwarder and exits if this process was started as one (its
@@ -120,7 +130,7 @@ fn run(args: &[OsString]) -> i32 {
         }
         Ok(Forked::Child) => {
             crate::sys::leave_session_and_streams();
-            serve(&listener, &Arc::new(door));
+            serve(&listener, &door);
             0
         }
         Ok(Forked::Parent) => {
@@ -153,11 +163,10 @@ fn inherit(fd: RawFd) -> io::Result<OwnedFd> {
     Ok(owned)
 }
 
-/// Relays each connection on its own thread, at most [`MAX_RELAYS`] at
-/// once; a failing accept (out of descriptors) waits a little rather than
-/// spin.
-fn serve(listener: &TcpListener, door: &Arc<OwnedFd>) {
-    let running = Arc::new((Mutex::new(0usize), Condvar::new()));
+/// Hands each connection to the proxy as it is accepted (the proxy limits
+/// how many it serves at once); a failing accept (out of descriptors)
+/// waits a little rather than spin. Ends when the proxy is gone.
+fn serve(listener: &TcpListener, door: &OwnedFd) {
     for connection in listener.incoming() {
         let connection = match connection {
             Ok(connection) => connection,
@@ -166,72 +175,11 @@ fn serve(listener: &TcpListener, door: &Arc<OwnedFd>) {
                 continue;
             }
         };
-        {
-            let (count, freed) = &*running;
-            let mut count = count.lock().unwrap_or_else(PoisonError::into_inner);
-            while *count >= MAX_RELAYS {
-                count = freed.wait(count).unwrap_or_else(PoisonError::into_inner);
-            }
-            *count += 1;
-        }
-        let (door, done) = (Arc::clone(door), Arc::clone(&running));
-        let release = move || {
-            let (count, freed) = &*done;
-            *count.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
-            freed.notify_one();
-        };
-        let started = std::thread::Builder::new().spawn(move || {
-            relay(connection, door.as_fd());
-            release();
-        });
-        if started.is_err() {
-            // No thread to be had: the connection is refused (dropped).
-            let (count, _) = &*running;
-            *count.lock().unwrap_or_else(PoisonError::into_inner) -= 1;
-        }
-    }
-}
-
-/// Copies `from` to `to` in 64 KiB steps until `from` ends, then says so
-/// to `to`'s reader.
-fn pump(mut from: impl Read, mut to: impl Write, done: impl FnOnce()) {
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
+        let _ = connection.set_nodelay(true);
+        if let Err(err) = pass_socket(door.as_fd(), connection.as_fd()) {
+            if err.kind() == io::ErrorKind::BrokenPipe {
+                return;
             }
         }
     }
-    done();
-}
-
-/// Copies both ways until each side has said it is done.
-fn relay(tcp: TcpStream, door: BorrowedFd<'_>) {
-    let Ok(unix) = pass_connection(door) else {
-        return;
-    };
-    let (Ok(mut tcp_in), Ok(mut unix_out)) = (tcp.try_clone(), unix.try_clone()) else {
-        return;
-    };
-    let Ok(upward) = std::thread::Builder::new().spawn(move || {
-        let half = unix_out.try_clone();
-        pump(&mut tcp_in, &mut unix_out, move || {
-            if let Ok(half) = half {
-                let _ = half.shutdown(Shutdown::Write);
-            }
-        });
-    }) else {
-        return;
-    };
-    let half = tcp.try_clone();
-    pump(&unix, &tcp, move || {
-        if let Ok(half) = half {
-            let _ = half.shutdown(Shutdown::Write);
-        }
-    });
-    let _ = upward.join();
 }

@@ -106,8 +106,9 @@ pub struct Proxy {
 pub enum DoorAt {
     /// One end of a socket pair that only the command's forwarder holds
     /// (by descriptor, never by a path another process could open): it
-    /// passes one connected socket per connection over it
-    /// ([`forward::pass_connection`]).
+    /// passes each connection's own socket over it
+    /// ([`forward::pass_socket`]), a TCP or a Unix stream socket, served
+    /// directly.
     Passed,
     /// A TCP port on `127.0.0.1` the kernel picks.
     Loopback,
@@ -348,21 +349,60 @@ async fn accept_passed(control: tokio::net::UnixStream, state: Arc<DoorState>) {
             .async_io(tokio::io::Interest::READABLE, || receive_socket(&control))
             .await;
         match received {
-            Ok(Some(socket)) => {
-                let stream = std::os::unix::net::UnixStream::from(socket);
-                let admitted = stream
-                    .set_nonblocking(true)
-                    .and_then(|()| tokio::net::UnixStream::from_std(stream));
-                match admitted {
-                    Ok(stream) => admit(stream, &state).await,
-                    Err(err) => backoff(&err).await,
+            Ok(Some(socket)) => match Passed::take(socket) {
+                Ok(Passed::Tcp(stream)) => admit(stream, &state).await,
+                Ok(Passed::Unix(stream)) => admit(stream, &state).await,
+                Err(err) if err.kind() == io::ErrorKind::InvalidData => {
+                    tracing::warn!(target: "dsh_net_proxy", "{err}");
                 }
-            }
+                Err(err) => backoff(&err).await,
+            },
             Ok(None) => return,
             Err(err) if err.kind() == io::ErrorKind::InvalidData => {
                 tracing::warn!(target: "dsh_net_proxy", "{err}");
             }
             Err(err) => backoff(&err).await,
+        }
+    }
+}
+
+/// A connection the forwarder passed: the TCP socket it accepted, or a
+/// Unix stream socket (one end of a pair).
+enum Passed {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Passed {
+    /// Takes `socket` if it is a stream socket of either family; anything
+    /// else (a file, a datagram socket) is refused with `InvalidData` and
+    /// closed.
+    fn take(socket: OwnedFd) -> io::Result<Passed> {
+        use rustix::net::{sockopt, AddressFamily, SocketType};
+        let refused = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the forwarder passed {what}, not a stream socket; closed"),
+            )
+        };
+        if sockopt::socket_type(&socket).map_err(|_| refused("a descriptor that is no socket"))?
+            != SocketType::STREAM
+        {
+            return Err(refused("a socket"));
+        }
+        match sockopt::socket_domain(&socket)? {
+            AddressFamily::INET | AddressFamily::INET6 => {
+                let stream = std::net::TcpStream::from(socket);
+                stream.set_nonblocking(true)?;
+                let _ = stream.set_nodelay(true);
+                Ok(Passed::Tcp(tokio::net::TcpStream::from_std(stream)?))
+            }
+            AddressFamily::UNIX => {
+                let stream = std::os::unix::net::UnixStream::from(socket);
+                stream.set_nonblocking(true)?;
+                Ok(Passed::Unix(tokio::net::UnixStream::from_std(stream)?))
+            }
+            _ => Err(refused("a socket of another family")),
         }
     }
 }

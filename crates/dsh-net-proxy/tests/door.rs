@@ -337,3 +337,36 @@ async fn a_relayed_request_loses_its_userinfo_and_hop_by_hop_headers() {
         assert!(!seen.contains(gone), "{gone}: {seen}");
     }
 }
+
+/// The forwarder hands the proxy the TCP connection it accepted, served
+/// directly (no byte copied in between); a passed descriptor that is no
+/// stream socket (a file, a datagram socket) is closed unserved, and the
+/// door goes on serving what comes after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_tcp_connection_is_served_and_what_is_no_stream_is_refused() {
+    use std::os::fd::AsFd;
+    let port = origin().await;
+    let proxy = Proxy::default();
+    let door = proxy
+        .door(rules(&[format!("127.0.0.1:{port}")], &[]), DoorAt::Passed)
+        .unwrap();
+    let far = door.far_end().expect("a passed door has a far end");
+    // What a hostile forwarder could send instead of a connection.
+    let file = std::fs::File::open("/dev/null").unwrap();
+    dsh_net_proxy::forward::pass_socket(far.as_fd(), file.as_fd()).unwrap();
+    let datagram = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    dsh_net_proxy::forward::pass_socket(far.as_fd(), datagram.as_fd()).unwrap();
+    // A connection the forwarder accepted on its listener.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted, _) = listener.accept().unwrap();
+    dsh_net_proxy::forward::pass_socket(far.as_fd(), accepted.as_fd()).unwrap();
+    drop(accepted);
+    client.set_nonblocking(true).unwrap();
+    let mut client = TcpStream::from_std(client).unwrap();
+    let request =
+        format!("GET http://127.0.0.1:{port}/tcp HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    let seen = exchange(&mut client, request.as_bytes()).await;
+    assert!(seen.contains("origin saw: GET /tcp"), "{seen}");
+    assert!(door.log().denied().is_empty(), "{:?}", door.log().denied());
+}
