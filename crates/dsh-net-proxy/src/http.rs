@@ -14,6 +14,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+use crate::meter::Metered;
+use crate::splice::Spliced;
 use crate::upstream::Refusal;
 use crate::DoorState;
 
@@ -57,9 +59,9 @@ fn refused(refusal: &Refusal, host: &str, port: u16) -> Response<Body> {
 
 /// Serves one HTTP/1 connection: its requests, then the tunnel a `CONNECT`
 /// opened.
-pub(crate) async fn serve<S>(stream: S, state: Arc<DoorState>)
+pub(crate) async fn serve<S>(stream: Metered<S>, state: Arc<DoorState>)
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Spliced + Unpin + Send + 'static,
 {
     let tunnel: Tunnel = Arc::default();
     let handler = {
@@ -80,15 +82,25 @@ where
     }
     let agreed = tunnel.lock().unwrap_or_else(PoisonError::into_inner).take();
     if let Some((upgrade, mut upstream)) = agreed {
-        if let Ok(upgraded) = upgrade.await {
-            let mut client = TokioIo::new(upgraded);
-            let _ = tokio::io::copy_bidirectional_with_sizes(
-                &mut client,
-                &mut upstream,
-                64 << 10,
-                64 << 10,
-            )
-            .await;
+        let Ok(upgraded) = upgrade.await else {
+            return;
+        };
+        // The connection as it came (hyper gives it back with what it read
+        // past the request): spliced.
+        match upgraded.downcast::<TokioIo<Metered<S>>>() {
+            Ok(parts) => {
+                crate::splice::relay(parts.io.into_inner(), &parts.read_buf, upstream).await;
+            }
+            Err(upgraded) => {
+                let mut client = TokioIo::new(upgraded);
+                let _ = tokio::io::copy_bidirectional_with_sizes(
+                    &mut client,
+                    &mut upstream,
+                    64 << 10,
+                    64 << 10,
+                )
+                .await;
+            }
         }
     }
 }

@@ -66,6 +66,7 @@ pub mod forward;
 mod http;
 mod meter;
 mod socks;
+mod splice;
 #[allow(unsafe_code)]
 mod sys;
 mod upstream;
@@ -458,7 +459,7 @@ async fn backoff(err: &io::Error) {
 /// Serves one connection once a slot is free.
 async fn admit<S>(stream: S, state: &Arc<DoorState>)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + splice::Spliced + Unpin + Send + 'static,
 {
     let Ok(slot) = Arc::clone(&state.slots).acquire_owned().await else {
         return;

@@ -55,7 +55,7 @@ pub(crate) struct Metered<S> {
     activity: Arc<Activity>,
 }
 
-fn spent() -> io::Error {
+pub(crate) fn spent() -> io::Error {
     io::Error::other("the command's network byte budget is spent")
 }
 
@@ -113,11 +113,49 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
     }
 }
 
+/// What a connection's bytes count against once they no longer pass
+/// through [`Metered`] (a spliced tunnel): the command's budget and the
+/// connection's activity.
+pub(crate) struct Meter {
+    state: Arc<DoorState>,
+    activity: Arc<Activity>,
+}
+
+impl Meter {
+    /// Counts `n` bytes moved either way; false once the budget is spent.
+    pub(crate) fn count(&self, n: usize) -> bool {
+        self.activity.touch();
+        self.state.spend(n)
+    }
+}
+
+impl<S> Metered<S> {
+    /// The stream and what its bytes count against (a byte peeked and not
+    /// yet read back is lost: take it only after the handshake).
+    pub(crate) fn into_parts(self) -> (S, Meter) {
+        let meter = Meter {
+            state: self.state,
+            activity: self.activity,
+        };
+        (self.inner, meter)
+    }
+
+    /// The stream metered again.
+    pub(crate) fn from_parts(inner: S, meter: Meter) -> Metered<S> {
+        Metered {
+            inner,
+            first: None,
+            state: meter.state,
+            activity: meter.activity,
+        }
+    }
+}
+
 /// Serves one connection of the door until it ends, idles out or the door
 /// closes.
 pub(crate) async fn serve<S>(stream: S, state: Arc<DoorState>)
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + crate::splice::Spliced + Unpin + Send + 'static,
 {
     let activity = Arc::new(Activity::new());
     activity.touch();

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::meter::Metered;
+use crate::splice::Spliced;
 use crate::upstream::Refusal;
 use crate::DoorState;
 
@@ -80,9 +82,9 @@ where
 }
 
 /// Serves one SOCKS5 connection.
-pub(crate) async fn serve<S>(mut stream: S, state: Arc<DoorState>)
+pub(crate) async fn serve<S>(mut stream: Metered<S>, state: Arc<DoorState>)
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send,
+    S: AsyncRead + AsyncWrite + Spliced + Unpin + Send,
 {
     let Ok(Some((command, host, port))) = handshake(&mut stream).await else {
         return;
@@ -91,7 +93,7 @@ where
         let _ = reply(&mut stream, COMMAND_NOT_SUPPORTED).await;
         return;
     }
-    let mut upstream = match crate::upstream::connect(&state, &host, port).await {
+    let upstream = match crate::upstream::connect(&state, &host, port).await {
         Ok(upstream) => upstream,
         Err(refusal) => {
             let code = match refusal {
@@ -108,12 +110,6 @@ where
         }
     };
     if reply(&mut stream, SUCCEEDED).await.is_ok() {
-        let _ = tokio::io::copy_bidirectional_with_sizes(
-            &mut stream,
-            &mut upstream,
-            64 << 10,
-            64 << 10,
-        )
-        .await;
+        crate::splice::relay(stream, &[], upstream).await;
     }
 }

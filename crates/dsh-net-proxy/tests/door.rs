@@ -370,3 +370,65 @@ async fn a_passed_tcp_connection_is_served_and_what_is_no_stream_is_refused() {
     assert!(seen.contains("origin saw: GET /tcp"), "{seen}");
     assert!(door.log().denied().is_empty(), "{:?}", door.log().denied());
 }
+
+/// An origin that echoes what it gets until the client's end, then ends.
+async fn echo() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut read, mut write) = stream.into_split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+                let _ = write.shutdown().await;
+            });
+        }
+    });
+    port
+}
+
+/// Sends `bytes` through an agreed tunnel, half-closes, and reads back
+/// all the echo: what came back.
+async fn through_tunnel(mut stream: TcpStream, bytes: &[u8], port: u16) -> Vec<u8> {
+    let request = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nhost: x\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let answer = head(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (mut read, mut write) = stream.into_split();
+    let sent = bytes.to_vec();
+    let sending = tokio::spawn(async move {
+        write.write_all(&sent).await.unwrap();
+        write.shutdown().await.unwrap();
+    });
+    let mut back = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), read.read_to_end(&mut back)).await;
+    assert!(read.is_ok(), "the echo did not end");
+    sending.await.unwrap();
+    back
+}
+
+/// A tunnel moves every byte both ways, in order, and passes each side's
+/// end on (the bytes are spliced between the sockets, not copied): over a
+/// loopback door and over a TCP connection passed through a door.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_carries_every_byte_both_ways_and_passes_the_end_on() {
+    use std::os::fd::AsFd;
+    let port = echo().await;
+    let bytes: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
+    let proxy = Proxy::default();
+    let allowed = || rules(&[format!("127.0.0.1:{port}")], &[]);
+    let loopback = proxy.door(allowed(), DoorAt::Loopback).unwrap();
+    let back = through_tunnel(connect(&loopback).await, &bytes, port).await;
+    assert!(back == bytes, "loopback door: {} of {} bytes came back", back.len(), bytes.len());
+
+    let passed = proxy.door(allowed(), DoorAt::Passed).unwrap();
+    let far = passed.far_end().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted, _) = listener.accept().unwrap();
+    dsh_net_proxy::forward::pass_socket(far.as_fd(), accepted.as_fd()).unwrap();
+    drop(accepted);
+    client.set_nonblocking(true).unwrap();
+    let back = through_tunnel(TcpStream::from_std(client).unwrap(), &bytes, port).await;
+    assert!(back == bytes, "passed door: {} of {} bytes came back", back.len(), bytes.len());
+}
