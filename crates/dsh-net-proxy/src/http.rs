@@ -92,14 +92,7 @@ where
                 crate::splice::relay(parts.io.into_inner(), &parts.read_buf, upstream).await;
             }
             Err(upgraded) => {
-                let mut client = TokioIo::new(upgraded);
-                let _ = tokio::io::copy_bidirectional_with_sizes(
-                    &mut client,
-                    &mut upstream,
-                    64 << 10,
-                    64 << 10,
-                )
-                .await;
+                crate::splice::copy(&mut TokioIo::new(upgraded), &mut upstream).await;
             }
         }
     }

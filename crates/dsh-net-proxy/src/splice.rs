@@ -198,13 +198,16 @@ where
     }
     let (client, meter) = client.into_parts();
     if let Tunnel::Unsupported = tunnel(&client, &upstream, &meter).await {
-        let mut client = Metered::from_parts(client, meter);
-        let _ = tokio::io::copy_bidirectional_with_sizes(
-            &mut client,
-            &mut upstream,
-            64 << 10,
-            64 << 10,
-        )
-        .await;
+        copy(&mut Metered::from_parts(client, meter), &mut upstream).await;
     }
+}
+
+/// Copies both ways in 64 KiB steps until each side has ended (where no
+/// splice can be had).
+pub(crate) async fn copy<A, B>(a: &mut A, b: &mut B)
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let _ = tokio::io::copy_bidirectional_with_sizes(a, b, 64 << 10, 64 << 10).await;
 }

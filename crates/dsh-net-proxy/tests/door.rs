@@ -338,6 +338,18 @@ async fn a_relayed_request_loses_its_userinfo_and_hop_by_hop_headers() {
     }
 }
 
+/// A connection as the forwarder accepts it on its listener, passed
+/// through a door's far end `far`: the client's side.
+fn passed_tcp(far: &std::os::fd::OwnedFd) -> TcpStream {
+    use std::os::fd::AsFd;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted, _) = listener.accept().unwrap();
+    dsh_net_proxy::forward::pass_socket(far.as_fd(), accepted.as_fd()).unwrap();
+    client.set_nonblocking(true).unwrap();
+    TcpStream::from_std(client).unwrap()
+}
+
 /// The forwarder hands the proxy the TCP connection it accepted, served
 /// directly (no byte copied in between); a passed descriptor that is no
 /// stream socket (a file, a datagram socket) is closed unserved, and the
@@ -356,14 +368,7 @@ async fn a_passed_tcp_connection_is_served_and_what_is_no_stream_is_refused() {
     dsh_net_proxy::forward::pass_socket(far.as_fd(), file.as_fd()).unwrap();
     let datagram = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     dsh_net_proxy::forward::pass_socket(far.as_fd(), datagram.as_fd()).unwrap();
-    // A connection the forwarder accepted on its listener.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (accepted, _) = listener.accept().unwrap();
-    dsh_net_proxy::forward::pass_socket(far.as_fd(), accepted.as_fd()).unwrap();
-    drop(accepted);
-    client.set_nonblocking(true).unwrap();
-    let mut client = TcpStream::from_std(client).unwrap();
+    let mut client = passed_tcp(&far);
     let request =
         format!("GET http://127.0.0.1:{port}/tcp HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     let seen = exchange(&mut client, request.as_bytes()).await;
@@ -412,23 +417,26 @@ async fn through_tunnel(mut stream: TcpStream, bytes: &[u8], port: u16) -> Vec<u
 /// loopback door and over a TCP connection passed through a door.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tunnel_carries_every_byte_both_ways_and_passes_the_end_on() {
-    use std::os::fd::AsFd;
     let port = echo().await;
     let bytes: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
     let proxy = Proxy::default();
     let allowed = || rules(&[format!("127.0.0.1:{port}")], &[]);
     let loopback = proxy.door(allowed(), DoorAt::Loopback).unwrap();
     let back = through_tunnel(connect(&loopback).await, &bytes, port).await;
-    assert!(back == bytes, "loopback door: {} of {} bytes came back", back.len(), bytes.len());
+    assert!(
+        back == bytes,
+        "loopback door: {} of {} bytes came back",
+        back.len(),
+        bytes.len()
+    );
 
     let passed = proxy.door(allowed(), DoorAt::Passed).unwrap();
     let far = passed.far_end().unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (accepted, _) = listener.accept().unwrap();
-    dsh_net_proxy::forward::pass_socket(far.as_fd(), accepted.as_fd()).unwrap();
-    drop(accepted);
-    client.set_nonblocking(true).unwrap();
-    let back = through_tunnel(TcpStream::from_std(client).unwrap(), &bytes, port).await;
-    assert!(back == bytes, "passed door: {} of {} bytes came back", back.len(), bytes.len());
+    let back = through_tunnel(passed_tcp(&far), &bytes, port).await;
+    assert!(
+        back == bytes,
+        "passed door: {} of {} bytes came back",
+        back.len(),
+        bytes.len()
+    );
 }
