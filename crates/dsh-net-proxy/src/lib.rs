@@ -97,6 +97,10 @@ impl Default for ProxyLimits {
 }
 
 /// The proxy of one server: its limits, shared by every door it opens.
+///
+/// Its tunnels are spliced between sockets, and a splice into a socket
+/// whose peer has gone raises `SIGPIPE`: the process must ignore it, as
+/// every Rust program does from its start.
 #[derive(Clone, Debug, Default)]
 pub struct Proxy {
     limits: ProxyLimits,

@@ -4,6 +4,10 @@
 //! byte still counts against the command's budget and as activity
 //! ([`Meter`]); a kernel that cannot splice these sockets gets the plain
 //! copy instead ([`Tunnel::Unsupported`]).
+//!
+//! A splice into a socket whose peer has gone raises `SIGPIPE` (the kernel
+//! offers no `MSG_NOSIGNAL` there): Rust programs ignore it from their
+//! start, and so must any other host of the proxy.
 
 use std::future::Future;
 use std::io;

@@ -6,7 +6,8 @@
 //!   forwarder inherits by descriptor (no path: no other command can reach
 //!   it), and the host's binary, re-executed as
 //!   [`dsh_net_proxy::forward`]er, listens on `127.0.0.1:3128` inside and
-//!   relays to it. Nothing else leaves the namespace.
+//!   passes each connection's socket through it, for the proxy to serve
+//!   directly. Nothing else leaves the namespace.
 //! - Landlock: no namespace; the door is a loopback TCP port, the only
 //!   port the ruleset lets the command connect to (ABI 4), and the syscall
 //!   filter refuses every socket but TCP ones. The kernel sees the port,
