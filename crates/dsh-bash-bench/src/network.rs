@@ -1,7 +1,8 @@
 //! Group 10: what the network allow-list costs. A command that does not
 //! use the network, under `allow` beside `off` (each backend), and a
 //! 100 MiB download from a loopback server through the proxy beside the
-//! same download direct (bwrap, network `on`).
+//! same download direct (bwrap, network `on`), plain HTTP and through a
+//! `CONNECT` tunnel.
 
 use dsh_bash::{BashExecutor, NetworkPolicy, SandboxMode};
 use dsh_sandbox::HostRules;
@@ -103,9 +104,10 @@ async fn idle_cost(options: &Options, label: &str, backend: Backend, port: u16) 
     )
 }
 
-/// The 100 MiB download through the proxy beside the direct one.
-async fn download(options: &Options, port: u16) -> Row {
-    let label = "10c 100 MiB from loopback through the proxy (bwrap)";
+/// The 100 MiB download through the proxy beside the direct one: plain
+/// HTTP, or (`tunnel`) through a `CONNECT` tunnel (`curl -p`; with the
+/// network on there is no proxy and curl goes direct).
+async fn download(options: &Options, port: u16, label: &str, tunnel: bool) -> Row {
     let mode = SandboxMode::ReadOnly;
     let (Some(proxied), Some(direct)) = (
         sandboxed_with(
@@ -125,8 +127,9 @@ async fn download(options: &Options, port: u16) -> Row {
     ) else {
         return Row::skipped(label, "ms", "bwrap is not usable");
     };
+    let tunnelled = if tunnel { " -p" } else { "" };
     let command = format!(
-        "test \"$(curl -sS -o /dev/null -w '%{{size_download}}' http://127.0.0.1:{port}/blob)\" = {DOWNLOAD}"
+        "test \"$(curl -sS{tunnelled} -o /dev/null -w '%{{size_download}}' http://127.0.0.1:{port}/blob)\" = {DOWNLOAD}"
     );
     let (mut ours, mut base) = (vec![], vec![]);
     for _ in 0..options.rounds {
@@ -191,6 +194,19 @@ pub async fn allow_list_rows(options: &Options) -> Vec<Row> {
             port,
         )
         .await,
-        download(options, port).await,
+        download(
+            options,
+            port,
+            "10c 100 MiB from loopback through the proxy (bwrap)",
+            false,
+        )
+        .await,
+        download(
+            options,
+            port,
+            "10d 100 MiB from loopback through a CONNECT tunnel (bwrap)",
+            true,
+        )
+        .await,
     ]
 }
