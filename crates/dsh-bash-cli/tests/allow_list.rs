@@ -421,3 +421,48 @@ fn bad_patterns_and_contradictions_are_refused_before_anything_runs() {
         assert!(!marker.exists(), "{flags:?} half-ran the command");
     }
 }
+
+/// The forwarder's acceptor (the command's own child under bubblewrap, with
+/// the command's user and namespaces) holds the door: the command can
+/// neither trace it nor take the door with `pidfd_getfd`. As root and as
+/// uid 65534.
+#[test]
+fn the_command_cannot_take_the_forwarders_door() {
+    let take = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+found = taken = 0
+for pid in os.listdir('/proc'):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        argv = open(f'/proc/{pid}/cmdline').read()
+    except OSError:
+        continue
+    if argv.split('\0')[1:2] != ['__dsh-net-forward']:
+        continue
+    found += 1
+    pidfd = os.pidfd_open(int(pid))
+    for fd in range(64):
+        got = libc.syscall(438, pidfd, fd, 0)
+        if got >= 0:
+            taken += 1
+            os.close(got)
+print(f'found {found} taken {taken}')
+"#;
+    for user in [User::Root, User::Nobody] {
+        let sandbox = ["--sandbox", "read-only", "--sandbox-backend", "bwrap"];
+        if !usable_as_or_skip(user, &sandbox, "the forwarder's door") {
+            continue;
+        }
+        let ws = workspace(user, &format!("door-{user:?}"));
+        let flags = ["--allow-host".to_owned(), "127.0.0.1:1".to_owned()];
+        let command = format!("python3 -c \"$(cat <<'PY'\n{take}\nPY\n)\"");
+        let result = confined(user, "bwrap", &ws, &flags, &command);
+        assert_eq!(
+            stdout(&result).trim(),
+            "found 1 taken 0",
+            "{user:?}: {result}"
+        );
+    }
+}

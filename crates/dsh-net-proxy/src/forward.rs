@@ -130,6 +130,11 @@ fn run(args: &[OsString]) -> i32 {
         }
         Ok(Forked::Child) => {
             crate::sys::leave_session_and_streams();
+            // Not dumpable: the command (same user, same namespaces) can
+            // neither trace it nor take its door (`pidfd_getfd`).
+            let _ = rustix::process::set_dumpable_behavior(
+                rustix::process::DumpableBehavior::NotDumpable,
+            );
             serve(&listener, &door);
             0
         }

@@ -387,13 +387,15 @@ impl Passed {
         let refused = |what: &str| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("the forwarder passed {what}, not a stream socket; closed"),
+                format!(
+                    "a door takes TCP or Unix stream sockets; the forwarder passed {what} (closed)"
+                ),
             )
         };
         if sockopt::socket_type(&socket).map_err(|_| refused("a descriptor that is no socket"))?
             != SocketType::STREAM
         {
-            return Err(refused("a socket"));
+            return Err(refused("a socket of another type"));
         }
         match sockopt::socket_domain(&socket)? {
             AddressFamily::INET | AddressFamily::INET6 => {
@@ -407,7 +409,7 @@ impl Passed {
                 stream.set_nonblocking(true)?;
                 Ok(Passed::Unix(tokio::net::UnixStream::from_std(stream)?))
             }
-            _ => Err(refused("a socket of another family")),
+            _ => Err(refused("a stream socket of another family")),
         }
     }
 }

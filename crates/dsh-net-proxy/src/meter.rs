@@ -127,6 +127,11 @@ impl Meter {
         self.activity.touch();
         self.state.spend(n)
     }
+
+    /// Notes that bytes moved (already counted).
+    pub(crate) fn touch(&self) {
+        self.activity.touch();
+    }
 }
 
 impl<S> Metered<S> {

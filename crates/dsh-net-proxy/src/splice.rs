@@ -5,6 +5,10 @@
 //! ([`Meter`]); a kernel that cannot splice these sockets gets the plain
 //! copy instead ([`Tunnel::Unsupported`]).
 //!
+//! A splice stops at a TCP peer's urgent (out-of-band) byte: there one
+//! `recv` moves past it, skipping the byte as the plain copy does, and the
+//! splicing goes on.
+//!
 //! A splice into a socket whose peer has gone raises `SIGPIPE` (the kernel
 //! offers no `MSG_NOSIGNAL` there): Rust programs ignore it from their
 //! start, and so must any other host of the proxy.
@@ -12,6 +16,7 @@
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use tokio::io::Interest;
@@ -77,15 +82,15 @@ pub(crate) async fn tunnel<A: Spliced, B: Spliced>(
     // A direction that fails ends the other (an end of input does not: a
     // half-closed tunnel still carries the other way).
     let failed = tokio_util::sync::CancellationToken::new();
+    let taken = AtomicU64::new(0);
     let (sent, received) = tokio::join!(
-        until_failed(pump(client, upstream, &up, meter), &failed),
-        until_failed(pump(upstream, client, &down, meter), &failed)
+        until_failed(pump(client, upstream, &up, meter, &taken), &failed),
+        until_failed(pump(upstream, client, &down, meter, &taken), &failed)
     );
-    let refused = |(moved, ended): &(u64, io::Result<()>)| {
-        *moved == 0 && matches!(ended, Err(err) if err.raw_os_error() == Some(libc::EINVAL))
-    };
-    let nothing_moved = sent.0 == 0 && received.0 == 0;
-    if nothing_moved && (refused(&sent) || refused(&received)) {
+    let refused = |ended: &io::Result<()>| matches!(ended, Err(err) if err.raw_os_error() == Some(libc::EINVAL));
+    // Nothing taken from either side: both pipes are empty, and the copy
+    // loses nothing.
+    if taken.load(Ordering::Relaxed) == 0 && (refused(&sent) || refused(&received)) {
         Tunnel::Unsupported
     } else {
         Tunnel::Ended
@@ -95,14 +100,14 @@ pub(crate) async fn tunnel<A: Spliced, B: Spliced>(
 /// Runs one direction until it ends, or until the other failed; a failure
 /// of its own ends the other.
 async fn until_failed(
-    pump: impl Future<Output = (u64, io::Result<()>)>,
+    pump: impl Future<Output = io::Result<()>>,
     failed: &tokio_util::sync::CancellationToken,
-) -> (u64, io::Result<()>) {
+) -> io::Result<()> {
     let ended = tokio::select! {
         ended = pump => ended,
-        () = failed.cancelled() => (0, Ok(())),
+        () = failed.cancelled() => Ok(()),
     };
-    if ended.1.is_err() {
+    if ended.is_err() {
         failed.cancel();
     }
     ended
@@ -130,58 +135,113 @@ fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<us
 }
 
 /// One direction: `from` into the pipe, the pipe (emptied every time)
-/// into `to`, until `from` ends; then `to`'s writing half is shut. The
-/// bytes moved, and the error that stopped it if one did (`EINVAL` before
-/// any byte: these sockets cannot be spliced).
+/// into `to`, until `from` ends; then `to`'s writing half is shut. What it
+/// takes from `from` is added to `taken` as it is taken; the error that
+/// stopped it, if one did (`EINVAL`: these sockets cannot be spliced).
 async fn pump<A: Spliced, B: Spliced>(
     from: &A,
     to: &B,
     pipe: &Pipe,
     meter: &Meter,
-) -> (u64, io::Result<()>) {
-    let mut moved = 0u64;
+    taken: &AtomicU64,
+) -> io::Result<()> {
     loop {
-        let n = match fill(from, pipe).await {
-            Ok(0) => {
-                let _ = rustix::net::shutdown(to.as_fd(), rustix::net::Shutdown::Write);
-                return (moved, Ok(()));
-            }
-            Ok(n) => n,
-            Err(err) => return (moved, Err(err)),
+        let filled = fill(from, pipe).await?;
+        let n = match filled {
+            Filled::Spliced(n) => n,
+            Filled::Urgent => past_mark(from, to, meter).await?,
         };
+        if n == 0 {
+            let _ = rustix::net::shutdown(to.as_fd(), rustix::net::Shutdown::Write);
+            return Ok(());
+        }
+        taken.fetch_add(n as u64, Ordering::Relaxed);
         if !meter.count(n) {
-            return (moved, Err(crate::meter::spent()));
+            return Err(crate::meter::spent());
         }
-        if let Err(err) = drain(pipe, to, n).await {
-            return (moved, Err(err));
+        if let Filled::Spliced(_) = filled {
+            drain(pipe, to, n, meter).await?;
         }
-        moved += n as u64;
     }
 }
 
-/// Splices what `from` has (at most the pipe's size) into the empty pipe;
-/// 0 at `from`'s end.
-async fn fill<A: Spliced>(from: &A, pipe: &Pipe) -> io::Result<usize> {
+/// What a fill found.
+#[derive(Clone, Copy)]
+enum Filled {
+    /// This many bytes are in the pipe (0: `from` ended).
+    Spliced(usize),
+    /// `from` is at its urgent mark: nothing can be spliced until a `recv`
+    /// moves past it.
+    Urgent,
+}
+
+/// Splices what `from` has (at most the pipe's size) into the empty pipe.
+async fn fill<A: Spliced>(from: &A, pipe: &Pipe) -> io::Result<Filled> {
     loop {
         from.ready(Interest::READABLE).await?;
-        match from.attempt(Interest::READABLE, || {
+        let spliced = from.attempt(Interest::READABLE, || {
             splice(from.as_fd(), pipe.write.as_fd(), pipe.size)
-        }) {
+        });
+        match spliced {
+            Ok(0) | Err(_) if crate::sys::at_urgent_mark(from.as_fd()) => {
+                return Ok(Filled::Urgent)
+            }
+            Ok(n) => return Ok(Filled::Spliced(n)),
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
-            done => return done,
+            Err(err) => return Err(err),
         }
     }
 }
 
-/// Splices the `n` bytes the pipe holds into `to`.
-async fn drain<B: Spliced>(pipe: &Pipe, to: &B, n: usize) -> io::Result<()> {
+/// At `from`'s urgent mark: one `recv` past it (the urgent byte skipped,
+/// as a plain read does), what it read sent on to `to`; the bytes moved,
+/// 0 at `from`'s end.
+async fn past_mark<A: Spliced, B: Spliced>(from: &A, to: &B, meter: &Meter) -> io::Result<usize> {
+    let mut buf = vec![0u8; 64 << 10];
+    let n = loop {
+        let read = from.attempt(Interest::READABLE, || {
+            Ok(rustix::net::recv(from.as_fd(), &mut buf[..], rustix::net::RecvFlags::DONTWAIT)?.0)
+        });
+        match read {
+            Ok(n) => break n,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                from.ready(Interest::READABLE).await?;
+            }
+            Err(err) => return Err(err),
+        }
+    };
+    let mut sent = 0;
+    while sent < n {
+        to.ready(Interest::WRITABLE).await?;
+        let flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;
+        match to.attempt(Interest::WRITABLE, || {
+            Ok(rustix::net::send(to.as_fd(), &buf[sent..n], flags)?)
+        }) {
+            Ok(m) => {
+                sent += m;
+                meter.touch();
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(n)
+}
+
+/// Splices the `n` bytes the pipe holds into `to`, each step counted as
+/// activity.
+async fn drain<B: Spliced>(pipe: &Pipe, to: &B, n: usize, meter: &Meter) -> io::Result<()> {
     let mut left = n;
     while left > 0 {
         to.ready(Interest::WRITABLE).await?;
         match to.attempt(Interest::WRITABLE, || {
             splice(pipe.read.as_fd(), to.as_fd(), left)
         }) {
-            Ok(m) => left -= m,
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(m) => {
+                left -= m;
+                meter.touch();
+            }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
             Err(err) => return Err(err),
         }

@@ -1,9 +1,10 @@
 //! The raw syscalls of this crate, each `unsafe` block with its SAFETY
 //! line: the forwarder's fork, its relay leaving the command's session,
-//! and taking over the inherited door.
+//! taking over the inherited door, and asking whether a socket is at its
+//! urgent mark.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// Which side of a fork this is.
 pub(crate) enum Forked {
@@ -64,4 +65,17 @@ pub(crate) fn take_inherited(fd: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: `fd` is open, was handed to this process to own, and nothing
     // else in it refers to it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `SIOCATMARK` (Linux, every architecture): whether reading a socket has
+/// reached its urgent mark.
+const SIOCATMARK: libc::Ioctl = 0x8905;
+
+/// True if and only if reading `socket` has reached urgent (out-of-band)
+/// data: a splice stops there and only a `recv` moves past it.
+pub(crate) fn at_urgent_mark(socket: BorrowedFd<'_>) -> bool {
+    let mut at: libc::c_int = 0;
+    // SAFETY: SIOCATMARK writes one int into `at`, which we own.
+    let rc = unsafe { libc::ioctl(socket.as_raw_fd(), SIOCATMARK, &mut at) };
+    rc == 0 && at != 0
 }

@@ -440,3 +440,78 @@ async fn a_tunnel_carries_every_byte_both_ways_and_passes_the_end_on() {
         bytes.len()
     );
 }
+
+/// An origin that sends `AAAA`, an urgent (out-of-band) `U`, then `BBBB`,
+/// and closes.
+async fn urgent_origin() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let stream = stream.into_std().unwrap();
+            stream.set_nonblocking(false).unwrap();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut stream = stream;
+                stream.write_all(b"AAAA").unwrap();
+                rustix::net::send(&stream, b"U", rustix::net::SendFlags::OOB).unwrap();
+                stream.write_all(b"BBBB").unwrap();
+            });
+        }
+    });
+    port
+}
+
+/// A splice stops at a peer's urgent byte: the tunnel moves past it as a
+/// plain read does (the byte skipped) and carries the rest, both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn urgent_data_neither_cuts_nor_stalls_a_tunnel() {
+    let downstream = urgent_origin().await;
+    let upstream = echo().await;
+    let proxy = Proxy::default();
+    let door = proxy
+        .door(
+            rules(
+                &[
+                    format!("127.0.0.1:{downstream}"),
+                    format!("127.0.0.1:{upstream}"),
+                ],
+                &[],
+            ),
+            DoorAt::Loopback,
+        )
+        .unwrap();
+    // From the origin to the client.
+    let mut stream = connect(&door).await;
+    let request = format!("CONNECT 127.0.0.1:{downstream} HTTP/1.1\r\nhost: x\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    assert!(head(&mut stream).await.starts_with("HTTP/1.1 200"));
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut got)).await;
+    assert!(read.is_ok(), "the tunnel stalled at the urgent byte");
+    assert_eq!(String::from_utf8_lossy(&got), "AAAABBBB");
+    // From the client to the origin (an echo), then back.
+    let mut stream = connect(&door).await;
+    let request = format!("CONNECT 127.0.0.1:{upstream} HTTP/1.1\r\nhost: x\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    assert!(head(&mut stream).await.starts_with("HTTP/1.1 200"));
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    let back = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = stream;
+        stream.write_all(b"AAAA").unwrap();
+        rustix::net::send(&stream, b"U", rustix::net::SendFlags::OOB).unwrap();
+        stream.write_all(b"BBBB").unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut back = Vec::new();
+        stream.read_to_end(&mut back).map(|_| back)
+    })
+    .await
+    .unwrap()
+    .expect("the echo ends");
+    assert_eq!(String::from_utf8_lossy(&back), "AAAABBBB");
+}
