@@ -66,20 +66,29 @@ impl ScrubPolicy {
     }
 }
 
-/// Builds the child environment: scrubbed `inherited`, then the shell
-/// snapshot's variables (scrubbed when taken), then the overrides, then
-/// `explicit` (which wins, even for secret-looking names). Sorted by name,
-/// one entry per name.
-pub(crate) fn child_env(
+/// The host's environment `inherited` scrubbed by `policy`: read once,
+/// when an executor is built, and copied into each command's
+/// ([`child_env`]).
+pub(crate) fn scrubbed(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
     policy: &ScrubPolicy,
+) -> BTreeMap<OsString, OsString> {
+    inherited
+        .into_iter()
+        .filter(|(name, value)| !policy.drops_entry(&name.to_string_lossy(), &value.to_string_lossy()))
+        .collect()
+}
+
+/// Builds the child environment: the `scrubbed` inherited one, then the
+/// shell snapshot's variables (scrubbed when taken), then the overrides,
+/// then `explicit` (which wins, even for secret-looking names). Sorted by
+/// name, one entry per name.
+pub(crate) fn child_env(
+    scrubbed: &BTreeMap<OsString, OsString>,
     snapshot: &[(OsString, OsString)],
     explicit: Option<&BTreeMap<String, String>>,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: BTreeMap<OsString, OsString> = inherited
-        .into_iter()
-        .filter(|(name, value)| !policy.drops_entry(&name.to_string_lossy(), &value.to_string_lossy()))
-        .collect();
+    let mut env = scrubbed.clone();
     env.extend(snapshot.iter().cloned());
     for (name, value) in OVERRIDES {
         env.insert(name.into(), value.into());
@@ -93,6 +102,16 @@ pub(crate) fn child_env(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inherited environment scrubbed, then the rest.
+    fn child_env(
+        inherited: Vec<(OsString, OsString)>,
+        policy: &ScrubPolicy,
+        snapshot: &[(OsString, OsString)],
+        explicit: Option<&BTreeMap<String, String>>,
+    ) -> Vec<(OsString, OsString)> {
+        super::child_env(&scrubbed(inherited, policy), snapshot, explicit)
+    }
 
     fn value<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a str> {
         env.iter()

@@ -55,6 +55,9 @@ struct Inner {
     changes: Result<Arc<crate::changes::ChangeWatch>, Option<String>>,
     /// What confines each launch (the sandbox), if anything does.
     hook: Option<Arc<dyn LaunchHook>>,
+    /// The host's environment, scrubbed once when the executor was built
+    /// and copied into each command's.
+    inherited: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
 }
 
 impl std::fmt::Debug for LocalBashExecutor {
@@ -143,6 +146,9 @@ pub fn sweep_dead_hosts(config: &LocalConfig) {
 
 impl LocalBashExecutor {
     /// Builds an executor; fails, naming the field, on an unusable config.
+    /// The process's environment is read and scrubbed once, here: every
+    /// command starts from that copy (a variable set in the process later
+    /// does not reach commands).
     pub fn new(config: LocalConfig) -> Result<Self, ConfigError> {
         Self::build(config, None)
     }
@@ -191,6 +197,7 @@ impl LocalBashExecutor {
                     Some(why)
                 }),
         };
+        let inherited = crate::env::scrubbed(std::env::vars_os(), &config.scrub);
         Ok(LocalBashExecutor {
             inner: Arc::new(Inner {
                 host,
@@ -205,6 +212,7 @@ impl LocalBashExecutor {
                 tracker: TaskTracker::new(),
                 prologue: std::sync::OnceLock::new(),
                 hook,
+                inherited,
             }),
         })
     }
@@ -422,12 +430,7 @@ impl Inner {
     fn launch(&self, spec: &BashExecSpec, invocation: Invocation, shell: &ShellRun) -> Launch {
         let mut argv = invocation.argv.into_iter();
         let program = argv.next().unwrap_or_default();
-        let mut env = child_env(
-            std::env::vars_os(),
-            &self.config.scrub,
-            shell.variables(),
-            spec.env.as_ref(),
-        );
+        let mut env = child_env(&self.inherited, shell.variables(), spec.env.as_ref());
         // Inherited by every descendant that keeps its environment: how the
         // watchdog finds, at host death, what no group or cgroup holds.
         // (Overwritten: a host running inside another one's command has
