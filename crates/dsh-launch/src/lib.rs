@@ -325,22 +325,9 @@ pub fn same_directory(fd: BorrowedFd<'_>, path: &std::path::Path) -> bool {
 /// Creates `name` in the directory behind `dir` for writing: exclusively,
 /// mode 0600, never following a symlink.
 pub fn create_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<std::fs::File> {
-    let name = std::ffi::CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a file name"))?;
-    // SAFETY: openat with a valid directory fd and a NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just handed us this fd.
-    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o600))?.into())
 }
 
 /// Sets the capacity of a pipe (best effort): larger for heavy streams

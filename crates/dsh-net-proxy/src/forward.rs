@@ -181,10 +181,9 @@ fn serve(listener: &TcpListener, door: &OwnedFd) {
             }
         };
         let _ = connection.set_nodelay(true);
-        if let Err(err) = pass_socket(door.as_fd(), connection.as_fd()) {
-            if err.kind() == io::ErrorKind::BrokenPipe {
-                return;
-            }
+        let passed = pass_socket(door.as_fd(), connection.as_fd());
+        if matches!(passed, Err(err) if err.kind() == io::ErrorKind::BrokenPipe) {
+            return;
         }
     }
 }

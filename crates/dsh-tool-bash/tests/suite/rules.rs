@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use dsh_bash::SandboxMode;
 use dsh_rules::{Decision, Judgement, Rule, RuleWord, Rules};
@@ -75,6 +75,20 @@ fn asking(approver: &Arc<Approver>) -> CallContext {
         approvals: Some(Arc::clone(approver) as Arc<dyn ApprovalService>),
         ..ctx(Some(session("s")))
     }
+}
+
+/// Calls `bash` with `args` where `approver` says no: the call is refused
+/// as the person's answer, and the person was asked (once so far).
+async fn rejected(tools: &BashTools, args: Value, approver: &Arc<Approver>) {
+    let err = call(tools, "bash", args, &asking(approver))
+        .await
+        .unwrap_err();
+    assert!(
+        err.text().starts_with("the user rejected"),
+        "{}",
+        err.text()
+    );
+    assert_eq!(approver.asked.lock().unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,20 +207,12 @@ async fn an_allow_rule_is_a_standing_approval_for_every_part_only() {
     );
     assert!(approver.asked.lock().unwrap().is_empty());
     // A part no rule allows rides on nothing: the person is asked.
-    let err = call(
+    rejected(
         &tools,
-        "bash",
         escalating("echo install; echo other", None),
-        &asking(&approver),
+        &approver,
     )
-    .await
-    .unwrap_err();
-    assert!(
-        err.text().starts_with("the user rejected"),
-        "{}",
-        err.text()
-    );
-    assert_eq!(approver.asked.lock().unwrap().len(), 1);
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,18 +288,10 @@ async fn a_proposed_prefix_is_checked_and_always_is_kept() {
     let kept = book.kept.lock().unwrap()[0].0.grants.clone().unwrap();
     assert_eq!(kept.sandbox.as_deref(), Some("workspace-write"));
     // It grants what the person approved, no more: a wider mode asks.
-    let err = call(
+    rejected(
         &tools,
-        "bash",
         escalating_to("danger-full-access", "echo run test", None),
-        &asking(&never),
+        &never,
     )
-    .await
-    .unwrap_err();
-    assert!(
-        err.text().starts_with("the user rejected"),
-        "{}",
-        err.text()
-    );
-    assert_eq!(never.asked.lock().unwrap().len(), 1);
+    .await;
 }
