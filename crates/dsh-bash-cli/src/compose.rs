@@ -232,12 +232,7 @@ pub fn snapshot_source(
     match asked {
         Some("off") => Ok(None),
         None if !default_auto => Ok(None),
-        None | Some("auto") => {
-            let shell = std::env::var_os("SHELL")
-                .filter(|shell| !shell.is_empty())
-                .map_or_else(|| PathBuf::from("bash"), PathBuf::from);
-            Ok(Some(dsh_bash_local::SnapshotSource::Login { shell }))
-        }
+        None | Some("auto") => Ok(Some(login_shell())),
         Some(file) => {
             let path = std::path::absolute(file).unwrap_or_else(|_| PathBuf::from(file));
             if !path.is_file() {
@@ -250,6 +245,14 @@ pub fn snapshot_source(
     }
 }
 
+/// The user's login shell to snapshot: `$SHELL`, else bash.
+pub fn login_shell() -> dsh_bash_local::SnapshotSource {
+    let shell = std::env::var_os("SHELL")
+        .filter(|shell| !shell.is_empty())
+        .map_or_else(|| PathBuf::from("bash"), PathBuf::from);
+    dsh_bash_local::SnapshotSource::Login { shell }
+}
+
 /// Takes the snapshot of `source` with an executor of its own, the shell
 /// confined so that nothing in the home is writable (unconfined, with a
 /// warning, where no backend works here), and settles `slot`, logging what
@@ -260,35 +263,7 @@ pub async fn take_snapshot(
     source: dsh_bash_local::SnapshotSource,
     slot: Arc<dsh_bash_local::SnapshotSlot>,
 ) {
-    let capture = LocalConfig {
-        shell_snapshot: None,
-        discard_spill_on_shutdown: true,
-        ..local.clone()
-    };
-    let taken = match LocalBashExecutor::new(capture) {
-        Ok(executor) => {
-            let sandbox = LocalSandboxProvider::new(LocalSandboxConfig {
-                backend,
-                ..LocalSandboxConfig::default()
-            })
-            .map_err(|err| tracing::warn!("the shell snapshot runs unconfined: {err}"))
-            .ok();
-            let taken = dsh_bash_local::take_shell_snapshot(
-                &executor,
-                &source,
-                SNAPSHOT_BOUND,
-                sandbox
-                    .as_ref()
-                    .map(|s| s as &dyn dsh_sandbox::SandboxProvider),
-            )
-            .await;
-            executor.shutdown().await;
-            taken
-        }
-        Err(err) => Err(dsh_bash_local::SnapshotError::Io {
-            detail: err.to_string(),
-        }),
-    };
+    let taken = snapshot(backend, local, &source).await;
     match &taken {
         Ok(snapshot) => {
             let summary = snapshot.summary();
@@ -304,6 +279,45 @@ pub async fn take_snapshot(
         Err(err) => tracing::warn!("no shell snapshot: {err}"),
     }
     slot.settle(taken);
+}
+
+/// The snapshot of `source`, taken with an executor of its own, the shell
+/// confined so that nothing in the home is writable (unconfined, with a
+/// warning, where no backend works here).
+pub async fn snapshot(
+    backend: Backend,
+    local: &LocalConfig,
+    source: &dsh_bash_local::SnapshotSource,
+) -> Result<dsh_bash_local::ShellSnapshot, dsh_bash_local::SnapshotError> {
+    let capture = LocalConfig {
+        shell_snapshot: None,
+        discard_spill_on_shutdown: true,
+        ..local.clone()
+    };
+    match LocalBashExecutor::new(capture) {
+        Ok(executor) => {
+            let sandbox = LocalSandboxProvider::new(LocalSandboxConfig {
+                backend,
+                ..LocalSandboxConfig::default()
+            })
+            .map_err(|err| tracing::warn!("the shell snapshot runs unconfined: {err}"))
+            .ok();
+            let taken = dsh_bash_local::take_shell_snapshot(
+                &executor,
+                source,
+                SNAPSHOT_BOUND,
+                sandbox
+                    .as_ref()
+                    .map(|s| s as &dyn dsh_sandbox::SandboxProvider),
+            )
+            .await;
+            executor.shutdown().await;
+            taken
+        }
+        Err(err) => Err(dsh_bash_local::SnapshotError::Io {
+            detail: err.to_string(),
+        }),
+    }
 }
 
 /// The sandbox backend the flags name (`auto` by default): the commands'

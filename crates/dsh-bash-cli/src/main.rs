@@ -17,6 +17,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod compose;
+mod doctor;
+mod doctor_sandbox;
 mod mcp;
 mod policy;
 mod run;
@@ -70,6 +72,19 @@ enum Command {
     /// value with the file and line it came from.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// What this host gives and what it does not: each sandbox backend,
+    /// the containment, the limits, the kernel's audit, the user's shell,
+    /// the temp directory; with the fix for each that falls short.
+    Doctor(doctor::DoctorArgs),
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish or
+    /// powershell) to stdout.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout.
+    Manpage,
 }
 
 #[derive(Subcommand)]
@@ -120,6 +135,35 @@ fn install_diagnostics() {
         .try_init();
 }
 
+/// Writes `bytes` to stdout; a closed pipe is a clean end.
+fn print(bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(err) => Err(anyhow::Error::new(err).context("writing to stdout")),
+    }
+}
+
+/// The completion script for `shell`.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    use clap::CommandFactory as _;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "dsh-bash", &mut script);
+    print(&script)
+}
+
+/// The man page, as roff.
+fn manpage() -> anyhow::Result<ExitCode> {
+    use clap::CommandFactory as _;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut page)
+        .map_err(|err| anyhow::anyhow!("rendering the man page: {err}"))?;
+    print(&page)
+}
+
 fn main() -> ExitCode {
     // Run as the network allow-list's forwarder inside a sandbox's network
     // namespace: that, and nothing else.
@@ -137,7 +181,9 @@ fn main() -> ExitCode {
             Some(policy::check(policy, command))
         }
         Command::Config(ConfigCommand::Show { policy }) => Some(policy::show(policy)),
-        Command::Run(_) | Command::Mcp(_) => None,
+        Command::Completions { shell } => Some(completions(*shell)),
+        Command::Manpage => Some(manpage()),
+        Command::Run(_) | Command::Mcp(_) | Command::Doctor(_) => None,
     };
     if let Some(outcome) = read_only {
         return outcome.unwrap_or_else(|err| {
@@ -170,7 +216,10 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Mcp(args) => runtime.block_on(mcp::serve(args)),
-        Command::Rules(_) | Command::Config(_) => Ok(ExitCode::SUCCESS),
+        Command::Doctor(args) => runtime.block_on(doctor::doctor(args)),
+        Command::Rules(_) | Command::Config(_) | Command::Completions { .. } | Command::Manpage => {
+            Ok(ExitCode::SUCCESS)
+        }
     };
     // Every command has been stopped by now; do not wait for blocking
     // threads (a stdin read never returns on its own).

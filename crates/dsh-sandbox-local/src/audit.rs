@@ -521,6 +521,24 @@ fn nlmsg_error(payload: &[u8]) -> io::Error {
     io::Error::from_raw_os_error(-code)
 }
 
+/// Whether the kernel's audit log would name a Landlock command's refusals
+/// to this process, or why not (blocking: it opens the audit sockets and
+/// writes one marker to the log, as a server's first confined command does).
+pub(crate) fn available(landlock_abi: i64) -> Result<(), String> {
+    if landlock_abi < 7 {
+        return Err(format!(
+            "Landlock ABI {landlock_abi}: the kernel logs Landlock denials from ABI 7 (Linux 6.15)"
+        ));
+    }
+    let listener = Listener::start()
+        .map_err(|err| format!("this process may not read and write the audit log: {err}"))?;
+    match listener.status() {
+        Ok(status) if status.enabled != 0 => Ok(()),
+        Ok(_) => Err("the kernel's audit is off".into()),
+        Err(err) => Err(format!("the kernel's audit status cannot be read: {err}")),
+    }
+}
+
 /// 32 random bits (from the standard library's per-process hash keys).
 fn random_tag() -> u32 {
     use std::hash::{BuildHasher, Hasher};

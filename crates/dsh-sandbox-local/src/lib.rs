@@ -213,6 +213,8 @@ mod config;
 mod environment;
 mod error;
 #[cfg(target_os = "linux")]
+mod examine;
+#[cfg(target_os = "linux")]
 mod kept_verdict;
 #[cfg(target_os = "linux")]
 mod landlock_backend;
@@ -234,4 +236,6 @@ mod verdict;
 
 pub use config::{Backend, ConfigError, LocalSandboxConfig, RunnerCommand};
 pub use error::{NoBackend, SandboxError};
+#[cfg(target_os = "linux")]
+pub use examine::{examine, Examined, UserNamespaces};
 pub use provider::LocalSandboxProvider;

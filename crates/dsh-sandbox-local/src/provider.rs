@@ -109,6 +109,27 @@ impl LocalSandboxProvider {
         }
     }
 
+    /// The bubblewrap program as found on this process's PATH when the
+    /// provider was built (relative, as configured, when not found).
+    pub fn bwrap_program(&self) -> &std::path::Path {
+        &self.config.bwrap
+    }
+
+    /// Probes the configured backend choice now, neither reading nor
+    /// keeping a verdict (not the one an earlier process kept, nor this
+    /// provider's): what `dsh-bash doctor` reports.
+    #[cfg(target_os = "linux")]
+    pub async fn probe_now(&self) -> Result<SandboxBackend, NoBackend> {
+        if self.config.runner.is_some() {
+            return Ok(SandboxBackend::Runner);
+        }
+        match self.probe().await.0 {
+            Verdict::Bwrap => Ok(SandboxBackend::Bwrap),
+            Verdict::Landlock { .. } => Ok(SandboxBackend::Landlock),
+            Verdict::Unavailable(reasons) => Err(NoBackend { reasons }),
+        }
+    }
+
     /// The backend verdict, probed once. A probe that failed because the
     /// host ran out of descriptors, processes or memory makes this command
     /// an error (its reasons), whatever the other probes found (a backend

@@ -1,0 +1,331 @@
+//! `dsh-bash doctor`: what this host gives and what it does not, on one
+//! screen (or as JSON for a bug report). Every finding comes from doing
+//! what a command would do here: each sandbox backend's probe run now, a
+//! command run with limits (its result names the containment and the limit
+//! mechanism), the shell snapshot taken, a file made in the temp
+//! directory. Each finding that is not `ok` says how to fix it.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use dsh_bash::{BashExecRequest, BashExecutor as _, Containment, LimitMechanism};
+use dsh_bash_local::{LocalBashExecutor, LocalConfig, ResourceLimits};
+use serde::Serialize;
+
+/// Arguments of `doctor`.
+#[derive(clap::Args)]
+pub struct DoctorArgs {
+    /// Print the findings as one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How a finding stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Works fully here.
+    Ok,
+    /// Works, with a weaker guarantee or a cost.
+    Warn,
+    /// Not available here.
+    Missing,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Missing => "missing",
+        }
+    }
+}
+
+/// One thing the host gives, or does not.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// What it is about (`sandbox`, `bubblewrap`, …).
+    pub topic: &'static str,
+    /// How it stands.
+    pub status: Status,
+    /// What was found.
+    pub found: String,
+    /// How to make it better, where there is a way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    pub(crate) fn new(topic: &'static str, status: Status, found: impl Into<String>) -> Finding {
+        Finding {
+            topic,
+            status,
+            found: found.into(),
+            fix: None,
+        }
+    }
+
+    pub(crate) fn fix(mut self, fix: impl Into<String>) -> Finding {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// Everything doctor found.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// This binary's version.
+    pub version: &'static str,
+    /// The user it ran as.
+    pub uid: u32,
+    /// The findings, in the order printed.
+    pub findings: Vec<Finding>,
+}
+
+/// Examines the host and prints the report; exits 0 whatever it found
+/// (a report is not a failure), 125 when it could not examine at all.
+pub async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let mut findings = crate::doctor_sandbox::findings().await;
+    findings.extend(process_findings().await?);
+    findings.push(shell_finding().await);
+    findings.push(temp_finding());
+    let report = Report {
+        version: env!("CARGO_PKG_VERSION"),
+        uid: rustix::process::geteuid().as_raw(),
+        findings,
+    };
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).context("encoding the report as JSON")?
+    } else {
+        render(&report)
+    };
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(err) => Err(err).context("writing the report"),
+    }
+}
+
+/// The report as a table: status, topic, what was found, and the fix on
+/// its own line below.
+pub fn render(report: &Report) -> String {
+    let mut out = format!(
+        "dsh-bash {} on this host, as uid {}\n",
+        report.version, report.uid
+    );
+    for finding in &report.findings {
+        out.push_str(&format!(
+            "{:<8}{:<17}{}\n",
+            finding.status.label(),
+            finding.topic,
+            finding.found
+        ));
+        if let Some(fix) = &finding.fix {
+            out.push_str(&format!("{:25}fix: {fix}\n", ""));
+        }
+    }
+    out.pop();
+    out
+}
+
+/// Limits asked of the probe command: each kind, so that the result names
+/// which the host enforces and how.
+const PROBE_LIMITS: ResourceLimits = ResourceLimits {
+    processes: Some(256),
+    memory_bytes: Some(512 << 20),
+    cpu_millicores: Some(1000),
+};
+
+/// Containment and limits, from one real command's result.
+async fn process_findings() -> anyhow::Result<Vec<Finding>> {
+    let config = LocalConfig {
+        cwd: Some(dsh_bash_local::scratch::temp_dir()),
+        limits: PROBE_LIMITS,
+        discard_spill_on_shutdown: true,
+        ..LocalConfig::default()
+    };
+    let executor = LocalBashExecutor::new(config).context("starting the local executor")?;
+    let ran = match executor.resolve(BashExecRequest::new("true")) {
+        Ok(spec) => executor.run(spec).await,
+        Err(err) => Err(err),
+    };
+    executor.shutdown().await;
+    let result = match ran {
+        Ok(result) => result,
+        Err(err) => {
+            let why = format!("a command could not run here: {err}");
+            return Ok(vec![
+                Finding::new("containment", Status::Missing, why.clone()),
+                Finding::new("limits", Status::Missing, why),
+            ]);
+        }
+    };
+    Ok(vec![containment_finding(&result), limits_finding(&result)])
+}
+
+/// A systemd user scope that delegates a cgroup subtree to the server.
+const DELEGATE: &str = "run the server as root on a cgroup v2 host, or in a cgroup delegated to it: systemd-run --user --scope -p Delegate=yes dsh-bash mcp …";
+
+fn containment_finding(result: &dsh_bash::BashRunResult) -> Finding {
+    let version = match result.limits.as_ref().map(|l| l.mechanism) {
+        Some(LimitMechanism::CgroupV1) => " (v1 hierarchies of a hybrid host)",
+        Some(LimitMechanism::CgroupV2) => " (cgroup v2)",
+        _ => "",
+    };
+    match result.containment {
+        Some(Containment::Cgroup) => Finding::new(
+            "containment",
+            Status::Ok,
+            format!("a cgroup per command{version}: timeouts and kills stop the whole tree at once"),
+        ),
+        Some(Containment::ProcessTree) => Finding::new(
+            "containment",
+            Status::Warn,
+            "the process-tree walk (no cgroup can be made here): leftovers are found by scanning /proc and stopped by pidfd; each scan costs time, and limits apply per process",
+        )
+        .fix(DELEGATE),
+        _ => Finding::new("containment", Status::Missing, "the result names no containment"),
+    }
+}
+
+fn limits_finding(result: &dsh_bash::BashRunResult) -> Finding {
+    let Some(limits) = &result.limits else {
+        return Finding::new(
+            "limits",
+            Status::Missing,
+            "no resource limit could be applied",
+        )
+        .fix(DELEGATE);
+    };
+    let missing = if limits.missing.is_empty() {
+        String::new()
+    } else {
+        format!("; not enforced here: {}", limits.missing.join(", "))
+    };
+    match limits.mechanism {
+        LimitMechanism::Rlimit => Finding::new(
+            "limits",
+            Status::Warn,
+            format!("by setrlimit: per process, not per tree{missing}"),
+        )
+        .fix(DELEGATE),
+        mechanism if limits.partial => Finding::new(
+            "limits",
+            Status::Warn,
+            format!("by {mechanism} controllers for the whole tree{missing}"),
+        )
+        .fix("enable the missing controllers for the server's cgroup (cgroup.subtree_control), or delegate them with systemd-run -p Delegate=yes"),
+        mechanism => Finding::new(
+            "limits",
+            Status::Ok,
+            format!("processes, memory and CPU by {mechanism} controllers for the whole tree"),
+        ),
+    }
+}
+
+/// The user's shell, as `mcp` snapshots it by default.
+async fn shell_finding() -> Finding {
+    let source = crate::compose::login_shell();
+    let local = LocalConfig {
+        cwd: Some(dsh_bash_local::scratch::temp_dir()),
+        ..LocalConfig::default()
+    };
+    let taken = crate::compose::snapshot(dsh_sandbox_local::Backend::Auto, &local, &source).await;
+    let bash = bash_version(&local.shell).await;
+    match taken {
+        Ok(snapshot) => {
+            let summary = snapshot.summary();
+            let mut found = format!(
+                "commands run in {bash} with a snapshot of {}: {} variables, {} functions, {} aliases ({} bytes{})",
+                summary.source,
+                summary.variables,
+                summary.functions,
+                summary.aliases,
+                summary.script_bytes,
+                if summary.confined { "" } else { "; taken unconfined" },
+            );
+            if !summary.dropped.is_empty() {
+                found.push_str(&format!("; left out: {}", summary.dropped.join(", ")));
+            }
+            if summary.without_rc {
+                return Finding::new("shell", Status::Warn, format!("{found}; only the profile was read, the rc file did not finish in time"))
+                    .fix("make the shell's rc file finish quickly when it is not interactive, or give --shell-snapshot FILE");
+            }
+            Finding::new("shell", Status::Ok, found)
+        }
+        Err(err) => Finding::new(
+            "shell",
+            Status::Warn,
+            format!("commands run in {bash} without the user's shell: {err}"),
+        )
+        .fix("set SHELL to bash or zsh, fix what the shell's start-up files print as errors, or give --shell-snapshot FILE (a bash file to source)"),
+    }
+}
+
+/// `bash --version`'s first line, shortened to "bash 5.2.15".
+async fn bash_version(shell: &std::path::Path) -> String {
+    let output = tokio::process::Command::new(shell)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .await;
+    let first = output
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.lines().next().map(str::to_owned));
+    let version = first.as_deref().and_then(|line| {
+        line.split_whitespace()
+            .skip_while(|word| *word != "version")
+            .nth(1)
+    });
+    match version {
+        Some(version) => format!("{} {version}", shell.display()),
+        None => shell.display().to_string(),
+    }
+}
+
+/// Below this much free space in the temp directory, a spill file (the
+/// whole of a command's output) can fill it.
+const LOW_TEMP_SPACE: u64 = 256 << 20;
+
+/// The temp directory: spill files and private TMPDIRs live there.
+fn temp_finding() -> Finding {
+    let dir = dsh_bash_local::scratch::temp_dir();
+    if let Err(err) = tempfile::tempfile_in(&dir) {
+        return Finding::new(
+            "temp",
+            Status::Missing,
+            format!("{} is not writable: {err}", dir.display()),
+        )
+        .fix("set TMPDIR to a writable directory of this user's");
+    }
+    let free = rustix::fs::statvfs(&dir)
+        .ok()
+        .map(|fs| fs.f_bavail.saturating_mul(fs.f_frsize));
+    match free {
+        Some(free) if free < LOW_TEMP_SPACE => Finding::new(
+            "temp",
+            Status::Warn,
+            format!(
+                "{} is writable, {} MiB free: a long output's spill file may fill it",
+                dir.display(),
+                free >> 20
+            ),
+        )
+        .fix("free space there, or set TMPDIR to a directory with more"),
+        Some(free) => Finding::new(
+            "temp",
+            Status::Ok,
+            format!(
+                "{} is writable, {} MiB free (spill files, private TMPDIRs)",
+                dir.display(),
+                free >> 20
+            ),
+        ),
+        None => Finding::new("temp", Status::Ok, format!("{} is writable", dir.display())),
+    }
+}

@@ -1,0 +1,447 @@
+//! `dsh-bash doctor`: each finding is checked against what the test made
+//! of the host (bubblewrap taken off the PATH, an unprivileged user, a
+//! shell snapshot cannot take, a temp directory it cannot write) and
+//! against what the same user's commands really get (`dsh-bash run` under
+//! each backend, with limits), as root and as uid 65534.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use common::confined::{self, as_user, User};
+use serde_json::Value;
+
+const TOPICS: [&str; 10] = [
+    "sandbox",
+    "bubblewrap",
+    "landlock",
+    "user-namespaces",
+    "audit",
+    "network",
+    "containment",
+    "limits",
+    "shell",
+    "temp",
+];
+
+/// A home with a `.bashrc` of the test's own (never the machine's
+/// dotfiles), owned by `user`.
+fn home_for(user: User, dir: &Path) -> PathBuf {
+    let home = dir.join(format!("home-{user:?}"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".bashrc"),
+        "greet_from_doctor_test() { echo hi; }\nalias ll_doctor='ls -l'\n",
+    )
+    .unwrap();
+    if user == User::Nobody {
+        confined::chown_tree(&home, confined::NOBODY);
+    }
+    home
+}
+
+/// A PATH directory holding `bash` and `setpriv` but no `bwrap`.
+fn path_without_bwrap(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin-without-bwrap");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["bash", "setpriv"] {
+        let found = which(tool).unwrap_or_else(|| panic!("{tool} is not on PATH"));
+        let link = bin.join(tool);
+        if !link.exists() {
+            std::os::unix::fs::symlink(found, link).unwrap();
+        }
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(tool))
+        .find(|candidate| candidate.is_file())
+}
+
+struct Doctor<'a> {
+    user: User,
+    home: &'a Path,
+    path: Option<&'a Path>,
+    shell: &'a str,
+    tmpdir: Option<&'a Path>,
+}
+
+impl Doctor<'_> {
+    fn command(&self, json: bool) -> std::process::Command {
+        let mut doctor = as_user(self.user, confined::binary().to_str().unwrap());
+        doctor.arg("doctor");
+        if json {
+            doctor.arg("--json");
+        }
+        doctor
+            .env("HOME", self.home)
+            .env("SHELL", self.shell)
+            .env_remove("DSH_BASH_SHELL_SNAPSHOT")
+            .current_dir(self.home)
+            .stdin(std::process::Stdio::null());
+        if let Some(path) = self.path {
+            doctor.env("PATH", path);
+        }
+        if let Some(tmpdir) = self.tmpdir {
+            doctor.env("TMPDIR", tmpdir);
+        }
+        doctor
+    }
+
+    /// The JSON report; every topic once, in order.
+    fn report(&self) -> Value {
+        let output = self.command(true).output().unwrap();
+        assert!(
+            output.status.success(),
+            "doctor failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report = confined::result_json(&output);
+        let topics: Vec<&str> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["topic"].as_str().unwrap())
+            .collect();
+        assert_eq!(topics, TOPICS, "{report:#}");
+        report
+    }
+}
+
+fn finding<'a>(report: &'a Value, topic: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["topic"] == topic)
+        .unwrap()
+}
+
+fn status(report: &Value, topic: &str) -> String {
+    finding(report, topic)["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn found(report: &Value, topic: &str) -> String {
+    finding(report, topic)["found"].as_str().unwrap().to_owned()
+}
+
+fn fix(report: &Value, topic: &str) -> String {
+    finding(report, topic)["fix"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Whether `user`'s `dsh-bash run` confines `true` under `backend`, with
+/// `path` as its PATH.
+fn confines(user: User, backend: &str, path: Option<&Path>, workdir: &Path) -> bool {
+    let mut run = as_user(user, confined::binary().to_str().unwrap());
+    run.args([
+        "run",
+        "--sandbox",
+        "read-only",
+        "--sandbox-backend",
+        backend,
+    ])
+    .arg("--workdir")
+    .arg(workdir)
+    .args(["--", "true"])
+    .stdin(std::process::Stdio::null());
+    if let Some(path) = path {
+        run.env("PATH", path);
+    }
+    run.output().unwrap().status.success()
+}
+
+/// What `user`'s `dsh-bash run` reports of its containment and limits.
+fn run_facts(user: User) -> Value {
+    let output = as_user(user, confined::binary().to_str().unwrap())
+        .args([
+            "run",
+            "--json",
+            "--max-processes",
+            "256",
+            "--max-memory",
+            "512M",
+        ])
+        .args(["--workdir", "/", "--", "true"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    confined::result_json(&output)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = confined::base().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn each_finding_matches_what_the_users_commands_get() {
+    let dir = scratch("doctor-users");
+    for user in [User::Root, User::Nobody] {
+        let home = home_for(user, &dir);
+        let doctor = Doctor {
+            user,
+            home: &home,
+            path: None,
+            shell: "/bin/bash",
+            tmpdir: None,
+        };
+        let report = doctor.report();
+        assert_eq!(
+            report["uid"],
+            if user == User::Root {
+                0
+            } else {
+                confined::NOBODY
+            },
+            "{report:#}"
+        );
+        let bwrap = confines(user, "bwrap", None, &home);
+        let landlock = confines(user, "landlock", None, &home);
+        if confined::require_sandbox() {
+            assert!(bwrap, "bubblewrap confines nothing for {user:?} here");
+        }
+        assert_eq!(
+            status(&report, "bubblewrap") == "ok",
+            bwrap,
+            "{user:?}: {report:#}"
+        );
+        assert_eq!(
+            status(&report, "landlock") != "missing",
+            landlock,
+            "{user:?}: {report:#}"
+        );
+        let sandbox = match (bwrap, landlock) {
+            (true, _) => "ok",
+            (false, true) => "warn",
+            (false, false) => "missing",
+        };
+        assert_eq!(status(&report, "sandbox"), sandbox, "{user:?}: {report:#}");
+        if bwrap {
+            assert!(
+                found(&report, "bubblewrap").contains("bubblewrap "),
+                "the version: {report:#}"
+            );
+            assert!(
+                found(&report, "network").contains("bubblewrap"),
+                "{report:#}"
+            );
+        }
+        check_processes(user, &report);
+        // The snapshot of the test's own home: its function and alias.
+        assert_eq!(status(&report, "shell"), "ok", "{report:#}");
+        let shell = found(&report, "shell");
+        assert!(shell.contains("snapshot of /bin/bash"), "{shell}");
+        assert!(
+            !shell.contains(" 0 functions") && !shell.contains(" 0 aliases"),
+            "{shell}"
+        );
+        assert_eq!(status(&report, "temp"), "ok", "{report:#}");
+        // The table says the same, a line per finding.
+        let text = doctor.command(false).output().unwrap();
+        let text = String::from_utf8(text.stdout).unwrap();
+        for topic in TOPICS {
+            let line = text
+                .lines()
+                .find(|line| line.split_whitespace().nth(1) == Some(topic))
+                .unwrap_or_else(|| panic!("no {topic} line in:\n{text}"));
+            assert!(line.starts_with(&status(&report, topic)), "{line}");
+            assert!(line.ends_with(&found(&report, topic)), "{line}");
+        }
+    }
+}
+
+/// Containment and limits as the same user's command reports them; as
+/// uid 65534, which may not make a cgroup, the process-tree walk and
+/// per-process rlimits, each with the fix.
+fn check_processes(user: User, report: &Value) {
+    let facts = run_facts(user);
+    let containment = facts["containment"].as_str().unwrap();
+    let mechanism = facts["limits"]["mechanism"].as_str().unwrap();
+    match containment {
+        "cgroup" => assert_eq!(status(report, "containment"), "ok", "{report:#}"),
+        "process-tree" => {
+            assert_eq!(status(report, "containment"), "warn", "{report:#}");
+            assert!(
+                found(report, "containment").contains("process-tree"),
+                "{report:#}"
+            );
+            assert!(
+                fix(report, "containment").contains("Delegate=yes"),
+                "{report:#}"
+            );
+        }
+        other => panic!("containment {other}"),
+    }
+    let limits = found(report, "limits");
+    match mechanism {
+        "cgroup-v2" => assert!(limits.contains("cgroup v2"), "{limits}"),
+        "cgroup-v1" => assert!(limits.contains("cgroup v1"), "{limits}"),
+        "rlimit" => {
+            assert_eq!(status(report, "limits"), "warn", "{report:#}");
+            assert!(limits.contains("per process"), "{limits}");
+        }
+        other => panic!("mechanism {other}"),
+    }
+    if user == User::Nobody {
+        assert_eq!(
+            containment, "process-tree",
+            "uid 65534 made a cgroup: {facts:#}"
+        );
+    }
+    let require_limits = std::env::var("DSH_TEST_REQUIRE_LIMITS").is_ok_and(|v| v == "1");
+    if user == User::Root && require_limits {
+        assert_eq!(status(report, "containment"), "ok", "{report:#}");
+        assert_eq!(status(report, "limits"), "ok", "{report:#}");
+    }
+}
+
+#[test]
+fn without_bubblewrap_on_the_path_it_says_so_and_how_to_install_it() {
+    let dir = scratch("doctor-no-bwrap");
+    let bin = path_without_bwrap(&dir);
+    for user in [User::Root, User::Nobody] {
+        let home = home_for(user, &dir);
+        let report = Doctor {
+            user,
+            home: &home,
+            path: Some(&bin),
+            shell: "/bin/bash",
+            tmpdir: None,
+        }
+        .report();
+        assert_eq!(status(&report, "bubblewrap"), "missing", "{report:#}");
+        assert!(
+            found(&report, "bubblewrap").contains("not on this process's PATH"),
+            "{report:#}"
+        );
+        assert!(
+            fix(&report, "bubblewrap").contains("apt install bubblewrap"),
+            "{report:#}"
+        );
+        let landlock = confines(user, "landlock", Some(&bin), &home);
+        assert!(
+            !confines(user, "bwrap", Some(&bin), &home),
+            "bwrap ran without being on PATH"
+        );
+        let expected = if landlock { "warn" } else { "missing" };
+        assert_eq!(status(&report, "sandbox"), expected, "{report:#}");
+        assert!(
+            fix(&report, "sandbox").contains("install bubblewrap"),
+            "{report:#}"
+        );
+        assert!(
+            !found(&report, "network").contains("bubblewrap's own"),
+            "{report:#}"
+        );
+        assert_ne!(status(&report, "network"), "ok", "{report:#}");
+    }
+}
+
+#[test]
+fn a_shell_it_cannot_snapshot_and_a_temp_dir_it_cannot_write_are_named_with_the_fix() {
+    let dir = scratch("doctor-shell-temp");
+    // Root-owned, not writable by uid 65534; and a directory that is gone.
+    let unwritable = dir.join("root-only");
+    std::fs::create_dir_all(&unwritable).unwrap();
+    std::fs::set_permissions(&unwritable, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gone = dir.join("gone");
+    for (user, tmpdir) in [(User::Root, &gone), (User::Nobody, &unwritable)] {
+        let home = home_for(user, &dir);
+        let report = Doctor {
+            user,
+            home: &home,
+            path: None,
+            shell: "/usr/bin/fish",
+            tmpdir: Some(tmpdir),
+        }
+        .report();
+        assert_eq!(status(&report, "shell"), "warn", "{report:#}");
+        let shell = found(&report, "shell");
+        assert!(
+            shell.contains("without the user's shell") && shell.contains("fish"),
+            "{shell}"
+        );
+        assert!(
+            fix(&report, "shell").contains("set SHELL to bash or zsh"),
+            "{report:#}"
+        );
+        assert_eq!(status(&report, "temp"), "missing", "{report:#}");
+        let temp = found(&report, "temp");
+        assert!(
+            temp.starts_with(&format!("{} is not writable", tmpdir.display())),
+            "{temp}"
+        );
+        assert!(fix(&report, "temp").contains("TMPDIR"), "{report:#}");
+    }
+}
+
+#[test]
+fn completions_and_the_man_page_name_every_subcommand() {
+    let bash = std::process::Command::new(confined::binary())
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(bash.status.success());
+    let script = String::from_utf8(bash.stdout).unwrap();
+    for subcommand in ["run", "mcp", "doctor", "completions", "rules", "config"] {
+        assert!(
+            script.contains(subcommand),
+            "{subcommand} missing from the completions"
+        );
+    }
+    // The script is bash that parses, and completes `dsh-bash doc`.
+    let completed = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c"])
+        .arg("source /dev/stdin; COMP_WORDS=(dsh-bash doc); COMP_CWORD=1; _dsh__bash dsh-bash doc dsh-bash; printf '%s\\n' \"${COMPREPLY[@]}\"")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    completed
+        .stdin
+        .as_ref()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let completed = completed.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&completed.stdout).trim(), "doctor");
+
+    let refused = std::process::Command::new(confined::binary())
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        error.contains("tcsh") && error.contains("bash") && error.contains("zsh"),
+        "{error}"
+    );
+
+    let man = std::process::Command::new(confined::binary())
+        .arg("manpage")
+        .output()
+        .unwrap();
+    assert!(man.status.success());
+    let page = String::from_utf8(man.stdout).unwrap();
+    assert!(page.contains(".TH dsh-bash 1"), "{page}");
+    for subcommand in ["run", "mcp", "doctor", "completions"] {
+        assert!(
+            page.contains(subcommand),
+            "{subcommand} missing from the man page"
+        );
+    }
+}
