@@ -57,14 +57,16 @@ pub struct ExecutorArgs {
     pub allow_preset: Vec<HostPreset>,
     /// Also keep this path read-only inside the workspace under
     /// workspace-write (relative to the workspace; repeatable). Protected
-    /// by default: .git (and what git would run code from), .envrc,
-    /// .vscode/{tasks,settings,launch}.json, .idea, .pre-commit-config.yaml,
-    /// .dsh-bash, and in a home directory the shell's start-up files,
-    /// .gitconfig, .config/git and .ssh.
+    /// by default: what git would run code from in .git (hooks, config;
+    /// commits still work), .hg, .envrc, .gitmodules, .githooks, .husky,
+    /// .pre-commit-config.yaml, the agents' and editors' own configuration
+    /// (.mcp.json, .claude, .codex, .cursor, .gemini, .continue, .zed,
+    /// .vscode, .idea, .devcontainer), .dsh-bash, *.code-workspace at the
+    /// root, and every dot-entry of a home directory inside the workspace.
     #[arg(long, value_name = "PATH")]
     pub protect: Vec<String>,
     /// Stop protecting this path (one of the protected ones; repeatable),
-    /// e.g. --unprotect .git to let commands commit.
+    /// e.g. --unprotect .vscode to let commands edit the editor's settings.
     #[arg(long, value_name = "PATH")]
     pub unprotect: Vec<String>,
     /// Also hide this file or directory from confined commands (absolute;

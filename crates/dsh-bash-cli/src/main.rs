@@ -1,10 +1,17 @@
 //! The `dsh-bash` binary.
 //!
 //! ```text
-//! dsh-bash run [--workdir D] [--timeout MS] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--hide PATH] [--unhide PATH] [--workspace D] [--containment HOW] [--max-spill-bytes N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--tty] [--json] -- <command>
-//! dsh-bash mcp [--workdir D] [--sandbox MODE] [--network off|allow|on] [--allow-host P] [--deny-host P] [--allow-preset NAME] [--protect P] [--unprotect P] [--hide PATH] [--unhide PATH] [--workspace D] [--containment HOW] [--timeout MS] [--max-timeout MS] [--max-output-bytes N] [--max-spill-bytes N] [--max-commands N] [--max-processes N] [--max-memory SIZE] [--max-cpu CPUS] [--yield-ms MS]
-//!              [--listen ADDR [--token-file F] [--allow-origin O] [--allow-http-host H] [--max-sessions N] [--idle-timeout SECS]]
+//! dsh-bash run [OPTIONS] -- COMMAND     one command, printed as the bash tool renders it
+//! dsh-bash mcp [OPTIONS]                the tools over MCP (stdio, or --listen ADDR for HTTP)
+//! dsh-bash doctor [--json]              what this host gives the sandbox, with fixes
+//! dsh-bash rules check -- COMMAND       what the command rules decide
+//! dsh-bash config show                  the effective policy and where each value came from
+//! dsh-bash completions SHELL            a completion script
+//! dsh-bash manpage                      the man page (roff)
 //! ```
+//!
+//! Every option: `dsh-bash help run`, `dsh-bash help mcp`, and the book's
+//! policy reference (docs/src/policy.md).
 //!
 //! The benchmark suite is its own binary: `cargo run --release -p
 //! dsh-bash-bench`.
@@ -57,7 +64,7 @@ enum Command {
     /// Exits with the command's exit code, 128+n when it was killed by
     /// signal n, 124 when it timed out, 125 when it could not run.
     Run(run::RunArgs),
-    /// Serve the bash, bash_output and bash_kill tools over the Model
+    /// Serve the bash, bash_output, bash_write and bash_kill tools over the Model
     /// Context Protocol on stdin/stdout (one connection = one session), or
     /// over Streamable HTTP with --listen.
     Mcp(mcp::McpArgs),

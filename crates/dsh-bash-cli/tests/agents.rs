@@ -4,7 +4,9 @@
 //! (tests/agents/fake_model.py) that plays a script of tool calls and
 //! records every request the agent sends back — the tool results, exactly
 //! as the agent gave them to its model. Each agent is registered with the
-//! README's own snippets, read from README.md, so the snippets are tested.
+//! book's own snippets, read from docs/src (its guide per agent), so the
+//! snippets are tested; the server they name is `dsh-bash` on the agent's
+//! PATH, as every install channel leaves it.
 //! Without the agents installed the tests skip loudly (a failure under
 //! `DSH_TEST_REQUIRE_MCP_CLIENT=1`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -23,25 +25,53 @@ fn agents_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents"))
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap()
+/// The book's sources, every chapter.
+fn docs() -> String {
+    let mut text = String::new();
+    let mut pending = vec![PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/src"
+    ))];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "md") {
+                text.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    text
 }
 
-/// The server the agents start: the binary, its log (`RUST_LOG=info`)
-/// appended to `server.log` beside the workspace, printed with the agent's
-/// own when a test fails.
+/// The server the agents start, as `dsh-bash` in the directory this
+/// returns (first on the agent's PATH): the binary, its log
+/// (`RUST_LOG=info`) appended to `server.log` beside the workspace,
+/// printed with the agent's own when a test fails.
 fn logged_server(workspace: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = workspace.parent().unwrap();
-    let wrapper = dir.join("dsh-bash-logged");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
         "#!/bin/sh\nRUST_LOG=info exec '{}' \"$@\" 2>>'{}'\n",
         confined::binary().display(),
         dir.join("server.log").display()
     );
+    let wrapper = bin.join("dsh-bash");
     std::fs::write(&wrapper, script).unwrap();
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    wrapper
+    bin
+}
+
+/// PATH with `logged_server`'s directory first.
+fn path_with_server(workspace: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![logged_server(workspace)];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
 }
 
 /// What the servers the agent started logged.
@@ -49,13 +79,18 @@ fn server_log(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
 }
 
-/// The README's fenced block that follows the marker
-/// `<!-- agent snippet: NAME -->`, with the placeholder paths replaced.
+/// The book's fenced block that follows the marker
+/// `<!-- agent snippet: NAME -->` (once in the book), with the placeholder
+/// paths replaced.
 fn snippet(name: &str, workspace: &Path) -> String {
-    let readme = readme();
+    let docs = docs();
     let marker = format!("<!-- agent snippet: {name} -->");
-    let after =
-        &readme[readme.find(&marker).expect("the README names the snippet") + marker.len()..];
+    assert_eq!(
+        docs.matches(&marker).count(),
+        1,
+        "the book names the snippet {name} once"
+    );
+    let after = &docs[docs.find(&marker).unwrap() + marker.len()..];
     let fence = after.find("```").unwrap();
     let body = &after[fence..];
     let body = &body[body.find('\n').unwrap() + 1..];
@@ -64,10 +99,6 @@ fn snippet(name: &str, workspace: &Path) -> String {
         .map(|line| line.strip_prefix("  ").unwrap_or(line))
         .collect::<Vec<_>>()
         .join("\n")
-        .replace(
-            "/path/to/dsh-bash/target/release/dsh-bash",
-            logged_server(workspace).to_str().unwrap(),
-        )
         .replace("/path/to/project", workspace.to_str().unwrap())
         .replace(
             "/path/to/approve-dsh-bash",
@@ -317,7 +348,7 @@ fn run_codex(program: &Path, dir: &Path, calls: &[Value]) -> (Vec<String>, Strin
     let model = FakeModel::start(dir, calls);
     let home = dir.join("home/codex");
     std::fs::create_dir_all(&home).unwrap();
-    // The model provider is the test's; the server entry is the README's.
+    // The model provider is the test's; the server entry is the book's.
     let config = format!(
         "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\n\n{}\n",
         model.port,
@@ -334,6 +365,7 @@ fn run_codex(program: &Path, dir: &Path, calls: &[Value]) -> (Vec<String>, Strin
         // Codex exits mid-way, and every later ssh login waits on it).
         .env("HOME", dir.join("home"))
         .env("CODEX_HOME", &home)
+        .env("PATH", path_with_server(&dir.join("workspace")))
         .env("OPENAI_API_KEY", "dummy");
     let log = finish(command, "codex exec");
     println!("{log}\n--- the server's log ---\n{}", server_log(dir));
@@ -375,6 +407,7 @@ fn run_claude(program: &Path, dir: &Path, calls: &[Value]) -> (Vec<String>, Stri
             format!("http://127.0.0.1:{}", model.port),
         )
         .env("ANTHROPIC_API_KEY", "dummy")
+        .env("PATH", path_with_server(&dir.join("workspace")))
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1");
     let log = finish(command, "claude -p");
@@ -590,7 +623,7 @@ fn claude_code_gives_its_model_compact_clean_whole_results() {
     let dir = scratch("claude");
     let calls = calls(&dir.join("outside"));
     let (results, description) = run_claude(&program, &dir, &calls);
-    // The README's Elicitation hook runs the test's policy: accept the
+    // The book's Elicitation hook runs the test's policy: accept the
     // first question, decline the second.
     check(&results, &dir.join("outside"), true);
     check_description(&description);

@@ -1,5 +1,5 @@
-//! The model-facing side of dsh-bash: the `bash`, `bash_output` and
-//! `bash_kill` tools as data (name, byte-stable description, closed JSON
+//! The model-facing side of dsh-bash: the `bash`, `bash_output`,
+//! `bash_write` and `bash_kill` tools as data (name, byte-stable description, closed JSON
 //! Schemas generated from the argument types, an output schema for the
 //! structured result, annotations) and an async
 //! [`BashTools::call`] that validates the model's arguments, applies
