@@ -40,15 +40,25 @@ command -v npm >/dev/null 2>&1 || { echo "dist.sh: npm is needed for the npm pac
 rm -rf "$dist"
 mkdir -p "$dist/completions"
 
-# The wheel; maturin builds the release binary the other artifacts take.
+# The wheel; the other artifacts take the binary out of it, so that every
+# channel ships the same bytes.
 (cd packaging/python && "${maturin[@]}" build --release --locked --out "$dist")
-binary=$root/target/release/dsh-bash
-[ -x "$binary" ] || { echo "dist.sh: maturin left no $binary" >&2; exit 1; }
+wheel=$(ls "$dist"/dsh_bash-*.whl)
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+binary=$stage/dsh-bash.bin
+python3 - "$wheel" "$binary" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    names = [n for n in wheel.namelist() if n.endswith('.data/scripts/dsh-bash')]
+    if len(names) != 1:
+        sys.exit('dist.sh: the wheel holds %d dsh-bash binaries' % len(names))
+    open(sys.argv[2], 'wb').write(wheel.read(names[0]))
+PY
+chmod 0755 "$binary"
 
 # npm: the platform package holds the binary; the main package's launcher
 # finds it and execs it.
-stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
 platform="dsh-bash-linux-$arch"
 mkdir -p "$stage/$platform/bin" "$stage/dsh-bash/bin"
 install -m 0755 "$binary" "$stage/$platform/bin/dsh-bash"
@@ -76,10 +86,14 @@ for shell in bash zsh fish elvish powershell; do
 done
 
 # The crates, as crates.io would take them (the bench and the conformance
-# suite stay here).
-cargo package --locked --allow-dirty --workspace --exclude dsh-bash-bench --exclude dsh-bash-conformance
+# suite stay here): from what git tracks, unless DIST_ALLOW_DIRTY=1.
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+rm -f "$target_dir"/package/*.crate
+dirty=()
+[ "${DIST_ALLOW_DIRTY:-0}" = 1 ] && dirty=(--allow-dirty)
+cargo package --locked "${dirty[@]}" --workspace --exclude dsh-bash-bench --exclude dsh-bash-conformance
 mkdir -p "$dist/crates"
-mv target/package/*.crate "$dist/crates/"
+mv "$target_dir"/package/*.crate "$dist/crates/"
 
 # The container image, where a container tool can build one.
 engine=
@@ -90,8 +104,13 @@ for tool in podman docker; do
   fi
 done
 if [ -n "$engine" ]; then
-  "$engine" build -f deploy/Containerfile -t "localhost/dsh-bash:$version" .
-  echo "dist.sh: image localhost/dsh-bash:$version built with $engine"
+  # Its base images come from a registry: where none is reachable the
+  # image is not built, and nothing else is lost.
+  if "$engine" build -f deploy/Containerfile -t "localhost/dsh-bash:$version" .; then
+    echo "dist.sh: image localhost/dsh-bash:$version built with $engine"
+  else
+    echo "dist.sh: warning: the image was not built ($engine build failed; see above)" >&2
+  fi
 else
   echo "dist.sh: no container image: neither podman nor docker can build here"
 fi

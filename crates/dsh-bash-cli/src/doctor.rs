@@ -1,9 +1,11 @@
 //! `dsh-bash doctor`: what this host gives and what it does not, on one
-//! screen (or as JSON for a bug report). Every finding comes from doing
-//! what a command would do here: each sandbox backend's probe run now, a
+//! screen (or as JSON for a bug report), under the same flags and policy
+//! file as the server it stands for. Every finding comes from doing what
+//! a command would do here: each sandbox backend's probe run now, a
 //! command run with limits (its result names the containment and the limit
 //! mechanism), the shell snapshot taken, a file made in the temp
-//! directory. Each finding that is not `ok` says how to fix it.
+//! directory. A finding that falls short says how to fix it where there
+//! is a fix.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -13,12 +15,17 @@ use dsh_bash::{BashExecRequest, BashExecutor as _, Containment, LimitMechanism};
 use dsh_bash_local::{LocalBashExecutor, LocalConfig, ResourceLimits};
 use serde::Serialize;
 
-/// Arguments of `doctor`.
+use crate::compose::{self, ExecutorArgs};
+
+/// Arguments of `doctor`: the server's own flags, so that it examines what
+/// that server would use.
 #[derive(clap::Args)]
 pub struct DoctorArgs {
     /// Print the findings as one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    executor: ExecutorArgs,
 }
 
 /// How a finding stands.
@@ -82,19 +89,30 @@ pub struct Report {
     pub uid: u32,
     /// The findings, in the order printed.
     pub findings: Vec<Finding>,
+    /// A sandbox verdict an earlier process kept was dropped: the next
+    /// command probes afresh (and keeps what it finds).
+    pub kept_verdict_dropped: bool,
 }
 
 /// Examines the host and prints the report; exits 0 whatever it found
 /// (a report is not a failure), 125 when it could not examine at all.
-pub async fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let mut findings = crate::doctor_sandbox::findings().await;
-    findings.extend(process_findings().await?);
-    findings.push(shell_finding().await);
-    findings.push(temp_finding());
+pub async fn doctor(mut args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let policy = crate::policy::load(&args.executor)?;
+    crate::policy::apply(&mut args.executor, &policy)?;
+    let backend = compose::backend_of(&args.executor);
+    let (mut findings, dropped_kept) = crate::doctor_sandbox::findings(backend.clone()).await;
+    findings.extend(process_findings(&args.executor).await?);
+    findings.push(shell_finding(&args.executor, backend).await);
+    findings.push(
+        tokio::task::spawn_blocking(temp_finding)
+            .await
+            .context("examining the temp directory")?,
+    );
     let report = Report {
         version: env!("CARGO_PKG_VERSION"),
         uid: rustix::process::geteuid().as_raw(),
         findings,
+        kept_verdict_dropped: dropped_kept,
     };
     let text = if args.json {
         serde_json::to_string_pretty(&report).context("encoding the report as JSON")?
@@ -127,6 +145,9 @@ pub fn render(report: &Report) -> String {
             out.push_str(&format!("{:25}fix: {fix}\n", ""));
         }
     }
+    if report.kept_verdict_dropped {
+        out.push_str("(the sandbox verdict an earlier command kept was dropped: the next command probes afresh)\n");
+    }
     out.pop();
     out
 }
@@ -139,13 +160,23 @@ const PROBE_LIMITS: ResourceLimits = ResourceLimits {
     cpu_millicores: Some(1000),
 };
 
-/// Containment and limits, from one real command's result.
-async fn process_findings() -> anyhow::Result<Vec<Finding>> {
-    let config = LocalConfig {
-        cwd: Some(dsh_bash_local::scratch::temp_dir()),
-        limits: PROBE_LIMITS,
+/// The local configuration a probe command runs under: the server's, in
+/// `/` (not the temp directory, whose own finding is `temp`).
+fn probe_config(args: &ExecutorArgs) -> LocalConfig {
+    LocalConfig {
+        cwd: Some(std::path::PathBuf::from("/")),
         discard_spill_on_shutdown: true,
-        ..LocalConfig::default()
+        shell_snapshot: None,
+        changes: None,
+        ..compose::local_config(args)
+    }
+}
+
+/// Containment and limits, from one real command's result.
+async fn process_findings(args: &ExecutorArgs) -> anyhow::Result<Vec<Finding>> {
+    let config = LocalConfig {
+        limits: PROBE_LIMITS,
+        ..probe_config(args)
     };
     let executor = LocalBashExecutor::new(config).context("starting the local executor")?;
     let ran = match executor.resolve(BashExecRequest::new("true")) {
@@ -166,8 +197,11 @@ async fn process_findings() -> anyhow::Result<Vec<Finding>> {
     Ok(vec![containment_finding(&result), limits_finding(&result)])
 }
 
-/// A systemd user scope that delegates a cgroup subtree to the server.
-const DELEGATE: &str = "run the server as root on a cgroup v2 host, or in a cgroup delegated to it: systemd-run --user --scope -p Delegate=yes dsh-bash mcp …";
+/// Where a cgroup per command can be had.
+const DELEGATE: &str = "run the server as root, or in a cgroup v2 subtree delegated to its user (systemd-run --user --scope -p Delegate=yes dsh-bash mcp …)";
+
+/// Where every limit applies to the whole tree.
+const ROOT_LIMITS: &str = "run the server as root on a cgroup v2 host (or a hybrid host's v1 hierarchies), where every limit applies to the command's whole tree";
 
 fn containment_finding(result: &dsh_bash::BashRunResult) -> Finding {
     let version = match result.limits.as_ref().map(|l| l.mechanism) {
@@ -211,13 +245,13 @@ fn limits_finding(result: &dsh_bash::BashRunResult) -> Finding {
             Status::Warn,
             format!("by setrlimit: per process, not per tree{missing}"),
         )
-        .fix(DELEGATE),
+        .fix(ROOT_LIMITS),
         mechanism if limits.partial => Finding::new(
             "limits",
             Status::Warn,
             format!("by {mechanism} controllers for the whole tree{missing}"),
         )
-        .fix("enable the missing controllers for the server's cgroup (cgroup.subtree_control), or delegate them with systemd-run -p Delegate=yes"),
+        .fix(ROOT_LIMITS),
         mechanism => Finding::new(
             "limits",
             Status::Ok,
@@ -226,36 +260,23 @@ fn limits_finding(result: &dsh_bash::BashRunResult) -> Finding {
     }
 }
 
-/// The user's shell, as `mcp` snapshots it by default.
-async fn shell_finding() -> Finding {
-    let source = crate::compose::login_shell();
-    let local = LocalConfig {
-        cwd: Some(dsh_bash_local::scratch::temp_dir()),
-        ..LocalConfig::default()
-    };
-    let taken = crate::compose::snapshot(dsh_sandbox_local::Backend::Auto, &local, &source).await;
+/// The user's shell, as `mcp` snapshots it under these flags.
+async fn shell_finding(args: &ExecutorArgs, backend: dsh_sandbox_local::Backend) -> Finding {
+    let local = probe_config(args);
     let bash = bash_version(&local.shell).await;
-    match taken {
-        Ok(snapshot) => {
-            let summary = snapshot.summary();
-            let mut found = format!(
-                "commands run in {bash} with a snapshot of {}: {} variables, {} functions, {} aliases ({} bytes{})",
-                summary.source,
-                summary.variables,
-                summary.functions,
-                summary.aliases,
-                summary.script_bytes,
-                if summary.confined { "" } else { "; taken unconfined" },
-            );
-            if !summary.dropped.is_empty() {
-                found.push_str(&format!("; left out: {}", summary.dropped.join(", ")));
-            }
-            if summary.without_rc {
-                return Finding::new("shell", Status::Warn, format!("{found}; only the profile was read, the rc file did not finish in time"))
-                    .fix("make the shell's rc file finish quickly when it is not interactive, or give --shell-snapshot FILE");
-            }
-            Finding::new("shell", Status::Ok, found)
+    let source = match compose::snapshot_source(args, true) {
+        Ok(Some(source)) => source,
+        Ok(None) => {
+            return Finding::new(
+                "shell",
+                Status::Ok,
+                format!("commands run in {bash}, without a snapshot of the user's shell (--shell-snapshot off)"),
+            )
         }
+        Err(err) => return Finding::new("shell", Status::Missing, format!("{err:#}")),
+    };
+    match compose::snapshot(backend, &local, &source).await {
+        Ok(snapshot) => snapshot_finding(snapshot.summary(), &bash),
         Err(err) => Finding::new(
             "shell",
             Status::Warn,
@@ -263,6 +284,25 @@ async fn shell_finding() -> Finding {
         )
         .fix("set SHELL to bash or zsh, fix what the shell's start-up files print as errors, or give --shell-snapshot FILE (a bash file to source)"),
     }
+}
+
+fn snapshot_finding(summary: &dsh_bash_local::SnapshotSummary, bash: &str) -> Finding {
+    let mut found = format!(
+        "commands run in {bash} with a snapshot of {}: {} variables, {} functions, {} aliases ({} bytes)",
+        summary.source, summary.variables, summary.functions, summary.aliases, summary.script_bytes,
+    );
+    if !summary.dropped.is_empty() {
+        found.push_str(&format!("; left out: {}", summary.dropped.join(", ")));
+    }
+    if summary.without_rc {
+        return Finding::new("shell", Status::Warn, format!("{found}; only the profile was read, the rc file did not finish in time"))
+            .fix("make the shell's rc file finish quickly when it is not interactive, or give --shell-snapshot FILE");
+    }
+    if !summary.confined {
+        return Finding::new("shell", Status::Warn, format!("{found}; the start-up files ran unconfined (no sandbox backend here)"))
+            .fix("make a sandbox backend usable (see bubblewrap and landlock), so that the user's start-up files run where they can write nothing");
+    }
+    Finding::new("shell", Status::Ok, found)
 }
 
 /// `bash --version`'s first line, shortened to "bash 5.2.15".

@@ -7,56 +7,87 @@ use crate::doctor::{Finding, Status};
 /// Where bubblewrap comes from.
 const INSTALL_BWRAP: &str = "install bubblewrap so that bwrap is on the server's PATH (apt install bubblewrap, dnf install bubblewrap, pacman -S bubblewrap)";
 
-/// The sandbox's findings, in the order printed.
+/// The sandbox's findings under the backend choice `backend`, in the
+/// order printed, and whether a verdict an earlier process kept was
+/// dropped (the next command probes afresh).
 #[cfg(target_os = "linux")]
-pub async fn findings() -> Vec<Finding> {
+pub async fn findings(backend: dsh_sandbox_local::Backend) -> (Vec<Finding>, bool) {
     let config = dsh_sandbox_local::LocalSandboxConfig::default();
     let examined = dsh_sandbox_local::examine(&config).await;
-    let is_root = rustix::process::geteuid().is_root();
+    let is_root = host_root().await;
     let bwrap_version = match &examined.bwrap_program {
         Some(program) => version_of(program).await,
         None => None,
     };
-    vec![
-        sandbox(&examined),
+    let findings = vec![
+        sandbox(&examined, &backend),
         bubblewrap(&examined, bwrap_version.as_deref(), is_root),
         landlock(&examined),
-        user_namespaces(&examined.user_namespaces, is_root),
+        user_namespaces(&examined, is_root),
         audit(&examined),
         network(&examined),
-    ]
+    ];
+    (findings, examined.dropped_kept)
+}
+
+/// Whether this process is the host's root: uid 0 whose user namespace
+/// maps every uid (root in a rootless container is not, and the kernel's
+/// switches bind it as they bind any user).
+#[cfg(target_os = "linux")]
+async fn host_root() -> bool {
+    if !rustix::process::geteuid().is_root() {
+        return false;
+    }
+    let map = tokio::fs::read_to_string("/proc/self/uid_map")
+        .await
+        .unwrap_or_default();
+    map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]
 }
 
 /// Where no backend exists for the platform.
 #[cfg(not(target_os = "linux"))]
-pub async fn findings() -> Vec<Finding> {
-    vec![Finding::new(
+pub async fn findings(_backend: dsh_sandbox_local::Backend) -> (Vec<Finding>, bool) {
+    let findings = vec![Finding::new(
         "sandbox",
         Status::Missing,
         "no sandbox backend exists for this platform: --sandbox read-only and workspace-write are refused",
-    )]
+    )];
+    (findings, false)
 }
 
 #[cfg(target_os = "linux")]
-fn sandbox(examined: &dsh_sandbox_local::Examined) -> Finding {
-    if examined.bwrap.is_ok() {
+fn sandbox(
+    examined: &dsh_sandbox_local::Examined,
+    backend: &dsh_sandbox_local::Backend,
+) -> Finding {
+    use dsh_sandbox_local::Backend;
+    let bwrap = examined.bwrap.is_ok() && *backend != Backend::Landlock;
+    let landlock = examined.landlock.is_ok() && *backend != Backend::Bwrap;
+    let forced = match backend {
+        Backend::Auto => "",
+        Backend::Bwrap => " (--sandbox-backend bwrap)",
+        Backend::Landlock => " (--sandbox-backend landlock)",
+    };
+    if bwrap {
         Finding::new(
             "sandbox",
             Status::Ok,
-            "--sandbox read-only and workspace-write confine commands with bubblewrap",
+            format!(
+                "--sandbox read-only and workspace-write confine commands with bubblewrap{forced}"
+            ),
         )
-    } else if examined.landlock.is_ok() {
+    } else if landlock {
         Finding::new(
             "sandbox",
             Status::Warn,
-            "--sandbox read-only and workspace-write confine commands with Landlock (bubblewrap is not usable): weaker, e.g. file modes and owners outside the workspace can change and protected paths inside a writable workspace are not kept read-only; each result lists its gaps",
+            format!("--sandbox read-only and workspace-write confine commands with Landlock{forced}: weaker than bubblewrap, e.g. file modes and owners outside the workspace can change and protected paths inside a writable workspace are not kept read-only; each result lists its gaps"),
         )
         .fix(INSTALL_BWRAP)
     } else {
         Finding::new(
             "sandbox",
             Status::Missing,
-            "no backend confines a command here: --sandbox read-only and workspace-write commands are refused (see bubblewrap and landlock below)",
+            format!("no backend confines a command here{forced}: --sandbox read-only and workspace-write commands are refused (see bubblewrap and landlock below)"),
         )
         .fix(INSTALL_BWRAP)
     }
@@ -92,7 +123,7 @@ fn bubblewrap(
                 Status::Missing,
                 format!("{named} cannot confine a child: {reasons}"),
             );
-            match userns_fix(&examined.user_namespaces, is_root) {
+            match userns_fix(&examined.user_namespaces, is_root, program) {
                 Some(fix) => finding.fix(fix),
                 None => finding,
             }
@@ -131,10 +162,14 @@ fn landlock(examined: &dsh_sandbox_local::Examined) -> Finding {
     }
 }
 
-/// What to change so that bubblewrap may make its user namespace, where
-/// the switches say why it cannot.
+/// What to change so that bubblewrap (`program`) may make its user
+/// namespace, where the switches say why it cannot.
 #[cfg(target_os = "linux")]
-fn userns_fix(switches: &dsh_sandbox_local::UserNamespaces, is_root: bool) -> Option<String> {
+fn userns_fix(
+    switches: &dsh_sandbox_local::UserNamespaces,
+    is_root: bool,
+    program: &std::path::Path,
+) -> Option<String> {
     if switches.max_user_namespaces == Some(0) {
         return Some(
             "sysctl -w user.max_user_namespaces=15000 (0 refuses every user namespace)".into(),
@@ -144,13 +179,17 @@ fn userns_fix(switches: &dsh_sandbox_local::UserNamespaces, is_root: bool) -> Op
         return Some("sysctl -w kernel.unprivileged_userns_clone=1".into());
     }
     if !is_root && switches.apparmor_restrict_unprivileged_userns == Some(true) {
-        return Some("AppArmor restricts user namespaces: add a profile for bwrap that grants them (/etc/apparmor.d/bwrap: `abi <abi/4.0>, include <tunables/global> profile bwrap /usr/bin/bwrap flags=(unconfined) { userns, }`, then apparmor_parser -r /etc/apparmor.d/bwrap)".into());
+        let program = program.display();
+        return Some(format!("AppArmor restricts user namespaces: add a profile for bwrap that grants them (/etc/apparmor.d/bwrap: `abi <abi/4.0>, include <tunables/global> profile bwrap {program} flags=(unconfined) {{ userns, }}`, then apparmor_parser -r /etc/apparmor.d/bwrap)"));
     }
     None
 }
 
+/// The switches, judged by whether bubblewrap gets its namespace: where it
+/// does (an AppArmor profile grants it, a setuid bwrap), they bind nothing.
 #[cfg(target_os = "linux")]
-fn user_namespaces(switches: &dsh_sandbox_local::UserNamespaces, is_root: bool) -> Finding {
+fn user_namespaces(examined: &dsh_sandbox_local::Examined, is_root: bool) -> Finding {
+    let switches = &examined.user_namespaces;
     let shown = |value: Option<bool>| match value {
         Some(true) => "1",
         Some(false) => "0",
@@ -164,7 +203,16 @@ fn user_namespaces(switches: &dsh_sandbox_local::UserNamespaces, is_root: bool) 
         shown(switches.unprivileged_userns_clone),
         shown(switches.apparmor_restrict_unprivileged_userns),
     );
-    match userns_fix(switches, is_root) {
+    let program = examined
+        .bwrap_program
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from("/usr/bin/bwrap"));
+    match userns_fix(switches, is_root, &program) {
+        Some(_) if examined.bwrap.is_ok() => Finding::new(
+            "user-namespaces",
+            Status::Ok,
+            format!("{found}: bubblewrap makes its namespace all the same (a profile or its own privilege grants it)"),
+        ),
         Some(fix) => Finding::new(
             "user-namespaces",
             Status::Missing,
@@ -185,10 +233,10 @@ fn audit(examined: &dsh_sandbox_local::Examined) -> Finding {
         ),
         // Under bubblewrap the audit has nothing to say: denials are read
         // from the command's stderr whatever it gives.
-        Err(why) if examined.bwrap.is_ok() => Finding::new(
+        Err(_) if examined.bwrap.is_ok() => Finding::new(
             "audit",
             Status::Ok,
-            format!("not needed: commands run under bubblewrap, whose denials are read from the command's stderr (the kernel's account of Landlock denials: {why})"),
+            "not needed: commands run under bubblewrap, whose denials are read from the command's stderr",
         ),
         Err(why) => Finding::new(
             "audit",
@@ -236,4 +284,89 @@ async fn version_of(program: &std::path::Path) -> Option<String> {
         .ok()?;
     let text = String::from_utf8(output.stdout).ok()?;
     text.lines().next().map(str::trim).map(str::to_owned)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use dsh_sandbox_local::{Examined, UserNamespaces};
+
+    fn examined(bwrap: Result<(), String>, switches: UserNamespaces) -> Examined {
+        Examined {
+            bwrap_program: Some("/opt/bin/bwrap".into()),
+            bwrap,
+            landlock_abi: 3,
+            landlock: Ok(()),
+            user_namespaces: switches,
+            audit: Err("the kernel's audit is off".into()),
+            dropped_kept: false,
+        }
+    }
+
+    fn apparmor() -> UserNamespaces {
+        UserNamespaces {
+            max_user_namespaces: Some(1000),
+            unprivileged_userns_clone: None,
+            apparmor_restrict_unprivileged_userns: Some(true),
+        }
+    }
+
+    #[test]
+    fn each_switch_gets_its_own_fix_and_root_is_bound_only_by_the_count() {
+        let path = std::path::Path::new("/opt/bin/bwrap");
+        let none = UserNamespaces {
+            max_user_namespaces: Some(0),
+            ..apparmor()
+        };
+        assert!(userns_fix(&none, true, path).is_some_and(|f| f.contains("max_user_namespaces=")));
+        let debian = UserNamespaces {
+            max_user_namespaces: Some(1000),
+            unprivileged_userns_clone: Some(false),
+            apparmor_restrict_unprivileged_userns: None,
+        };
+        assert!(userns_fix(&debian, false, path)
+            .is_some_and(|f| f.contains("unprivileged_userns_clone=1")));
+        assert_eq!(userns_fix(&debian, true, path), None);
+        let fix = userns_fix(&apparmor(), false, path).unwrap();
+        assert!(fix.contains("profile bwrap /opt/bin/bwrap"), "{fix}");
+        assert_eq!(userns_fix(&UserNamespaces::default(), false, path), None);
+    }
+
+    #[test]
+    fn a_restriction_bubblewrap_is_granted_past_is_not_reported_missing() {
+        let granted = user_namespaces(&examined(Ok(()), apparmor()), false);
+        assert_eq!(granted.status, Status::Ok, "{granted:?}");
+        let refused = user_namespaces(&examined(Err("no namespace".into()), apparmor()), false);
+        assert_eq!(refused.status, Status::Missing, "{refused:?}");
+        assert!(refused.fix.is_some_and(|f| f.contains("AppArmor")));
+    }
+
+    #[test]
+    fn the_audit_matters_only_where_landlock_confines() {
+        let bwrap = audit(&examined(Ok(()), UserNamespaces::default()));
+        assert_eq!(bwrap.status, Status::Ok, "{bwrap:?}");
+        assert!(bwrap.fix.is_none());
+        let landlock = audit(&examined(Err("absent".into()), UserNamespaces::default()));
+        assert_eq!(landlock.status, Status::Warn, "{landlock:?}");
+        assert!(landlock.found.contains("audit is off") && landlock.fix.is_some());
+    }
+
+    #[test]
+    fn a_forced_backend_is_the_one_reported() {
+        use dsh_sandbox_local::Backend;
+        let both = examined(Ok(()), UserNamespaces::default());
+        assert_eq!(sandbox(&both, &Backend::Auto).status, Status::Ok);
+        let forced = sandbox(&both, &Backend::Landlock);
+        assert_eq!(forced.status, Status::Warn, "{forced:?}");
+        assert!(
+            forced
+                .found
+                .contains("Landlock (--sandbox-backend landlock)"),
+            "{forced:?}"
+        );
+        let no_bwrap = examined(Err("absent".into()), UserNamespaces::default());
+        assert_eq!(sandbox(&no_bwrap, &Backend::Bwrap).status, Status::Missing);
+        // ABI 3: no allow-list under Landlock.
+        assert_eq!(network(&no_bwrap).status, Status::Missing);
+    }
 }

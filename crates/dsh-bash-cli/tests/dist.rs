@@ -240,12 +240,16 @@ fn the_npm_tarballs_install_together_offline_and_serve_mcp() {
     serves_mcp(server, scratch.path(), "npm install -g");
 
     // Without its platform package the launcher says what is missing.
-    std::fs::remove_dir_all(prefix.join("lib/node_modules/dsh-bash-linux-x64")).unwrap();
+    let name = platform.file_name().unwrap().to_str().unwrap();
+    let package = name
+        .strip_suffix(&format!("-{}.tgz", env!("CARGO_PKG_VERSION")))
+        .unwrap();
+    std::fs::remove_dir_all(prefix.join("lib/node_modules").join(package)).unwrap();
     let output = Command::new(&installed).arg("--version").output().unwrap();
     assert_eq!(output.status.code(), Some(125));
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(
-        error.contains("dsh-bash-linux-x64 is not installed"),
+        error.contains(&format!("{package} is not installed")),
         "{error}"
     );
 }

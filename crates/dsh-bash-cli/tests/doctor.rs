@@ -351,21 +351,16 @@ fn without_bubblewrap_on_the_path_it_says_so_and_how_to_install_it() {
 }
 
 #[test]
-fn a_shell_it_cannot_snapshot_and_a_temp_dir_it_cannot_write_are_named_with_the_fix() {
-    let dir = scratch("doctor-shell-temp");
-    // Root-owned, not writable by uid 65534; and a directory that is gone.
-    let unwritable = dir.join("root-only");
-    std::fs::create_dir_all(&unwritable).unwrap();
-    std::fs::set_permissions(&unwritable, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let gone = dir.join("gone");
-    for (user, tmpdir) in [(User::Root, &gone), (User::Nobody, &unwritable)] {
+fn a_shell_it_cannot_snapshot_is_named_with_the_fix() {
+    let dir = scratch("doctor-shell");
+    for user in [User::Root, User::Nobody] {
         let home = home_for(user, &dir);
         let report = Doctor {
             user,
             home: &home,
             path: None,
             shell: "/usr/bin/fish",
-            tmpdir: Some(tmpdir),
+            tmpdir: None,
         }
         .report();
         assert_eq!(status(&report, "shell"), "warn", "{report:#}");
@@ -378,6 +373,28 @@ fn a_shell_it_cannot_snapshot_and_a_temp_dir_it_cannot_write_are_named_with_the_
             fix(&report, "shell").contains("set SHELL to bash or zsh"),
             "{report:#}"
         );
+        assert_eq!(status(&report, "temp"), "ok", "{report:#}");
+    }
+}
+
+#[test]
+fn a_temp_dir_it_cannot_write_is_blamed_on_temp_alone() {
+    let dir = scratch("doctor-temp");
+    // Root-owned, not writable by uid 65534; and a directory that is gone.
+    let unwritable = dir.join("root-only");
+    std::fs::create_dir_all(&unwritable).unwrap();
+    std::fs::set_permissions(&unwritable, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gone = dir.join("gone");
+    for (user, tmpdir) in [(User::Root, &gone), (User::Nobody, &unwritable)] {
+        let home = home_for(user, &dir);
+        let report = Doctor {
+            user,
+            home: &home,
+            path: None,
+            shell: "/bin/bash",
+            tmpdir: Some(tmpdir),
+        }
+        .report();
         assert_eq!(status(&report, "temp"), "missing", "{report:#}");
         let temp = found(&report, "temp");
         assert!(
@@ -385,6 +402,51 @@ fn a_shell_it_cannot_snapshot_and_a_temp_dir_it_cannot_write_are_named_with_the_
             "{temp}"
         );
         assert!(fix(&report, "temp").contains("TMPDIR"), "{report:#}");
+        // The other findings are not blamed for it.
+        for topic in ["shell", "containment", "limits"] {
+            assert_ne!(status(&report, topic), "missing", "{topic}: {report:#}");
+        }
+        assert!(
+            !found(&report, "containment").contains("could not run"),
+            "{report:#}"
+        );
+    }
+}
+
+#[test]
+fn the_servers_own_flags_decide_what_is_examined() {
+    let dir = scratch("doctor-flags");
+    let home = home_for(User::Root, &dir);
+    let doctor = Doctor {
+        user: User::Root,
+        home: &home,
+        path: None,
+        shell: "/bin/bash",
+        tmpdir: None,
+    };
+    let output = doctor
+        .command(true)
+        .args(["--shell-snapshot", "off", "--containment", "process-tree"])
+        .args(["--sandbox", "read-only", "--sandbox-backend", "landlock"])
+        .output()
+        .unwrap();
+    let report = confined::result_json(&output);
+    let shell = found(&report, "shell");
+    assert!(
+        shell.contains("without a snapshot") && shell.contains("--shell-snapshot off"),
+        "{shell}"
+    );
+    assert_eq!(status(&report, "containment"), "warn", "{report:#}");
+    assert!(
+        found(&report, "containment").contains("process-tree"),
+        "{report:#}"
+    );
+    if confines(User::Root, "landlock", None, &home) {
+        let sandbox = found(&report, "sandbox");
+        assert!(
+            sandbox.contains("Landlock (--sandbox-backend landlock)"),
+            "{sandbox}"
+        );
     }
 }
 

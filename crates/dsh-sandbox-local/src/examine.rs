@@ -22,8 +22,13 @@ pub struct Examined {
     /// The kernel switches for user namespaces.
     pub user_namespaces: UserNamespaces,
     /// Whether the kernel's audit log names a Landlock command's
-    /// refusals to this process, or why not.
+    /// refusals to this process, or why not (not asked when bubblewrap
+    /// confines: its denials never come from the audit).
     pub audit: Result<(), String>,
+    /// Whether a verdict an earlier process kept was dropped, so that the
+    /// next command probes afresh (a fix since, such as an AppArmor
+    /// profile for bwrap, may not change what the verdict is kept by).
+    pub dropped_kept: bool,
 }
 
 /// The kernel switches that decide whether an unprivileged process may
@@ -84,15 +89,26 @@ pub async fn examine(config: &LocalSandboxConfig) -> Examined {
         Err(err) => Err(err.to_string()),
     };
     let landlock_abi = crate::sys::landlock_abi();
-    let audit = tokio::task::spawn_blocking(move || crate::audit::available(landlock_abi))
-        .await
-        .unwrap_or_else(|err| Err(format!("the audit check did not finish: {err}")));
+    let audit = if bwrap.is_ok() {
+        Err("not asked: bubblewrap confines commands here".to_owned())
+    } else {
+        tokio::task::spawn_blocking(move || crate::audit::available(landlock_abi))
+            .await
+            .unwrap_or_else(|err| Err(format!("the audit check did not finish: {err}")))
+    };
+    let (user_namespaces, dropped_kept) = tokio::task::spawn_blocking(|| {
+        let dropped = crate::kept_verdict::forget();
+        (UserNamespaces::read(), dropped)
+    })
+    .await
+    .unwrap_or_default();
     Examined {
         bwrap_program,
         bwrap: bwrap.map(drop),
         landlock_abi,
         landlock: landlock.map(drop),
-        user_namespaces: UserNamespaces::read(),
+        user_namespaces,
         audit,
+        dropped_kept,
     }
 }

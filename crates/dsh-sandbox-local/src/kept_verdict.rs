@@ -132,6 +132,6 @@ pub(crate) fn store(key: &str, verdict: &Verdict) {
 }
 
 /// Forgets the kept verdict: the next process probes again.
-pub(crate) fn forget() {
-    let _ = std::fs::remove_file(path());
+pub(crate) fn forget() -> bool {
+    std::fs::remove_file(path()).is_ok()
 }
