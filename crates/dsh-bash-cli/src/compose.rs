@@ -123,6 +123,21 @@ pub struct ExecutorArgs {
     #[arg(long, value_name = "HOW", default_value = "auto",
           value_parser = ["auto", "process-tree"])]
     pub containment: String,
+    /// Run every command in a container of the session's own, made from
+    /// IMAGE when the first command needs it and removed when the session
+    /// ends: the workspace mounted read-write at the same path, the root
+    /// file system read-only with a writable /tmp, no network unless
+    /// --network on, no capabilities, --max-memory, --max-processes and
+    /// --max-cpu as the container's limits. This binary serves the
+    /// commands inside (the image needs bash and glibc 2.34 or later).
+    #[arg(long, value_name = "IMAGE",
+          conflicts_with_all = ["sandbox", "sandbox_backend", "allow_host", "deny_host", "allow_preset"])]
+    pub container: Option<String>,
+    /// The engine that makes --container's container: podman or docker
+    /// (default: the first of them on PATH).
+    #[arg(long, value_name = "ENGINE", requires = "container",
+          value_parser = ["podman", "docker"])]
+    pub container_engine: Option<String>,
     /// The most bytes one stream's full-output (spill) file may hold; past
     /// it the file keeps the first bytes and the result says so (default
     /// 1073741824).
@@ -365,6 +380,12 @@ pub fn compose(
     local: LocalConfig,
     secrets: Vec<PathBuf>,
 ) -> anyhow::Result<Composed> {
+    if let Some(image) = &args.container {
+        return Ok(Composed {
+            executor: Arc::new(container_executor(args, image, &local)?),
+            tracks_changes: Ok(false),
+        });
+    }
     let Some(mode) = args.sandbox else {
         let executor = LocalBashExecutor::new(local)?;
         return Ok(Composed {
@@ -442,6 +463,65 @@ fn caches_of(args: &ExecutorArgs) -> CacheConfig {
         None => {}
     }
     caches
+}
+
+/// How long an engine step may take at start (the sweep's listing and
+/// each removal).
+const SWEEP_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Under `--container`: the containers of this host's dead servers
+/// removed (before a new one is made).
+pub async fn sweep_containers(args: &ExecutorArgs) -> anyhow::Result<()> {
+    if args.container.is_some() {
+        let removed = dsh_bash_container::sweep(&container_engine(args)?, SWEEP_BOUND).await;
+        if removed > 0 {
+            tracing::info!(removed, "removed dead servers' containers");
+        }
+    }
+    Ok(())
+}
+
+/// The engine `--container-engine` names, or the first found.
+pub fn container_engine(args: &ExecutorArgs) -> anyhow::Result<dsh_bash_container::Engine> {
+    Ok(dsh_bash_container::Engine::find(
+        args.container_engine.as_deref(),
+    )?)
+}
+
+/// The executor of `--container IMAGE`: the workspace (or workdir), this
+/// binary by its real path, the limits and timeouts of `local`.
+fn container_executor(
+    args: &ExecutorArgs,
+    image: &str,
+    local: &LocalConfig,
+) -> anyhow::Result<dsh_bash_container::ContainerBashExecutor> {
+    let workspace = args
+        .workspace
+        .clone()
+        .or_else(|| local.cwd.clone())
+        .map_or_else(std::env::current_dir, Ok)?;
+    let workspace = std::fs::canonicalize(&workspace).map_err(|err| {
+        anyhow::anyhow!(
+            "--container: the workspace {} cannot be resolved: {err}",
+            workspace.display()
+        )
+    })?;
+    let binary = std::env::current_exe().map_err(|err| {
+        anyhow::anyhow!("--container: this binary's own path cannot be read: {err}")
+    })?;
+    let mut config = dsh_bash_container::ContainerConfig::new(
+        container_engine(args)?,
+        image.to_owned(),
+        workspace,
+        binary,
+    );
+    config.network = args.network.unwrap_or(NetworkPolicy::Off);
+    config.memory_bytes = local.limits.memory_bytes;
+    config.processes = local.limits.processes;
+    config.cpu_millicores = local.limits.cpu_millicores;
+    config.default_timeout = local.default_timeout;
+    config.max_timeout = local.max_timeout;
+    Ok(dsh_bash_container::ContainerBashExecutor::new(config)?)
 }
 
 /// The network policy and allow-list of the flags: hosts or presets imply

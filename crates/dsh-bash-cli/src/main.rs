@@ -92,6 +92,10 @@ enum Command {
     },
     /// Print the man page (roff) to stdout.
     Manpage,
+    /// The idle process a --container session's container keeps running
+    /// (its init's only child), until the container is removed.
+    #[command(name = "container-idle", hide = true)]
+    ContainerIdle,
 }
 
 #[derive(Subcommand)]
@@ -190,6 +194,9 @@ fn main() -> ExitCode {
         Command::Config(ConfigCommand::Show { policy }) => Some(policy::show(policy)),
         Command::Completions { shell } => Some(completions(*shell)),
         Command::Manpage => Some(manpage()),
+        Command::ContainerIdle => loop {
+            std::thread::park();
+        },
         Command::Run(_) | Command::Mcp(_) | Command::Doctor(_) => None,
     };
     if let Some(outcome) = read_only {
@@ -224,9 +231,11 @@ fn main() -> ExitCode {
         Command::Run(args) => runtime.block_on(run::run(args)),
         Command::Mcp(args) => runtime.block_on(mcp::serve(args)),
         Command::Doctor(args) => runtime.block_on(doctor::doctor(args)),
-        Command::Rules(_) | Command::Config(_) | Command::Completions { .. } | Command::Manpage => {
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Rules(_)
+        | Command::Config(_)
+        | Command::Completions { .. }
+        | Command::Manpage
+        | Command::ContainerIdle => Ok(ExitCode::SUCCESS),
     };
     // Every command has been stopped by now; do not wait for blocking
     // threads (a stdin read never returns on its own).

@@ -111,14 +111,25 @@ pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
         .and_then(|l| l.token_file().map(ToOwned::to_owned))
         .into_iter()
         .collect();
-    let snapshot_loaded = start_snapshot(&args, &mut local)?;
-    track_changes(&args, &mut local);
+    // In a container the server inside runs the image's own bash, and the
+    // host watches no workspace of its own.
+    let in_container = args.executor.container.is_some();
+    if in_container && listening.is_some() {
+        anyhow::bail!("--container makes one container per session, and --listen serves many sessions from one server: serve --container over stdio (one server per agent)");
+    }
+    compose::sweep_containers(&args.executor).await?;
+    let snapshot_loaded = !in_container && start_snapshot(&args, &mut local)?;
+    if !in_container {
+        track_changes(&args, &mut local);
+    }
     let swept = local.clone();
     let composed = compose::compose(&args.executor, local, secrets)?;
     sweep_at_start(swept).await;
     // On stdio the client is the person's own; over HTTP any token holder
     // would answer its own approval questions.
-    let escalation = listening.is_none() || args.http.allows_escalation();
+    // A container's mode and network are fixed for its life: nothing to
+    // ask a person for.
+    let escalation = (listening.is_none() || args.http.allows_escalation()) && !in_container;
     let hub = Arc::new(
         Hub::builder(composed.executor)
             .cwd(cwd)

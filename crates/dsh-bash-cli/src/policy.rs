@@ -72,7 +72,16 @@ fn limit(set: Option<&Set<Limit>>, default: Option<u64>) -> Option<Limit> {
 
 /// The flags with the policy's values wherever no flag gave one.
 pub fn apply(args: &mut ExecutorArgs, policy: &Policy) -> anyhow::Result<()> {
-    if args.sandbox.is_none() && policy.mode.is_none() {
+    if args.container.is_some() {
+        // The container is the sandbox: its workspace and its network
+        // (off or on) are the only sandbox flags that apply.
+        let ignored = sandbox_only_flags(args)
+            .into_iter()
+            .find(|flag| !matches!(*flag, "--workspace" | "--network"));
+        if let Some(flag) = ignored {
+            anyhow::bail!("{flag} does not apply under --container: the container is the sandbox (give --workspace DIR and --network off|on)");
+        }
+    } else if args.sandbox.is_none() && policy.mode.is_none() {
         if let Some(flag) = sandbox_only_flags(args).first() {
             anyhow::bail!("{flag} only applies under a sandbox: give --sandbox MODE (or sandbox.mode in the policy file)");
         }

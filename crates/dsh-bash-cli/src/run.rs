@@ -33,8 +33,12 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let policy = crate::policy::load(&args.executor)?;
     crate::policy::apply(&mut args.executor, &policy)?;
     let mut local = compose::local_config(&args.executor);
-    // Asked for on one command: taken first, then the command runs.
-    if let Some(source) = compose::snapshot_source(&args.executor, false)? {
+    compose::sweep_containers(&args.executor).await?;
+    // Asked for on one command: taken first, then the command runs (not in
+    // a container: the server inside runs the image's bash as it is).
+    let snapshot = compose::snapshot_source(&args.executor, false)?
+        .filter(|_| args.executor.container.is_none());
+    if let Some(source) = snapshot {
         let slot = dsh_bash_local::SnapshotSlot::pending();
         compose::take_snapshot(
             compose::backend_of(&args.executor),

@@ -585,21 +585,7 @@ impl Drop for KillingFlag<'_> {
 /// What a foreground run the caller abandoned (cancellation, shutdown)
 /// returns: aborted, with no output (it stayed on the server).
 fn abandoned(spec: &BashExecSpec) -> BashRunResult {
-    BashRunResult {
-        exit_code: None,
-        signal: None,
-        timed_out: false,
-        aborted: true,
-        timeout_ms: millis(spec.timeout),
-        stdout: Default::default(),
-        stderr: Default::default(),
-        leftovers_stopped: 0,
-        sandbox: None,
-        containment: None,
-        limits: None,
-        shell: None,
-        changed: None,
-    }
+    BashRunResult::abandoned(spec.timeout)
 }
 
 impl BashExecutor for RemoteBashExecutor {

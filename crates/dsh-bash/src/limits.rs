@@ -17,6 +17,9 @@ pub enum LimitMechanism {
     /// its processes: per process, not per tree (`RLIMIT_DATA` for
     /// memory); no process or CPU limit.
     Rlimit,
+    /// The cgroup a container engine made for the session's container:
+    /// the whole container, every command of the session together.
+    Container,
 }
 
 impl std::fmt::Display for LimitMechanism {
@@ -25,6 +28,7 @@ impl std::fmt::Display for LimitMechanism {
             LimitMechanism::CgroupV2 => "cgroup v2",
             LimitMechanism::CgroupV1 => "cgroup v1",
             LimitMechanism::Rlimit => "rlimit",
+            LimitMechanism::Container => "container",
         })
     }
 }

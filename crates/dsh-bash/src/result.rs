@@ -98,6 +98,23 @@ pub struct BashSandboxInfo {
     /// <path>` undoes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planted: Vec<PathBuf>,
+    /// Under the `container` backend: the engine, the image and the
+    /// container that ran the command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerFacts>,
+}
+
+/// The container a command ran in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerFacts {
+    /// The engine (`podman`, `docker`).
+    pub engine: String,
+    /// The image as given.
+    pub image: String,
+    /// The image's digest (`sha256:…`, the id of its configuration).
+    pub digest: String,
+    /// The container's name.
+    pub name: String,
 }
 
 impl BashSandboxInfo {
@@ -120,6 +137,7 @@ impl BashSandboxInfo {
             hidden: Vec::new(),
             blocked: Vec::new(),
             planted: Vec::new(),
+            container: None,
         }
     }
 }
@@ -270,6 +288,29 @@ pub struct BashRunResult {
     /// executor watches no workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<crate::WorkspaceChanges>,
+}
+
+impl BashRunResult {
+    /// What a foreground run the caller abandoned before it produced
+    /// anything returns: aborted, no output, no facts; `timeout` is its
+    /// effective timeout.
+    pub fn abandoned(timeout: std::time::Duration) -> Self {
+        BashRunResult {
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            aborted: true,
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            stdout: CollectedOutput::default(),
+            stderr: CollectedOutput::default(),
+            leftovers_stopped: 0,
+            sandbox: None,
+            containment: None,
+            limits: None,
+            shell: None,
+            changed: None,
+        }
+    }
 }
 
 /// What a command's shell brought and left.

@@ -111,7 +111,7 @@ impl fmt::Display for SandboxEnforcement {
 }
 
 /// Which backend confined a command. Serialised as its name (`bwrap`,
-/// `landlock`, `runner`, `none`, or a provider's own).
+/// `landlock`, `runner`, `none`, `container`, or a provider's own).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SandboxBackend {
@@ -124,6 +124,8 @@ pub enum SandboxBackend {
     Runner,
     /// Nothing (`danger-full-access`).
     None,
+    /// A container of the session's own, made by a container engine.
+    Container,
     /// Another provider's backend, by its name.
     Other(String),
 }
@@ -136,6 +138,7 @@ impl SandboxBackend {
             SandboxBackend::Landlock => "landlock",
             SandboxBackend::Runner => "runner",
             SandboxBackend::None => "none",
+            SandboxBackend::Container => "container",
             SandboxBackend::Other(name) => name,
         }
     }
@@ -148,6 +151,7 @@ impl From<&str> for SandboxBackend {
             "landlock" => SandboxBackend::Landlock,
             "runner" => SandboxBackend::Runner,
             "none" => SandboxBackend::None,
+            "container" => SandboxBackend::Container,
             other => SandboxBackend::Other(other.to_owned()),
         }
     }

@@ -901,6 +901,7 @@ mod tests {
             hidden: Vec::new(),
             blocked: Vec::new(),
             planted: Vec::new(),
+            container: None,
         }
     }
 

@@ -1,0 +1,311 @@
+//! `--container IMAGE`: a session's commands in a container of its own,
+//! through the real binary and a real engine (podman, from Debian's
+//! packages), from an image built from a minimal Debian root file system
+//! (`.ci/run`: mmdebstrap, then `podman import`; no image registry).
+//!
+//! `DSH_TEST_CONTAINER_IMAGE` names the image; without it (or without
+//! podman) the tests skip loudly, and fail under
+//! `DSH_TEST_REQUIRE_CONTAINER=1`. Run as root (rootless podman is not
+//! exercised here: the machine gives uid 65534 no subordinate ids).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{confined, RawServer};
+use serde_json::Value;
+
+/// The image, or a loud skip.
+fn image_or_skip(what: &str) -> Option<String> {
+    let required = std::env::var("DSH_TEST_REQUIRE_CONTAINER").is_ok_and(|v| v == "1");
+    let image = std::env::var("DSH_TEST_CONTAINER_IMAGE").ok();
+    let podman = Command::new("podman")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match image {
+        Some(image) if podman => Some(image),
+        _ => {
+            let why = format!("{what}: needs podman and DSH_TEST_CONTAINER_IMAGE (an image with bash; .ci/run builds one with mmdebstrap)");
+            assert!(!required, "{why} (DSH_TEST_REQUIRE_CONTAINER=1)");
+            eprintln!("SKIP {why}");
+            None
+        }
+    }
+}
+
+/// A workspace of the test's own, outside /tmp (the container's /tmp is
+/// its own).
+fn workspace(name: &str) -> PathBuf {
+    let dir = confined::base().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `dsh-bash run --container IMAGE --json ARGS -- COMMAND` in `ws`.
+fn run_in(image: &str, ws: &Path, args: &[&str], command: &str) -> Value {
+    let output = Command::new(confined::binary())
+        .args(["run", "--json", "--container", image, "--workdir"])
+        .arg(ws)
+        .args(args)
+        .args(["--", command])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    confined::result_json(&output)
+}
+
+/// Every container of any dsh-bash server, by name.
+fn our_containers() -> Vec<String> {
+    owned_containers()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Every container of any dsh-bash server: its name and its server's pid.
+fn owned_containers() -> Vec<(String, u32)> {
+    let output = Command::new("podman")
+        .args([
+            "ps",
+            "--all",
+            "--filter",
+            "label=io.dsh-bash.server",
+            "--format",
+        ])
+        .arg("{{.Names}} {{index .Labels \"io.dsh-bash.server\"}}")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (name, owner) = line.split_once(' ')?;
+            let pid = owner.rsplit(':').nth(1)?.parse().ok()?;
+            Some((name.to_owned(), pid))
+        })
+        .collect()
+}
+
+/// The containers the server `pid` made.
+fn containers_of(pid: u32) -> Vec<String> {
+    owned_containers()
+        .into_iter()
+        .filter(|(_, owner)| *owner == pid)
+        .map(|(name, _)| name)
+        .collect()
+}
+
+fn container_name(result: &Value) -> String {
+    result["sandbox"]["container"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn a_command_runs_in_the_image_and_writes_only_the_workspace() {
+    let Some(image) = image_or_skip("the container's file system") else {
+        return;
+    };
+    let ws = workspace("container-fs");
+    let result = run_in(
+        &image,
+        &ws,
+        &[],
+        "cat /etc/debian_version; echo made-inside > made; touch /etc/planted 2>&1; touch /usr/planted 2>&1; echo tmp > /tmp/t && cat /tmp/t",
+    );
+    let out = result["stdout"]["text"].as_str().unwrap();
+    // The image's Debian, not the host's files.
+    let version = out.lines().next().unwrap();
+    assert!(version.starts_with("12."), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made")).unwrap(),
+        "made-inside\n"
+    );
+    assert_eq!(out.matches("Read-only file system").count(), 2, "{out}");
+    assert!(out.ends_with("tmp\n"), "{out}");
+    let sandbox = &result["sandbox"];
+    assert_eq!(sandbox["backend"], "container", "{result:#}");
+    assert_eq!(sandbox["container"]["engine"], "podman");
+    assert_eq!(sandbox["container"]["image"], image.as_str());
+    assert!(sandbox["container"]["digest"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert_eq!(sandbox["network"]["mode"], "off");
+    // Gone with its (one-command) session.
+    assert!(!our_containers().contains(&container_name(&result)));
+}
+
+#[test]
+fn there_is_no_network_unless_asked_and_then_the_engines() {
+    let Some(image) = image_or_skip("the container's network") else {
+        return;
+    };
+    let ws = workspace("container-net");
+    let interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '";
+    let off = run_in(&image, &ws, &[], interfaces);
+    assert_eq!(off["stdout"]["text"], "lo ", "{off:#}");
+    // The host's loopback is not the container's: a server there is
+    // out of reach.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reach = run_in(
+        &image,
+        &ws,
+        &[],
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached || echo refused"),
+    );
+    assert!(
+        reach["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("refused"),
+        "{reach:#}"
+    );
+    let on = run_in(&image, &ws, &["--network", "on"], interfaces);
+    let named = on["stdout"]["text"].as_str().unwrap();
+    assert!(named.starts_with("lo ") || named.contains(" lo "), "{on:#}");
+    assert!(
+        named.split_whitespace().count() >= 2,
+        "no interface but lo: {on:#}"
+    );
+    assert_eq!(on["sandbox"]["network"]["mode"], "on");
+}
+
+#[test]
+fn a_memory_limit_holds_for_the_whole_container() {
+    let Some(image) = image_or_skip("the container's memory limit") else {
+        return;
+    };
+    let ws = workspace("container-mem");
+    // The limit is in force before anything tries it.
+    let shown = run_in(
+        &image,
+        &ws,
+        &["--max-memory", "64M"],
+        "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
+    );
+    assert_eq!(shown["stdout"]["text"], "67108864\n", "{shown:#}");
+    assert_eq!(shown["limits"]["mechanism"], "container");
+    assert_eq!(shown["limits"]["memory_bytes"], 67108864);
+    // A hog that wants 256 MiB in one bash (a variable holding it);
+    // backstop: the command's own timeout.
+    let hog = run_in(
+        &image,
+        &ws,
+        &["--max-memory", "64M", "--timeout", "60000"],
+        "bash -c 'x=$(head -c 256M /dev/zero | tr \"\\0\" a); echo kept ${#x}'; echo status $?",
+    );
+    assert_eq!(hog["timed_out"], false, "{hog:#}");
+    assert_eq!(
+        hog["stdout"]["text"], "status 137\n",
+        "the hog was not killed: {hog:#}"
+    );
+}
+
+fn call(server: &mut RawServer, id: u64, command: &str) -> Value {
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": command, "description": "Check the session's container"}}
+    });
+    server.send(&request.to_string());
+    let answer = server.next();
+    assert_eq!(answer["id"], id, "{answer}");
+    answer
+}
+
+fn text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn mcp_server(image: &str, ws: &Path) -> RawServer {
+    let mut command = Command::new(confined::binary());
+    command
+        .args(["mcp", "--container", image, "--workdir"])
+        .arg(ws);
+    let mut server = RawServer::spawn_command(command, Stdio::inherit());
+    server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"container","version":"0"}}}"#);
+    assert_eq!(server.next()["id"], 1);
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    server
+}
+
+#[test]
+fn an_mcp_session_keeps_one_container_until_it_ends() {
+    let Some(image) = image_or_skip("a session's container") else {
+        return;
+    };
+    let ws = workspace("container-session");
+    let mut server = mcp_server(&image, &ws);
+    let pid = server.child.id();
+    // Nothing is made before a command needs it.
+    assert!(containers_of(pid).is_empty());
+    let first = call(&mut server, 2, "echo kept > /tmp/state; echo first");
+    assert!(text(&first).contains("first"), "{first}");
+    let made = containers_of(pid);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let second = call(&mut server, 3, "cat /tmp/state; cat /etc/debian_version");
+    assert!(
+        text(&second).contains("kept"),
+        "the second call lost /tmp: {second}"
+    );
+    assert_eq!(containers_of(pid), made, "a second container");
+    drop(server.stdin.take());
+    assert!(server.child.wait().unwrap().success());
+    assert!(containers_of(pid).is_empty(), "left behind: {made:?}");
+}
+
+#[test]
+fn a_killed_servers_container_is_removed_by_the_next_server() {
+    let Some(image) = image_or_skip("a killed server's container") else {
+        return;
+    };
+    let ws = workspace("container-killed");
+    let mut server = mcp_server(&image, &ws);
+    let pid = server.child.id();
+    call(&mut server, 2, "true");
+    let made = containers_of(pid);
+    assert_eq!(made.len(), 1, "{made:?}");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    // SIGKILL leaves it: nothing ran to remove it.
+    assert!(our_containers().contains(&made[0]), "{made:?}");
+    let next = run_in(&image, &ws, &[], "true");
+    assert_eq!(next["exit_code"], 0, "{next:#}");
+    assert!(
+        !our_containers().contains(&made[0]),
+        "the next server left {made:?}"
+    );
+}
+
+mod conformance {
+    use std::sync::Arc;
+
+    use dsh_bash::BashExecutor;
+
+    async fn executor() -> Option<Arc<dyn BashExecutor>> {
+        let image = super::image_or_skip("the conformance suite in a container")?;
+        let ws = super::workspace(&format!(
+            "container-conformance-{:?}",
+            std::thread::current().id()
+        ));
+        let config = dsh_bash_container::ContainerConfig::new(
+            dsh_bash_container::Engine::find(Some("podman")).unwrap(),
+            image,
+            ws,
+            super::confined::binary().to_owned(),
+        );
+        Some(Arc::new(
+            dsh_bash_container::ContainerBashExecutor::new(config).unwrap(),
+        ))
+    }
+
+    dsh_bash_conformance::conformance_suite!(executor().await);
+}

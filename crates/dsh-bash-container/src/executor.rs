@@ -1,0 +1,447 @@
+//! The executor: a session's commands in its own container, made when the
+//! first command needs it, served inside by this same binary over the
+//! engine's exec stdio (a [`RemoteBashExecutor`]), removed at shutdown.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_bash::{
+    BashError, BashExecRequest, BashExecSpec, BashExecutor, BashLimits, BashRunResult,
+    BashSandboxInfo, BashTask, BashTaskId, BashTaskRead, BoxFuture, ContainerFacts, Defaults,
+    LimitMechanism, ListenerHandle, NetworkFacts, NetworkPolicy, OutputCursor, OwnerToken,
+    SandboxBackend, SandboxEnforcement, SandboxMode, TaskListener, TaskListeners,
+};
+use dsh_bash_remote::{RemoteBashExecutor, RemoteConfig};
+
+use crate::container::{self, Container};
+use crate::engine::{ContainerSpec, Engine};
+use crate::error::ContainerError;
+
+/// What a session's container is made from and how its server runs.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ContainerConfig {
+    /// The engine.
+    pub engine: Engine,
+    /// The image.
+    pub image: String,
+    /// The workspace (absolute), mounted read-write at the same path; the
+    /// commands' default directory.
+    pub workspace: PathBuf,
+    /// This binary on the host, mounted read-only into the container.
+    pub binary: PathBuf,
+    /// The network: `Off` (none) or `On` (the engine's default network).
+    pub network: NetworkPolicy,
+    /// The container's memory, swap included, in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Processes (threads) at once in the container.
+    pub processes: Option<u64>,
+    /// CPU per second of wall time, in thousandths of a CPU.
+    pub cpu_millicores: Option<u32>,
+    /// A foreground command's timeout when it names none.
+    pub default_timeout: Duration,
+    /// The cap on any foreground timeout.
+    pub max_timeout: Duration,
+    /// The bound on each engine step (the image looked up, the container
+    /// made, removed).
+    pub step_bound: Duration,
+}
+
+impl ContainerConfig {
+    /// A configuration with the defaults: no network, no limits, the
+    /// local executor's timeouts, two minutes per engine step.
+    pub fn new(engine: Engine, image: String, workspace: PathBuf, binary: PathBuf) -> Self {
+        ContainerConfig {
+            engine,
+            image,
+            workspace,
+            binary,
+            network: NetworkPolicy::Off,
+            memory_bytes: None,
+            processes: None,
+            cpu_millicores: None,
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            step_bound: Duration::from_secs(120),
+        }
+    }
+
+    /// Checks what cannot work before anything is made.
+    pub fn validate(&self) -> Result<(), ContainerError> {
+        if !self.workspace.is_absolute() || self.workspace.to_str().is_none() {
+            return Err(ContainerError::Config(format!(
+                "the workspace {} must be an absolute UTF-8 path",
+                self.workspace.display()
+            )));
+        }
+        if self.image.trim().is_empty() {
+            return Err(ContainerError::Config(
+                "the image is empty; give an image name".into(),
+            ));
+        }
+        match self.network {
+            NetworkPolicy::Off | NetworkPolicy::On => Ok(()),
+            other => Err(ContainerError::Config(format!(
+                "--network {other} is not available under --container yet: expected off (no network) or on (the engine's network)"
+            ))),
+        }
+    }
+}
+
+/// The container, once made, and the server inside it.
+struct Started {
+    container: Container,
+    remote: RemoteBashExecutor,
+    facts: ContainerFacts,
+    _forwarding: ListenerHandle,
+}
+
+/// Runs a session's commands in a container of its own (see the crate
+/// docs).
+pub struct ContainerBashExecutor {
+    config: ContainerConfig,
+    started: tokio::sync::OnceCell<Started>,
+    listeners: Arc<TaskListeners>,
+    shut: std::sync::atomic::AtomicBool,
+}
+
+impl ContainerBashExecutor {
+    /// An executor for `config`; nothing is made until the first command.
+    pub fn new(config: ContainerConfig) -> Result<Self, ContainerError> {
+        config.validate()?;
+        Ok(ContainerBashExecutor {
+            config,
+            started: tokio::sync::OnceCell::new(),
+            listeners: Arc::new(TaskListeners::default()),
+            shut: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// The container's facts, once it has been made.
+    pub fn container(&self) -> Option<&ContainerFacts> {
+        self.started.get().map(|started| &started.facts)
+    }
+
+    /// The container and its server, made by the first caller.
+    async fn started(&self) -> Result<&Started, BashError> {
+        if self.shut.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(BashError::ShutDown);
+        }
+        self.started
+            .get_or_try_init(|| self.start())
+            .await
+            .map_err(|err| BashError::Unreachable {
+                message: err.to_string(),
+            })
+    }
+
+    async fn start(&self) -> Result<Started, ContainerError> {
+        let config = &self.config;
+        let spec = self.spec();
+        let made = Container::create(&config.engine, &spec, config.step_bound).await?;
+        let server = made.server_command(&config.workspace, &self.server_args());
+        let remote = RemoteBashExecutor::over_stdio_with(server, RemoteConfig::default())
+            .await
+            .map_err(|err| ContainerError::Inside {
+                name: made.name().to_owned(),
+                cause: err.to_string(),
+            })?;
+        let listeners = Arc::clone(&self.listeners);
+        let forwarding =
+            remote.on_task_done(Arc::new(move |task: &BashTask| listeners.notify(task)));
+        let facts = ContainerFacts {
+            engine: config.engine.kind.name().to_owned(),
+            image: made.image().to_owned(),
+            digest: made.digest().to_owned(),
+            name: made.name().to_owned(),
+        };
+        tracing::info!(container = %facts.name, image = %facts.image, digest = %facts.digest, "the session's container is up");
+        Ok(Started {
+            container: made,
+            remote,
+            facts,
+            _forwarding: forwarding,
+        })
+    }
+
+    fn spec(&self) -> ContainerSpec {
+        let config = &self.config;
+        let hard = |resource| {
+            rustix::process::getrlimit(resource)
+                .maximum
+                .filter(|&max| max != u64::MAX)
+        };
+        let euid = rustix::process::geteuid().as_raw();
+        let egid = rustix::process::getegid().as_raw();
+        ContainerSpec {
+            name: format!("dsh-bash-{:016x}", random()),
+            image: config.image.clone(),
+            workspace: config.workspace.clone(),
+            binary: config.binary.clone(),
+            network: config.network == NetworkPolicy::On,
+            memory_bytes: config.memory_bytes,
+            processes: config.processes,
+            cpu_millicores: config.cpu_millicores,
+            open_files: hard(rustix::process::Resource::Nofile)
+                .unwrap_or(1 << 16)
+                .min(1 << 20),
+            // No more than the kernel's pid_max: a higher limit means
+            // nothing, and runtimes refuse to set one.
+            user_processes: hard(rustix::process::Resource::Nproc)
+                .map(|nproc| pid_max().map_or(nproc, |max| nproc.min(max))),
+            // docker's containers run as the host's root unless told;
+            // podman's root is the server's own user when rootless.
+            user: (config.engine.kind == crate::EngineKind::Docker)
+                .then(|| format!("{euid}:{egid}")),
+            owner: container::owner(),
+        }
+    }
+
+    /// The server inside: unconfined (the container is the boundary), no
+    /// snapshot of a shell the image may not have, this executor's
+    /// timeouts.
+    fn server_args(&self) -> Vec<OsString> {
+        let config = &self.config;
+        let mut args: Vec<OsString> = vec!["mcp".into(), "--workdir".into()];
+        args.push(config.workspace.clone().into_os_string());
+        args.extend(["--shell-snapshot".into(), "off".into()]);
+        args.push("--timeout".into());
+        args.push(config.default_timeout.as_millis().to_string().into());
+        args.push("--max-timeout".into());
+        args.push(config.max_timeout.as_millis().to_string().into());
+        args
+    }
+
+    /// What a command here ran under, as the container gives it.
+    fn facts(&self, started: &Started) -> BashSandboxInfo {
+        let config = &self.config;
+        BashSandboxInfo {
+            backend: Some(SandboxBackend::Container),
+            enforcement: Some(SandboxEnforcement::Full),
+            workspace: Some(config.workspace.clone()),
+            network: Some(NetworkFacts {
+                mode: config.network,
+                denied: Vec::new(),
+                denied_more: 0,
+                askable: Vec::new(),
+            }),
+            container: Some(started.facts.clone()),
+            ..BashSandboxInfo::bare(SandboxMode::WorkspaceWrite)
+        }
+    }
+
+    fn limits(&self) -> Option<BashLimits> {
+        let config = &self.config;
+        if config.memory_bytes.is_none()
+            && config.processes.is_none()
+            && config.cpu_millicores.is_none()
+        {
+            return None;
+        }
+        Some(BashLimits {
+            mechanism: LimitMechanism::Container,
+            processes: config.processes,
+            memory_bytes: config.memory_bytes,
+            cpu_millicores: config.cpu_millicores,
+            partial: false,
+            missing: Vec::new(),
+            oom_killed: false,
+            process_limit_hit: false,
+        })
+    }
+
+    /// The spec the server inside runs: unconfined there, the container
+    /// being the sandbox.
+    fn inner(spec: BashExecSpec) -> Result<BashExecSpec, BashError> {
+        if !spec.allow_hosts.is_empty() {
+            return Err(BashError::Unsupported {
+                what: "allowHosts",
+                why: "a container's network is all or nothing (off, or on with --network on); no host can be added for one call".into(),
+            });
+        }
+        Ok(BashExecSpec {
+            sandbox_mode: None,
+            network: None,
+            ..spec
+        })
+    }
+
+    async fn run_inside(&self, spec: BashExecSpec) -> Result<BashRunResult, BashError> {
+        let inner = Self::inner(spec)?;
+        if inner.cancelled() {
+            return Err(BashError::AbortedBeforeSpawn);
+        }
+        // Cancelled while the container is being made: abandoned, as a
+        // run cancelled at the server is (what was begun is removed).
+        let started = match inner.cancel.clone() {
+            Some(cancel) => tokio::select! {
+                started = self.started() => started?,
+                () = cancel.cancelled() => return Ok(BashRunResult::abandoned(inner.timeout)),
+            },
+            None => self.started().await?,
+        };
+        let mut result = started.remote.run(inner).await?;
+        result.sandbox = Some(self.facts(started));
+        result.limits = self.limits();
+        Ok(result)
+    }
+}
+
+/// The kernel's `pid_max`.
+fn pid_max() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// 64 random bits (from the standard library's per-process hash keys).
+fn random() -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+impl BashExecutor for ContainerBashExecutor {
+    fn sandbox_mode(&self) -> Option<SandboxMode> {
+        Some(SandboxMode::WorkspaceWrite)
+    }
+
+    fn network_policy(&self, mode: SandboxMode) -> Option<NetworkPolicy> {
+        (mode == SandboxMode::WorkspaceWrite).then_some(self.config.network)
+    }
+
+    fn resolve(&self, request: BashExecRequest) -> Result<BashExecSpec, BashError> {
+        let config = &self.config;
+        let defaults = Defaults {
+            sandbox_mode: Some(SandboxMode::WorkspaceWrite),
+            networks: vec![(SandboxMode::WorkspaceWrite, config.network)],
+            ..Defaults::unconfined(
+                config.default_timeout,
+                config.max_timeout,
+                config.workspace.clone(),
+            )
+        };
+        let spec = request.into_spec(&defaults)?;
+        if spec.sandbox_mode != Some(SandboxMode::WorkspaceWrite) {
+            return Err(BashError::Unsupported {
+                what: "another sandbox mode",
+                why: format!(
+                    "{} was asked, and commands run in the session's container, whose mode is workspace-write",
+                    spec.sandbox_mode.map_or("none".to_owned(), |m| m.to_string())
+                ),
+            });
+        }
+        if spec
+            .network
+            .is_some_and(|network| network != config.network)
+        {
+            return Err(BashError::Unsupported {
+                what: "another network policy",
+                why: format!(
+                    "the session's container has the network {}; it cannot change for one call",
+                    config.network
+                ),
+            });
+        }
+        if spec.workdir.to_str().is_none() {
+            return Err(BashError::Unsupported {
+                what: "a workdir that is not UTF-8",
+                why: format!(
+                    "{} cannot be sent to the server inside, which takes paths as text",
+                    spec.workdir.display()
+                ),
+            });
+        }
+        Ok(spec)
+    }
+
+    fn run(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashRunResult, BashError>> {
+        Box::pin(self.run_inside(spec))
+    }
+
+    fn start(&self, spec: BashExecSpec) -> BoxFuture<'_, Result<BashTask, BashError>> {
+        Box::pin(async move {
+            let inner = Self::inner(spec)?;
+            self.started().await?.remote.start(inner).await
+        })
+    }
+
+    fn get(&self, id: &BashTaskId) -> Option<BashTask> {
+        self.started.get()?.remote.get(id)
+    }
+
+    fn owner_of(&self, id: &BashTaskId) -> Option<OwnerToken> {
+        self.started.get()?.remote.owner_of(id)
+    }
+
+    fn list(&self) -> Vec<BashTask> {
+        self.started
+            .get()
+            .map(|s| s.remote.list())
+            .unwrap_or_default()
+    }
+
+    fn read_output(
+        &self,
+        id: &BashTaskId,
+        since: Option<OutputCursor>,
+    ) -> Result<BashTaskRead, BashError> {
+        match self.started.get() {
+            Some(started) => started.remote.read_output(id, since),
+            None => Err(BashError::UnknownTask { id: id.clone() }),
+        }
+    }
+
+    fn write_input<'a>(
+        &'a self,
+        id: &'a BashTaskId,
+        input: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), BashError>> {
+        Box::pin(async move {
+            match self.started.get() {
+                Some(started) => started.remote.write_input(id, input).await,
+                None => Err(BashError::UnknownTask { id: id.clone() }),
+            }
+        })
+    }
+
+    fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
+        Box::pin(async move {
+            match self.started.get() {
+                Some(started) => started.remote.screen(id).await,
+                None => Err(BashError::UnknownTask { id: id.clone() }),
+            }
+        })
+    }
+
+    fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
+        Box::pin(async move {
+            match self.started.get() {
+                Some(started) => started.remote.kill(id).await,
+                None => Err(BashError::UnknownTask { id: id.clone() }),
+            }
+        })
+    }
+
+    fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
+        self.listeners.register(listener)
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.shut.store(true, std::sync::atomic::Ordering::Release);
+            if let Some(started) = self.started.get() {
+                started.remote.shutdown().await;
+                if let Err(err) = started.container.remove(self.config.step_bound).await {
+                    tracing::warn!("the session's container was not removed: {err}");
+                }
+            }
+            self.listeners.close();
+        })
+    }
+}
