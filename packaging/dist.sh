@@ -88,12 +88,22 @@ done
 # The crates, as crates.io would take them (the bench and the conformance
 # suite stay here): from what git tracks, unless DIST_ALLOW_DIRTY=1.
 target_dir=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-rm -f "$target_dir"/package/*.crate
+# cargo verifies each crate against the others through a registry of its
+# own, whose sources it unpacks into CARGO_HOME and builds, keyed by name
+# and version only: an earlier run's of the same version would be taken
+# for this checkout's. Both are cleared, in a target directory of its own.
+packaging=$target_dir/dist-package
+rm -rf "$packaging/package" "$packaging"/debug/.fingerprint/dsh-* "$packaging"/debug/deps/libdsh_*
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+for crate in "$root"/crates/*/; do
+  name=$(basename "$crate")
+  rm -rf "$cargo_home"/registry/src/-*/"$name-$version" "$cargo_home"/registry/cache/-*/"$name-$version.crate"
+done
 dirty=()
 [ "${DIST_ALLOW_DIRTY:-0}" = 1 ] && dirty=(--allow-dirty)
-cargo package --locked "${dirty[@]}" --workspace --exclude dsh-bash-bench --exclude dsh-bash-conformance
+cargo package --locked "${dirty[@]}" --target-dir "$packaging" --workspace --exclude dsh-bash-bench --exclude dsh-bash-conformance
 mkdir -p "$dist/crates"
-mv "$target_dir"/package/*.crate "$dist/crates/"
+mv "$packaging"/package/*.crate "$dist/crates/"
 
 # The container image, where a container tool can build one.
 engine=

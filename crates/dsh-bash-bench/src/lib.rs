@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod container;
 mod http_client;
 mod mcp_client;
 mod measure;

@@ -42,10 +42,15 @@ struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     mcp_binary: Option<PathBuf>,
     /// Only these scenario groups (0 whole process … 9 terminals, 10 network allow-list,
-    /// 11 the user's shell, 12 command rules; repeatable or comma-separated; default: all).
+    /// 11 the user's shell, 12 command rules, 13 a session's container; repeatable or
+    /// comma-separated; default: all).
     #[arg(long, value_name = "GROUP", value_delimiter = ',',
-          value_parser = clap::value_parser!(u8).range(0..=12))]
+          value_parser = clap::value_parser!(u8).range(0..=13))]
     only: Vec<u8>,
+    /// The image group 13 makes each session's container from (podman or
+    /// docker); without it the group is skipped.
+    #[arg(long, value_name = "IMAGE")]
+    container_image: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -96,6 +101,7 @@ async fn bench(args: BenchArgs, mcp_binary: Option<PathBuf>) {
         mcp_binary,
         scratch: args.scratch.unwrap_or_else(std::env::temp_dir),
         only: args.only,
+        container_image: args.container_image,
     };
     let rows = run_all(&options).await;
     print!("{}", table(&rows));

@@ -32,8 +32,11 @@ pub struct Options {
     pub mcp_binary: Option<PathBuf>,
     /// Where spill files and baseline files go (one filesystem for both).
     pub scratch: PathBuf,
-    /// Only these scenario groups (0–9); empty: all.
+    /// Only these scenario groups (0–13); empty: all.
     pub only: Vec<u8>,
+    /// The image of group 13 (a session's own container); skipped when
+    /// absent.
+    pub container_image: Option<String>,
 }
 
 impl Options {
@@ -53,6 +56,7 @@ impl Default for Options {
             mcp_binary: None,
             scratch: std::env::temp_dir(),
             only: Vec::new(),
+            container_image: None,
         }
     }
 }
@@ -1034,6 +1038,10 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
     if options.runs(12) {
         eprintln!("12/12 command rules");
         rows.extend(crate::rules::rules_rows(options.rounds));
+    }
+    if options.runs(13) {
+        eprintln!("13/13 a session's own container");
+        rows.extend(crate::container::container_rows(options).await);
     }
     if options.runs(9) {
         eprintln!("9/10 terminals");

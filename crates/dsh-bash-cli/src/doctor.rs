@@ -102,6 +102,13 @@ pub async fn doctor(mut args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let backend = compose::backend_of(&args.executor);
     let (mut findings, dropped_kept) = crate::doctor_sandbox::findings(backend.clone()).await;
     findings.extend(process_findings(&args.executor).await?);
+    findings.push(files_finding());
+    let workdir = args.executor.workdir.clone();
+    findings.push(
+        tokio::task::spawn_blocking(move || workdir_finding(workdir))
+            .await
+            .context("examining the working directory")?,
+    );
     findings.push(shell_finding(&args.executor, backend).await);
     findings.push(
         tokio::task::spawn_blocking(temp_finding)
@@ -139,10 +146,10 @@ pub fn render(report: &Report) -> String {
             "{:<8}{:<17}{}\n",
             finding.status.label(),
             finding.topic,
-            finding.found
+            printable(&finding.found)
         ));
         if let Some(fix) = &finding.fix {
-            out.push_str(&format!("{:25}fix: {fix}\n", ""));
+            out.push_str(&format!("{:25}fix: {}\n", "", printable(fix)));
         }
     }
     if report.kept_verdict_dropped {
@@ -150,6 +157,21 @@ pub fn render(report: &Report) -> String {
     }
     out.pop();
     out
+}
+
+/// `text` on one line of a terminal: control characters (a newline, a
+/// carriage return, an escape sequence from a start-up file or a program's
+/// version) shown escaped, so no finding can print a line of its own.
+fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }
 
 /// Limits asked of the probe command: each kind, so that the result names
@@ -277,12 +299,20 @@ async fn shell_finding(args: &ExecutorArgs, backend: dsh_sandbox_local::Backend)
     };
     match compose::snapshot(backend, &local, &source).await {
         Ok(snapshot) => snapshot_finding(snapshot.summary(), &bash),
-        Err(err) => Finding::new(
-            "shell",
-            Status::Warn,
-            format!("commands run in {bash} without the user's shell: {err}"),
-        )
-        .fix("set SHELL to bash or zsh, fix what the shell's start-up files print as errors, or give --shell-snapshot FILE (a bash file to source)"),
+        Err(err) => {
+            let fix = match err {
+                dsh_bash_local::SnapshotError::UnsupportedShell { .. } => {
+                    "set SHELL to bash or zsh, or give --shell-snapshot FILE (a bash file to source)"
+                }
+                _ => "make the shell's start-up files finish without error when not interactive, or give --shell-snapshot FILE (a bash file to source) or off",
+            };
+            Finding::new(
+                "shell",
+                Status::Warn,
+                format!("commands run in {bash} without the user's shell: {err}"),
+            )
+            .fix(fix)
+        }
     }
 }
 
@@ -298,6 +328,10 @@ fn snapshot_finding(summary: &dsh_bash_local::SnapshotSummary, bash: &str) -> Fi
         return Finding::new("shell", Status::Warn, format!("{found}; only the profile was read, the rc file did not finish in time"))
             .fix("make the shell's rc file finish quickly when it is not interactive, or give --shell-snapshot FILE");
     }
+    if summary.variables + summary.functions + summary.aliases == 0 {
+        return Finding::new("shell", Status::Warn, format!("{found}: the snapshot holds nothing, as if the start-up files ended early (an exit or exec in them)"))
+            .fix("let the shell's rc file run to its end when not interactive (no exit or exec zsh in it), or give --shell-snapshot FILE");
+    }
     if !summary.confined {
         return Finding::new("shell", Status::Warn, format!("{found}; the start-up files ran unconfined (no sandbox backend here)"))
             .fix("make a sandbox backend usable (see bubblewrap and landlock), so that the user's start-up files run where they can write nothing");
@@ -305,16 +339,28 @@ fn snapshot_finding(summary: &dsh_bash_local::SnapshotSummary, bash: &str) -> Fi
     Finding::new("shell", Status::Ok, found)
 }
 
-/// `bash --version`'s first line, shortened to "bash 5.2.15".
-async fn bash_version(shell: &std::path::Path) -> String {
-    let output = tokio::process::Command::new(shell)
-        .arg("--version")
+/// How long a program's `--version` may take.
+const VERSION_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `command`'s output (stdin and stderr closed), or `None` when it cannot
+/// run or does not finish within [`VERSION_BOUND`] (it is killed then).
+pub(crate) async fn bounded_output(
+    command: &mut tokio::process::Command,
+) -> Option<std::process::Output> {
+    command
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .output()
-        .await;
-    let first = output
+        .kill_on_drop(true);
+    tokio::time::timeout(VERSION_BOUND, command.output())
+        .await
+        .ok()?
         .ok()
+}
+
+/// `bash --version`'s first line, shortened to "bash 5.2.15".
+async fn bash_version(shell: &std::path::Path) -> String {
+    let output = bounded_output(tokio::process::Command::new(shell).arg("--version")).await;
+    let first = output
         .and_then(|out| String::from_utf8(out.stdout).ok())
         .and_then(|text| text.lines().next().map(str::to_owned));
     let version = first.as_deref().and_then(|line| {
@@ -325,6 +371,63 @@ async fn bash_version(shell: &std::path::Path) -> String {
     match version {
         Some(version) => format!("{} {version}", shell.display()),
         None => shell.display().to_string(),
+    }
+}
+
+/// Descriptors the server holds for itself (runtime, pipes of its own).
+const OWN_DESCRIPTORS: u64 = 32;
+
+/// Below this many descriptors, a handful of commands at once exhaust them.
+const FEW_DESCRIPTORS: u64 = 1024;
+
+/// The open-file limit the server runs under (after raising its soft
+/// limit to the hard one, as it does at start): every running command
+/// holds three.
+fn files_finding() -> Finding {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let Some(soft) = limit.current else {
+        return Finding::new("files", Status::Ok, "open files: unlimited");
+    };
+    let commands = soft.saturating_sub(OWN_DESCRIPTORS) / 3;
+    let found = format!("open files: {soft} (about {commands} commands at once)");
+    let fix = "raise the limit where the server starts: ulimit -n 4096 (LimitNOFILE=4096 in a systemd unit)";
+    if soft < 2 * OWN_DESCRIPTORS {
+        Finding::new(
+            "files",
+            Status::Missing,
+            format!("{found}: too few for a command to start"),
+        )
+        .fix(fix)
+    } else if soft < FEW_DESCRIPTORS {
+        Finding::new("files", Status::Warn, found).fix(fix)
+    } else {
+        Finding::new("files", Status::Ok, found)
+    }
+}
+
+/// The commands' directory: `--workdir`, else where the server starts
+/// (and the workspace under workspace-write unless --workspace says
+/// otherwise).
+fn workdir_finding(asked: Option<std::path::PathBuf>) -> Finding {
+    let dir = match asked.map_or_else(std::env::current_dir, Ok) {
+        Ok(dir) => dir,
+        Err(err) => {
+            return Finding::new(
+                "workdir",
+                Status::Missing,
+                format!("the current directory cannot be read: {err}"),
+            )
+            .fix("start the server in a directory that exists, or give --workdir DIR")
+        }
+    };
+    match std::fs::read_dir(&dir) {
+        Ok(_) => Finding::new("workdir", Status::Ok, format!("{} is the commands' directory", dir.display())),
+        Err(err) => Finding::new(
+            "workdir",
+            Status::Missing,
+            format!("{} cannot be read: {err}: a command there fails, and a sandbox refuses it as the workspace", dir.display()),
+        )
+        .fix("start the server in a directory its user can read, or give --workdir DIR"),
     }
 }
 

@@ -84,12 +84,16 @@ fn sandbox(
         )
         .fix(INSTALL_BWRAP)
     } else {
+        let fix = match &examined.bwrap {
+            Err(reasons) => scratch_fix(reasons),
+            Ok(()) => None,
+        };
         Finding::new(
             "sandbox",
             Status::Missing,
             format!("no backend confines a command here{forced}: --sandbox read-only and workspace-write commands are refused (see bubblewrap and landlock below)"),
         )
-        .fix(INSTALL_BWRAP)
+        .fix(fix.unwrap_or_else(|| INSTALL_BWRAP.to_owned()))
     }
 }
 
@@ -123,10 +127,10 @@ fn bubblewrap(
                 Status::Missing,
                 format!("{named} cannot confine a child: {reasons}"),
             );
-            match userns_fix(&examined.user_namespaces, is_root, program) {
-                Some(fix) => finding.fix(fix),
-                None => finding,
-            }
+            let fix = userns_fix(&examined.user_namespaces, is_root, program)
+                .or_else(|| scratch_fix(reasons))
+                .unwrap_or_else(|| format!("run `{} --ro-bind / / --unshare-all true` by hand: bubblewrap's own error says what it lacks", program.display()));
+            finding.fix(fix)
         }
     }
 }
@@ -147,7 +151,8 @@ fn landlock(examined: &dsh_sandbox_local::Examined) -> Finding {
             "landlock",
             Status::Missing,
             format!("ABI {abi}, but it cannot confine a child: {reasons}"),
-        ),
+        )
+        .fix(scratch_fix(reasons).unwrap_or_else(|| "the reasons above name the step that failed; a seccomp or LSM policy of the host's (a container's default profile) may refuse landlock_restrict_self".into())),
         Ok(()) if abi < 4 => Finding::new(
             "landlock",
             Status::Warn,
@@ -160,6 +165,15 @@ fn landlock(examined: &dsh_sandbox_local::Examined) -> Finding {
             format!("ABI {abi} confines a child's files and TCP connections"),
         ),
     }
+}
+
+/// Where a probe failed for want of its scratch directory, the fix is the
+/// temp directory's, not the backend's.
+#[cfg(target_os = "linux")]
+fn scratch_fix(reasons: &str) -> Option<String> {
+    reasons
+        .contains("probe scratch dir")
+        .then(|| "make the temp directory writable (see temp below): the probe makes its scratch directory there".to_owned())
 }
 
 /// What to change so that bubblewrap (`program`) may make its user
@@ -275,13 +289,9 @@ fn network(examined: &dsh_sandbox_local::Examined) -> Finding {
 /// `bwrap --version`'s line ("bubblewrap 0.8.0").
 #[cfg(target_os = "linux")]
 async fn version_of(program: &std::path::Path) -> Option<String> {
-    let output = tokio::process::Command::new(program)
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .await
-        .ok()?;
+    let output =
+        crate::doctor::bounded_output(tokio::process::Command::new(program).arg("--version"))
+            .await?;
     let text = String::from_utf8(output.stdout).ok()?;
     text.lines().next().map(str::trim).map(str::to_owned)
 }

@@ -239,6 +239,29 @@ fn the_npm_tarballs_install_together_offline_and_serve_mcp() {
     server.arg("mcp");
     serves_mcp(server, scratch.path(), "npm install -g");
 
+    // A repository's node_modules/.bin on PATH with its own readlink and
+    // dirname, pointing at a program of its own: never what is executed.
+    use std::os::unix::fs::PermissionsExt as _;
+    let evil = scratch.path().join("evil");
+    std::fs::create_dir_all(evil.join("fake/bin")).unwrap();
+    let planted = evil.join("fake/bin/dsh-bash");
+    std::fs::write(&planted, "#!/bin/sh\necho planted-program-ran\n").unwrap();
+    for helper in ["readlink", "dirname", "uname"] {
+        let path = evil.join(helper);
+        std::fs::write(&path, format!("#!/bin/sh\necho {}\n", planted.display())).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", evil.display(), std::env::var("PATH").unwrap());
+    let version = succeed(
+        Command::new(&installed).arg("--version").env("PATH", path),
+        "dsh-bash --version with a hostile PATH",
+    );
+    assert_eq!(
+        version.trim(),
+        format!("dsh-bash {}", env!("CARGO_PKG_VERSION"))
+    );
+
     // Without its platform package the launcher says what is missing.
     let name = platform.file_name().unwrap().to_str().unwrap();
     let package = name

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use common::confined::{self, as_user, User};
 use serde_json::Value;
 
-const TOPICS: [&str; 10] = [
+const TOPICS: [&str; 12] = [
     "sandbox",
     "bubblewrap",
     "landlock",
@@ -22,6 +22,8 @@ const TOPICS: [&str; 10] = [
     "network",
     "containment",
     "limits",
+    "files",
+    "workdir",
     "shell",
     "temp",
 ];
@@ -506,4 +508,153 @@ fn completions_and_the_man_page_name_every_subcommand() {
             "{subcommand} missing from the man page"
         );
     }
+}
+
+/// A home whose start-up files end early: `exit 0` in the rc file.
+fn home_that_exits(dir: &Path) -> PathBuf {
+    let home = dir.join("home-exits");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".bash_profile"),
+        "export FOO_FROM_PROFILE=1\n. ~/.bashrc\n",
+    )
+    .unwrap();
+    std::fs::write(home.join(".bashrc"), "myfn() { :; }\nexit 0\n").unwrap();
+    home
+}
+
+#[test]
+fn a_hostile_environment_is_named_not_hidden() {
+    let dir = scratch("doctor-hostile");
+    // A bwrap that hangs on --version and passes the rest to the real one.
+    let Some(real) = which("bwrap") else {
+        confined::skip("doctor with a hanging bwrap: bwrap is not installed");
+        return;
+    };
+    let bin = dir.join("bin-hanging");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("bwrap");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && exec sleep 1000\nexec {} \"$@\"\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let home = home_that_exits(&dir);
+    let started = std::time::Instant::now();
+    let output = as_user(User::Root, "/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 200 && exec '{}' doctor --json",
+            confined::binary().display()
+        ))
+        .env("PATH", &path)
+        .env("HOME", &home)
+        // A newline and an escape in what a finding prints.
+        .env(
+            "SHELL",
+            "/bin/bash\nok      sandbox          forged\x1b[31m",
+        )
+        .current_dir(&home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let report = confined::result_json(&output);
+    // Bounded: the hanging --version was cut off (5 s), not waited for.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        found(&report, "bubblewrap").contains("confines a child"),
+        "{report:#}"
+    );
+    assert!(
+        !found(&report, "bubblewrap").contains("bubblewrap 0."),
+        "{report:#}"
+    );
+    let files = found(&report, "files");
+    assert!(files.starts_with("open files: 200 "), "{files}");
+    assert_eq!(status(&report, "files"), "warn", "{report:#}");
+    assert!(fix(&report, "files").contains("ulimit -n"), "{report:#}");
+
+    // The table escapes what the environment put in a finding.
+    let table = as_user(User::Root, confined::binary().to_str().unwrap())
+        .arg("doctor")
+        .env("HOME", &home)
+        .env(
+            "SHELL",
+            "/bin/bash\nok      sandbox          forged\x1b[31m",
+        )
+        .current_dir(&home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(!table.contains('\x1b'), "{table}");
+    let sandbox_lines = table
+        .lines()
+        .filter(|line| {
+            let mut words = line.split_whitespace();
+            matches!(words.next(), Some("ok" | "warn" | "missing"))
+                && words.next() == Some("sandbox")
+        })
+        .count();
+    assert_eq!(sandbox_lines, 1, "{table}");
+
+    // Start-up files that end early leave an empty snapshot: a warning.
+    let exits = Doctor {
+        user: User::Root,
+        home: &home,
+        path: None,
+        shell: "/bin/bash",
+        tmpdir: None,
+    }
+    .report();
+    assert_eq!(status(&exits, "shell"), "warn", "{exits:#}");
+    assert!(
+        found(&exits, "shell").contains("holds nothing"),
+        "{exits:#}"
+    );
+}
+
+#[test]
+fn a_workdir_the_user_cannot_read_is_missing() {
+    let dir = scratch("doctor-workdir");
+    let locked = dir.join("locked");
+    std::fs::create_dir_all(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o311)).unwrap();
+    let home = home_for(User::Nobody, &dir);
+    let output = as_user(User::Nobody, confined::binary().to_str().unwrap())
+        .args(["doctor", "--json"])
+        .env("HOME", &home)
+        .env("SHELL", "/bin/bash")
+        .current_dir(&locked)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let report = confined::result_json(&output);
+    assert_eq!(status(&report, "workdir"), "missing", "{report:#}");
+    assert!(
+        found(&report, "workdir").contains("Permission denied"),
+        "{report:#}"
+    );
+    assert!(fix(&report, "workdir").contains("--workdir"), "{report:#}");
+    // The same user's command there fails, as the finding says.
+    let run = as_user(User::Nobody, confined::binary().to_str().unwrap())
+        .args(["run", "--sandbox", "read-only", "--", "true"])
+        .current_dir(&locked)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
 }

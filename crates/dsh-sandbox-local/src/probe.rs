@@ -127,9 +127,12 @@ pub(crate) async fn check(
     build: impl FnOnce(&[OsString], &SandboxPolicy) -> Result<Confinement, SandboxError>,
     timeout: Duration,
 ) -> Result<(), SandboxError> {
+    // In the temp dir every scratch of the server's uses (an absolute
+    // TMPDIR, else /tmp): a relative one would be resolved in whatever
+    // directory the server was started from.
     let scratch = tempfile::Builder::new()
         .prefix("dsh-sandbox-probe-")
-        .tempdir()
+        .tempdir_in(dsh_bash_local::scratch::temp_dir())
         .map_err(|err| {
             failed(
                 backend,
