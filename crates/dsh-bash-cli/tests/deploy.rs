@@ -273,3 +273,143 @@ fn the_kubernetes_example_takes_its_token_from_a_secret_and_probes_the_server() 
     argv.extend(args);
     starts_with(&argv);
 }
+
+/// Validates every document of `manifest` against the `v1beta1` schema of
+/// its kind's CRD in `deploy/agent-sandbox/crds` (Python's jsonschema);
+/// a line per document: `ok KIND` or `invalid KIND: why`.
+const VALIDATE: &str = r#"
+import glob, json, sys, yaml, jsonschema
+schemas = {}
+for path in glob.glob(sys.argv[1] + '/*.yaml'):
+    crd = yaml.safe_load(open(path))
+    for version in crd['spec']['versions']:
+        if version['name'] == 'v1beta1':
+            schemas[crd['spec']['names']['kind']] = version['schema']['openAPIV3Schema']
+for doc in json.load(sys.stdin):
+    schema = schemas.get(doc.get('kind'))
+    if schema is None:
+        print('invalid %s: no CRD for this kind' % doc.get('kind'))
+        continue
+    try:
+        jsonschema.validate(doc, schema)
+        print('ok ' + doc['kind'])
+    except jsonschema.ValidationError as err:
+        print('invalid %s: %s at %s' % (doc['kind'], err.message, list(err.absolute_path)))
+"#;
+
+fn validated(documents: &[Value]) -> Option<Vec<String>> {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(VALIDATE)
+        .arg(deploy("agent-sandbox/crds"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(documents).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        let why = format!(
+            "cannot validate with python3's jsonschema (pip install jsonschema): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            std::env::var("DSH_TEST_REQUIRE_MCP_CLIENT").is_err(),
+            "{why} (DSH_TEST_REQUIRE_MCP_CLIENT is set)"
+        );
+        eprintln!("SKIP the agent-sandbox manifests: {why}");
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+#[test]
+fn the_agent_sandbox_manifests_meet_the_crds_and_serve_with_their_own_arguments() {
+    let Some(documents) = yaml_documents(&deploy("agent-sandbox/dsh-bash.yaml")) else {
+        return;
+    };
+    let Some(verdicts) = validated(&documents) else {
+        return;
+    };
+    assert_eq!(verdicts, ["ok SandboxTemplate", "ok SandboxWarmPool"]);
+    // The validator refuses what the CRDs refuse.
+    let mut broken = documents.clone();
+    broken[1]["spec"]["replicas"] = "two".into();
+    broken[0]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("podTemplate");
+    let verdicts = validated(&broken).unwrap();
+    assert!(
+        verdicts[0].starts_with("invalid SandboxTemplate: 'podTemplate' is a required property"),
+        "{verdicts:?}"
+    );
+    assert!(
+        verdicts[1].starts_with("invalid SandboxWarmPool"),
+        "{verdicts:?}"
+    );
+
+    let (template, pool) = (&documents[0], &documents[1]);
+    assert_eq!(
+        pool["spec"]["sandboxTemplateRef"]["name"],
+        template["metadata"]["name"]
+    );
+    let pod = &template["spec"]["podTemplate"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    // The binary comes from the project's image into a volume the agent's
+    // image mounts read-only, and is what the container runs.
+    let init = &pod["initContainers"][0];
+    let volume = init["volumeMounts"][0]["name"].as_str().unwrap();
+    let container = &pod["containers"][0];
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume)
+        .unwrap();
+    assert_eq!(mount["readOnly"], true);
+    let command: Vec<String> = serde_json::from_value(container["command"].clone()).unwrap();
+    assert!(
+        command[0].starts_with(mount["mountPath"].as_str().unwrap()),
+        "{command:?}"
+    );
+    assert!(
+        init["command"][2].as_str().unwrap().contains(&command[0]),
+        "{init}"
+    );
+    let token = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "DSH_BASH_TOKEN")
+        .unwrap();
+    assert!(
+        token["valueFrom"]["secretKeyRef"]["name"].is_string(),
+        "{token}"
+    );
+    let port = &container["ports"][0];
+    let listen = &command[command.iter().position(|a| a == "--listen").unwrap() + 1];
+    assert_eq!(
+        listen.rsplit(':').next().unwrap(),
+        port["containerPort"].to_string()
+    );
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let probe = &container[probe]["httpGet"];
+        assert_eq!(probe["path"], "/healthz");
+        assert_eq!(probe["port"], port["name"]);
+    }
+    starts_with(&command[1..]);
+}
