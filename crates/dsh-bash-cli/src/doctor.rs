@@ -115,6 +115,7 @@ pub async fn doctor(mut args: DoctorArgs) -> anyhow::Result<ExitCode> {
             .await
             .context("examining the temp directory")?,
     );
+    findings.push(container_finding(&args.executor).await);
     let report = Report {
         version: env!("CARGO_PKG_VERSION"),
         uid: rustix::process::geteuid().as_raw(),
@@ -371,6 +372,65 @@ async fn bash_version(shell: &std::path::Path) -> String {
     match version {
         Some(version) => format!("{} {version}", shell.display()),
         None => shell.display().to_string(),
+    }
+}
+
+/// The container engine `--container` would use, its version, and the
+/// image when one is given.
+async fn container_finding(args: &ExecutorArgs) -> Finding {
+    let engine = match compose::container_engine(args) {
+        Ok(engine) => engine,
+        Err(err) => {
+            return Finding::new(
+                "container",
+                Status::Missing,
+                format!("--container is unavailable: {err:#}"),
+            )
+            .fix("install podman (apt install podman, dnf install podman) or docker")
+        }
+    };
+    let version = bounded_output(tokio::process::Command::new(&engine.program).arg("--version"))
+        .await
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.lines().next().map(|line| line.trim().to_owned()));
+    let named = match version {
+        Some(version) => format!("{} ({version})", engine.program.display()),
+        None => format!(
+            "{} (its --version did not answer)",
+            engine.program.display()
+        ),
+    };
+    let Some(image) = &args.container else {
+        return Finding::new(
+            "container",
+            Status::Ok,
+            format!("{named} can make --container's session containers"),
+        );
+    };
+    if let Err(err) = dsh_bash_container::check_image(image) {
+        return Finding::new("container", Status::Missing, err.to_string())
+            .fix("give --container an image name");
+    }
+    let inspected = bounded_output(
+        tokio::process::Command::new(&engine.program)
+            .args(["image", "inspect", "--format", "{{.Id}}", image]),
+    )
+    .await;
+    match inspected {
+        Some(out) if out.status.success() => Finding::new(
+            "container",
+            Status::Ok,
+            format!("{named} has the image {image}"),
+        ),
+        _ => Finding::new(
+            "container",
+            Status::Missing,
+            format!("{named} does not have the image {image} (or did not answer)"),
+        )
+        .fix(format!(
+            "{} pull {image}, or build or import it",
+            engine.kind.name()
+        )),
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use common::confined::{self, as_user, User};
 use serde_json::Value;
 
-const TOPICS: [&str; 12] = [
+const TOPICS: [&str; 13] = [
     "sandbox",
     "bubblewrap",
     "landlock",
@@ -26,6 +26,7 @@ const TOPICS: [&str; 12] = [
     "workdir",
     "shell",
     "temp",
+    "container",
 ];
 
 /// A home with a `.bashrc` of the test's own (never the machine's
@@ -251,6 +252,16 @@ fn each_finding_matches_what_the_users_commands_get() {
             "{shell}"
         );
         assert_eq!(status(&report, "temp"), "ok", "{report:#}");
+        let engine = ["podman", "docker"]
+            .into_iter()
+            .find(|tool| which(tool).is_some());
+        match engine {
+            Some(engine) => {
+                assert_eq!(status(&report, "container"), "ok", "{report:#}");
+                assert!(found(&report, "container").contains(engine), "{report:#}");
+            }
+            None => assert_eq!(status(&report, "container"), "missing", "{report:#}"),
+        }
         // The table says the same, a line per finding.
         let text = doctor.command(false).output().unwrap();
         let text = String::from_utf8(text.stdout).unwrap();
@@ -349,6 +360,12 @@ fn without_bubblewrap_on_the_path_it_says_so_and_how_to_install_it() {
             "{report:#}"
         );
         assert_ne!(status(&report, "network"), "ok", "{report:#}");
+        // Nor a container engine on that PATH.
+        assert_eq!(status(&report, "container"), "missing", "{report:#}");
+        assert!(
+            fix(&report, "container").contains("apt install podman"),
+            "{report:#}"
+        );
     }
 }
 

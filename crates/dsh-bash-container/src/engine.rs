@@ -82,6 +82,20 @@ fn on_path(name: &str) -> Option<PathBuf> {
         })
 }
 
+/// Refuses an image name an engine would read as something else: empty,
+/// an option (`--privileged`), or holding spaces or control characters.
+pub fn check_image(image: &str) -> Result<(), ContainerError> {
+    if image.is_empty()
+        || image.starts_with('-')
+        || image.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(ContainerError::Config(format!(
+            "the image {image:?} is not an image name: expected a name such as docker.io/library/debian:bookworm (no leading '-', no spaces)"
+        )));
+    }
+    Ok(())
+}
+
 /// Where the server's own binary is mounted inside every container.
 pub const BINARY_IN_CONTAINER: &str = "/run/dsh-bash/dsh-bash";
 
@@ -375,5 +389,9 @@ dsh-bash-garbled box:b00t:x:y
             Engine::find(Some("lxc")),
             Err(ContainerError::UnknownEngine { .. })
         ));
+        for bad in ["", "--privileged", "-v", "debian bookworm", "x\ny"] {
+            assert!(check_image(bad).is_err(), "{bad:?} was taken as an image");
+        }
+        assert!(check_image("docker.io/library/debian:bookworm").is_ok());
     }
 }

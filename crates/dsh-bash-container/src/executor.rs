@@ -76,10 +76,15 @@ impl ContainerConfig {
                 self.workspace.display()
             )));
         }
-        if self.image.trim().is_empty() {
-            return Err(ContainerError::Config(
-                "the image is empty; give an image name".into(),
-            ));
+        crate::engine::check_image(&self.image)?;
+        for (what, path) in [("workspace", &self.workspace), ("binary", &self.binary)] {
+            let text = path.to_string_lossy();
+            if text.contains([':', ',']) || text.chars().any(char::is_control) {
+                return Err(ContainerError::Config(format!(
+                    "the {what} {} cannot be mounted by the engine: its path holds ':', ',' or a control character; use a path without them",
+                    path.display()
+                )));
+            }
         }
         match self.network {
             NetworkPolicy::Off | NetworkPolicy::On => Ok(()),

@@ -39,6 +39,6 @@ mod error;
 mod executor;
 
 pub use container::{sweep, Container};
-pub use engine::{Engine, EngineKind, BINARY_IN_CONTAINER, IDLE};
+pub use engine::{check_image, Engine, EngineKind, BINARY_IN_CONTAINER, IDLE};
 pub use error::ContainerError;
 pub use executor::{ContainerBashExecutor, ContainerConfig};
