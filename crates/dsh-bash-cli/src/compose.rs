@@ -467,7 +467,7 @@ fn caches_of(args: &ExecutorArgs) -> CacheConfig {
 
 /// How long an engine step may take at start (the sweep's listing and
 /// each removal).
-const SWEEP_BOUND: std::time::Duration = std::time::Duration::from_secs(30);
+const SWEEP_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Under `--container`: the containers of this host's dead servers
 /// removed (before a new one is made).
@@ -506,6 +506,15 @@ fn container_executor(
             workspace.display()
         )
     })?;
+    let workdir = match &local.cwd {
+        Some(dir) => Some(std::fs::canonicalize(dir).map_err(|err| {
+            anyhow::anyhow!(
+                "--container: the workdir {} cannot be resolved: {err}",
+                dir.display()
+            )
+        })?),
+        None => None,
+    };
     let binary = std::env::current_exe().map_err(|err| {
         anyhow::anyhow!("--container: this binary's own path cannot be read: {err}")
     })?;
@@ -515,6 +524,7 @@ fn container_executor(
         workspace,
         binary,
     );
+    config.workdir = workdir;
     config.network = args.network.unwrap_or(NetworkPolicy::Off);
     config.memory_bytes = local.limits.memory_bytes;
     config.processes = local.limits.processes;

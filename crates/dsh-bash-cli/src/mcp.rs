@@ -106,6 +106,11 @@ pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
     // Listening is checked before anything starts.
     let listening = listening_of(&args, max_timeout)?;
     let cwd = local.cwd.clone().or_else(|| std::env::current_dir().ok());
+    // In a container the session's directory is the path mounted there.
+    let cwd = match (&args.executor.container, cwd) {
+        (Some(_), Some(dir)) => Some(std::fs::canonicalize(&dir).unwrap_or(dir)),
+        (_, cwd) => cwd,
+    };
     let secrets: Vec<_> = listening
         .as_ref()
         .and_then(|l| l.token_file().map(ToOwned::to_owned))
@@ -117,7 +122,14 @@ pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
     if in_container && listening.is_some() {
         anyhow::bail!("--container makes one container per session, and --listen serves many sessions from one server: serve --container over stdio (one server per agent)");
     }
-    compose::sweep_containers(&args.executor).await?;
+    // Dead servers' containers go beside the session, not before it: an
+    // MCP client waits for the handshake.
+    let sweeping = args.executor.clone();
+    tokio::spawn(async move {
+        if let Err(err) = compose::sweep_containers(&sweeping).await {
+            tracing::warn!("dead servers' containers were not swept: {err:#}");
+        }
+    });
     let snapshot_loaded = !in_container && start_snapshot(&args, &mut local)?;
     if !in_container {
         track_changes(&args, &mut local);

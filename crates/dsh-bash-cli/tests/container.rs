@@ -79,6 +79,11 @@ fn owned_containers() -> Vec<(String, u32)> {
         .arg("{{.Names}} {{index .Labels \"io.dsh-bash.server\"}}")
         .output()
         .unwrap();
+    assert!(
+        output.status.success(),
+        "podman ps: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| {

@@ -193,18 +193,32 @@ fn start_time(pid: u32) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Whether the server `pid` that started at `start` still runs: a pid
+/// the kernel says is gone is dead; one it will not let us signal
+/// (another user's) or whose start time we cannot read (`/proc` hidden)
+/// is taken as alive; a readable start time must match (a reused pid).
+fn alive(pid: u32, start: u64) -> bool {
+    let Some(process) = rustix::process::Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(process) {
+        Err(rustix::io::Errno::SRCH) => false,
+        Err(_) => true,
+        Ok(()) => start_time(pid).is_none_or(|started| started == start),
+    }
+}
+
 /// Removes every container of a server on this host that is no longer
 /// running (killed before it could remove its own), within `bound` per
 /// step; how many. Failures are logged: a sweep never stops a server.
 pub async fn sweep(engine: &Engine, bound: Duration) -> usize {
-    let listing = match step(engine, "ps", engine::list_args(), bound).await {
+    let listing = match step(engine, "ps", engine::list_args(engine.kind), bound).await {
         Ok(listing) => listing,
         Err(err) => {
             tracing::warn!("cannot list dead servers' containers: {err}");
             return 0;
         }
     };
-    let alive = |pid: u32, start: u64| start_time(pid) == Some(start);
     let orphans = engine::orphans(&listing, &host(), &boot_id(), alive);
     let mut removed = 0;
     for name in orphans {
@@ -224,11 +238,14 @@ mod tests {
     fn this_process_is_its_own_live_owner() {
         let owner = super::owner();
         let listing = format!("mine {owner}\n");
-        let alive = |pid: u32, start: u64| super::start_time(pid) == Some(start);
         assert!(
-            crate::engine::orphans(&listing, &super::host(), &super::boot_id(), alive).is_empty(),
+            crate::engine::orphans(&listing, &super::host(), &super::boot_id(), super::alive)
+                .is_empty(),
             "{owner}"
         );
+        // A pid that is gone is dead; a reused one (another start time) too.
+        assert!(!super::alive(u32::MAX >> 10, 1));
+        assert!(!super::alive(std::process::id(), 1));
         assert!(super::start_time(std::process::id()).is_some_and(|t| t > 0));
     }
 }

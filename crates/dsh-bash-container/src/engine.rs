@@ -116,6 +116,9 @@ pub struct ContainerSpec {
     /// The server's own binary on the host, mounted read-only at
     /// [`BINARY_IN_CONTAINER`].
     pub binary: PathBuf,
+    /// Paths inside the workspace mounted read-only over its read-write
+    /// mount (the protected paths that exist).
+    pub read_only: Vec<PathBuf>,
     /// Whether the container has a network at all.
     pub network: bool,
     /// The container's memory (swap included), in bytes.
@@ -162,6 +165,9 @@ impl ContainerSpec {
             "--volume",
             bind(&self.binary, Path::new(BINARY_IN_CONTAINER), "ro"),
         );
+        for path in &self.read_only {
+            flag("--volume", bind(path, path, "ro"));
+        }
         flag("--workdir", self.workspace.clone().into_os_string());
         flag(
             "--ulimit",
@@ -242,15 +248,20 @@ pub fn image_id_args(image: &str) -> Vec<OsString> {
     ]
 }
 
-/// `ps`: every container of ours, as `NAME OWNER` lines.
-pub fn list_args() -> Vec<OsString> {
+/// `ps`: every container of ours, as `NAME OWNER` lines (podman's
+/// `.Labels` is a map, docker's a string with a `.Label` method).
+pub fn list_args(kind: EngineKind) -> Vec<OsString> {
+    let owner = match kind {
+        EngineKind::Podman => format!("{{{{index .Labels \"{OWNER_LABEL}\"}}}}"),
+        EngineKind::Docker => format!("{{{{.Label \"{OWNER_LABEL}\"}}}}"),
+    };
     vec![
         "ps".into(),
         "--all".into(),
         "--filter".into(),
         format!("label={OWNER_LABEL}").into(),
         "--format".into(),
-        format!("{{{{.Names}}}} {{{{index .Labels \"{OWNER_LABEL}\"}}}}").into(),
+        format!("{{{{.Names}}}} {owner}").into(),
     ]
 }
 
@@ -298,6 +309,7 @@ mod tests {
             image: "localhost/debian:test".into(),
             workspace: PathBuf::from("/work/project"),
             binary: PathBuf::from("/usr/local/bin/dsh-bash"),
+            read_only: vec![PathBuf::from("/work/project/.git/hooks")],
             network: false,
             memory_bytes: Some(256 << 20),
             processes: Some(128),
@@ -327,6 +339,7 @@ mod tests {
             "--network none",
             "--volume /work/project:/work/project:rw",
             "--volume /usr/local/bin/dsh-bash:/run/dsh-bash/dsh-bash:ro",
+            "--volume /work/project/.git/hooks:/work/project/.git/hooks:ro",
             "--memory 268435456b --memory-swap 268435456b",
             "--pids-limit 128",
             "--cpus 1.500",
@@ -379,6 +392,10 @@ dsh-bash-garbled box:b00t:x:y
             joined(&remove_args(EngineKind::Docker, "c")),
             "rm --force c"
         );
+        assert!(joined(&list_args(EngineKind::Podman))
+            .ends_with("{{.Names}} {{index .Labels \"io.dsh-bash.server\"}}"));
+        assert!(joined(&list_args(EngineKind::Docker))
+            .ends_with("{{.Names}} {{.Label \"io.dsh-bash.server\"}}"));
         assert_eq!(image_digest("abc\n"), "sha256:abc");
         assert_eq!(image_digest("sha256:abc"), "sha256:abc");
         assert_eq!(

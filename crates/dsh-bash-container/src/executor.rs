@@ -27,9 +27,11 @@ pub struct ContainerConfig {
     pub engine: Engine,
     /// The image.
     pub image: String,
-    /// The workspace (absolute), mounted read-write at the same path; the
-    /// commands' default directory.
+    /// The workspace (absolute), mounted read-write at the same path.
     pub workspace: PathBuf,
+    /// The commands' default directory, inside the workspace (default:
+    /// the workspace).
+    pub workdir: Option<PathBuf>,
     /// This binary on the host, mounted read-only into the container.
     pub binary: PathBuf,
     /// The network: `Off` (none) or `On` (the engine's default network).
@@ -57,6 +59,7 @@ impl ContainerConfig {
             engine,
             image,
             workspace,
+            workdir: None,
             binary,
             network: NetworkPolicy::Off,
             memory_bytes: None,
@@ -77,6 +80,28 @@ impl ContainerConfig {
             )));
         }
         crate::engine::check_image(&self.image)?;
+        if let Some(workdir) = &self.workdir {
+            if !workdir.starts_with(&self.workspace) {
+                return Err(ContainerError::Config(format!(
+                    "the workdir {} is outside the workspace {}, the only directory of the host's the container sees: give a workdir inside it, or --workspace",
+                    workdir.display(),
+                    self.workspace.display()
+                )));
+            }
+        }
+        if self.workspace == std::path::Path::new("/")
+            || self.workspace == std::path::Path::new("/tmp")
+        {
+            return Err(ContainerError::Config(format!(
+                "the workspace {} is the container's own {}: give a project directory",
+                self.workspace.display(),
+                if self.workspace == std::path::Path::new("/") {
+                    "root"
+                } else {
+                    "/tmp"
+                }
+            )));
+        }
         for (what, path) in [("workspace", &self.workspace), ("binary", &self.binary)] {
             let text = path.to_string_lossy();
             if text.contains([':', ',']) || text.chars().any(char::is_control) {
@@ -100,14 +125,39 @@ struct Started {
     container: Container,
     remote: RemoteBashExecutor,
     facts: ContainerFacts,
+    /// The protected paths mounted read-only, and whether every protected
+    /// path could be (a missing one, or one behind a symlink, cannot).
+    protected: (Vec<PathBuf>, bool),
     _forwarding: ListenerHandle,
+}
+
+/// The workspace's protected paths (the local sandbox's default set) that
+/// a read-only mount can keep: those that exist, not behind a symlink,
+/// with a path a volume flag can hold; and whether that is all of them.
+fn protected_mounts(workspace: &std::path::Path) -> (Vec<PathBuf>, bool) {
+    let Ok(opened) = dsh_sandbox::Workspace::open(workspace) else {
+        return (Vec::new(), false);
+    };
+    let resolution = dsh_protect::resolve(&dsh_sandbox::ProtectedPaths::default(), &opened);
+    let mut complete = resolution.complete;
+    let mut mounts = Vec::new();
+    for protected in resolution.paths {
+        let mountable = !protected.path.to_string_lossy().contains([':', ',']);
+        match protected.state {
+            dsh_sandbox::ProtectedState::Present if mountable => mounts.push(protected.path),
+            _ => complete = false,
+        }
+    }
+    (mounts, complete)
 }
 
 /// Runs a session's commands in a container of its own (see the crate
 /// docs).
 pub struct ContainerBashExecutor {
     config: ContainerConfig,
-    started: tokio::sync::OnceCell<Started>,
+    /// Made by a task of its own: a caller cancelled meanwhile stops
+    /// waiting, never the making (nothing is left half made).
+    started: Arc<tokio::sync::OnceCell<Started>>,
     listeners: Arc<TaskListeners>,
     shut: std::sync::atomic::AtomicBool,
 }
@@ -118,7 +168,7 @@ impl ContainerBashExecutor {
         config.validate()?;
         Ok(ContainerBashExecutor {
             config,
-            started: tokio::sync::OnceCell::new(),
+            started: Arc::new(tokio::sync::OnceCell::new()),
             listeners: Arc::new(TaskListeners::default()),
             shut: std::sync::atomic::AtomicBool::new(false),
         })
@@ -134,97 +184,48 @@ impl ContainerBashExecutor {
         if self.shut.load(std::sync::atomic::Ordering::Acquire) {
             return Err(BashError::ShutDown);
         }
-        self.started
-            .get_or_try_init(|| self.start())
-            .await
-            .map_err(|err| BashError::Unreachable {
-                message: err.to_string(),
-            })
-    }
-
-    async fn start(&self) -> Result<Started, ContainerError> {
-        let config = &self.config;
-        let spec = self.spec();
-        let made = Container::create(&config.engine, &spec, config.step_bound).await?;
-        let server = made.server_command(&config.workspace, &self.server_args());
-        let remote = RemoteBashExecutor::over_stdio_with(server, RemoteConfig::default())
-            .await
-            .map_err(|err| ContainerError::Inside {
-                name: made.name().to_owned(),
-                cause: err.to_string(),
-            })?;
+        if let Some(started) = self.started.get() {
+            return Ok(started);
+        }
+        let cell = Arc::clone(&self.started);
+        let config = self.config.clone();
         let listeners = Arc::clone(&self.listeners);
-        let forwarding =
-            remote.on_task_done(Arc::new(move |task: &BashTask| listeners.notify(task)));
-        let facts = ContainerFacts {
-            engine: config.engine.kind.name().to_owned(),
-            image: made.image().to_owned(),
-            digest: made.digest().to_owned(),
-            name: made.name().to_owned(),
-        };
-        tracing::info!(container = %facts.name, image = %facts.image, digest = %facts.digest, "the session's container is up");
-        Ok(Started {
-            container: made,
-            remote,
-            facts,
-            _forwarding: forwarding,
+        let made = tokio::spawn(async move {
+            cell.get_or_try_init(|| start(config, listeners))
+                .await
+                .map(drop)
+                .map_err(|err| err.to_string())
         })
-    }
-
-    fn spec(&self) -> ContainerSpec {
-        let config = &self.config;
-        let hard = |resource| {
-            rustix::process::getrlimit(resource)
-                .maximum
-                .filter(|&max| max != u64::MAX)
-        };
-        let euid = rustix::process::geteuid().as_raw();
-        let egid = rustix::process::getegid().as_raw();
-        ContainerSpec {
-            name: format!("dsh-bash-{:016x}", random()),
-            image: config.image.clone(),
-            workspace: config.workspace.clone(),
-            binary: config.binary.clone(),
-            network: config.network == NetworkPolicy::On,
-            memory_bytes: config.memory_bytes,
-            processes: config.processes,
-            cpu_millicores: config.cpu_millicores,
-            open_files: hard(rustix::process::Resource::Nofile)
-                .unwrap_or(1 << 16)
-                .min(1 << 20),
-            // No more than the kernel's pid_max: a higher limit means
-            // nothing, and runtimes refuse to set one.
-            user_processes: hard(rustix::process::Resource::Nproc)
-                .map(|nproc| pid_max().map_or(nproc, |max| nproc.min(max))),
-            // docker's containers run as the host's root unless told;
-            // podman's root is the server's own user when rootless.
-            user: (config.engine.kind == crate::EngineKind::Docker)
-                .then(|| format!("{euid}:{egid}")),
-            owner: container::owner(),
+        .await;
+        let unreachable = |message: String| BashError::Unreachable { message };
+        match made {
+            Ok(Ok(())) => self
+                .started
+                .get()
+                .ok_or_else(|| unreachable("the session's container was not kept".into())),
+            Ok(Err(message)) => Err(unreachable(message)),
+            Err(join) => Err(unreachable(format!(
+                "making the session's container failed: {join}"
+            ))),
         }
     }
 
-    /// The server inside: unconfined (the container is the boundary), no
-    /// snapshot of a shell the image may not have, this executor's
-    /// timeouts.
-    fn server_args(&self) -> Vec<OsString> {
-        let config = &self.config;
-        let mut args: Vec<OsString> = vec!["mcp".into(), "--workdir".into()];
-        args.push(config.workspace.clone().into_os_string());
-        args.extend(["--shell-snapshot".into(), "off".into()]);
-        args.push("--timeout".into());
-        args.push(config.default_timeout.as_millis().to_string().into());
-        args.push("--max-timeout".into());
-        args.push(config.max_timeout.as_millis().to_string().into());
-        args
-    }
-
-    /// What a command here ran under, as the container gives it.
+    /// What a command here ran under, as the container gives it: the
+    /// protected paths that exist are read-only; one that does not yet (or
+    /// sits behind a symlink) is not, and a credential file inside the
+    /// workspace is not hidden (the container sees no home of the host's).
     fn facts(&self, started: &Started) -> BashSandboxInfo {
         let config = &self.config;
+        let (protected, complete) = &started.protected;
+        let mut gaps = vec![dsh_bash::SandboxGap::HiddenPaths];
+        if !complete {
+            gaps.insert(0, dsh_bash::SandboxGap::ProtectedPaths);
+        }
         BashSandboxInfo {
             backend: Some(SandboxBackend::Container),
-            enforcement: Some(SandboxEnforcement::Full),
+            enforcement: Some(SandboxEnforcement::Partial),
+            gaps,
+            protected: protected.clone(),
             workspace: Some(config.workspace.clone()),
             network: Some(NetworkFacts {
                 mode: config.network,
@@ -294,6 +295,91 @@ impl ContainerBashExecutor {
     }
 }
 
+/// Makes the container `config` describes and starts the server inside;
+/// what each task ends with is told to `listeners`.
+async fn start(
+    config: ContainerConfig,
+    listeners: Arc<TaskListeners>,
+) -> Result<Started, ContainerError> {
+    let config = &config;
+    let workspace = config.workspace.clone();
+    let protected = tokio::task::spawn_blocking(move || protected_mounts(&workspace))
+        .await
+        .unwrap_or_default();
+    let mut spec = spec(config);
+    spec.read_only = protected.0.clone();
+    let made = Container::create(&config.engine, &spec, config.step_bound).await?;
+    let server = made.server_command(&config.workspace, &server_args(config));
+    let remote = RemoteBashExecutor::over_stdio_with(server, RemoteConfig::default())
+        .await
+        .map_err(|err| ContainerError::Inside {
+            name: made.name().to_owned(),
+            cause: err.to_string(),
+        })?;
+    let forwarding = remote.on_task_done(Arc::new(move |task: &BashTask| listeners.notify(task)));
+    let facts = ContainerFacts {
+        engine: config.engine.kind.name().to_owned(),
+        image: made.image().to_owned(),
+        digest: made.digest().to_owned(),
+        name: made.name().to_owned(),
+    };
+    tracing::info!(container = %facts.name, image = %facts.image, digest = %facts.digest, "the session's container is up");
+    Ok(Started {
+        container: made,
+        remote,
+        facts,
+        protected,
+        _forwarding: forwarding,
+    })
+}
+
+/// The container's command line for `config`.
+fn spec(config: &ContainerConfig) -> ContainerSpec {
+    let hard = |resource| {
+        rustix::process::getrlimit(resource)
+            .maximum
+            .filter(|&max| max != u64::MAX)
+    };
+    let euid = rustix::process::geteuid().as_raw();
+    let egid = rustix::process::getegid().as_raw();
+    ContainerSpec {
+        name: format!("dsh-bash-{:016x}", random()),
+        image: config.image.clone(),
+        workspace: config.workspace.clone(),
+        binary: config.binary.clone(),
+        read_only: Vec::new(),
+        network: config.network == NetworkPolicy::On,
+        memory_bytes: config.memory_bytes,
+        processes: config.processes,
+        cpu_millicores: config.cpu_millicores,
+        open_files: hard(rustix::process::Resource::Nofile)
+            .unwrap_or(1 << 16)
+            .min(1 << 20),
+        // No more than the kernel's pid_max: a higher limit means
+        // nothing, and runtimes refuse to set one.
+        user_processes: hard(rustix::process::Resource::Nproc)
+            .map(|nproc| pid_max().map_or(nproc, |max| nproc.min(max))),
+        // docker's containers run as the host's root unless told;
+        // podman's root is the server's own user when rootless.
+        user: (config.engine.kind == crate::EngineKind::Docker).then(|| format!("{euid}:{egid}")),
+        owner: container::owner(),
+    }
+}
+
+/// The server inside: unconfined (the container is the boundary), no
+/// snapshot of a shell the image may not have, this executor's
+/// timeouts.
+fn server_args(config: &ContainerConfig) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["mcp".into(), "--workdir".into()];
+    args.push(config.workspace.clone().into_os_string());
+    args.extend(["--shell-snapshot".into(), "off".into()]);
+    args.push("--timeout".into());
+    args.push(config.default_timeout.as_millis().to_string().into());
+    args.push("--max-timeout".into());
+    args.push(config.max_timeout.as_millis().to_string().into());
+    args
+}
+
 /// The kernel's `pid_max`.
 fn pid_max() -> Option<u64> {
     std::fs::read_to_string("/proc/sys/kernel/pid_max")
@@ -328,7 +414,10 @@ impl BashExecutor for ContainerBashExecutor {
             ..Defaults::unconfined(
                 config.default_timeout,
                 config.max_timeout,
-                config.workspace.clone(),
+                config
+                    .workdir
+                    .clone()
+                    .unwrap_or_else(|| config.workspace.clone()),
             )
         };
         let spec = request.into_spec(&defaults)?;
@@ -440,6 +529,12 @@ impl BashExecutor for ContainerBashExecutor {
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.shut.store(true, std::sync::atomic::Ordering::Release);
+            // A container being made is waited for, then removed with the
+            // rest; none is made after this.
+            let _ = self
+                .started
+                .get_or_try_init(|| async { Err::<Started, ()>(()) })
+                .await;
             if let Some(started) = self.started.get() {
                 started.remote.shutdown().await;
                 if let Err(err) = started.container.remove(self.config.step_bound).await {
