@@ -314,3 +314,53 @@ mod conformance {
 
     dsh_bash_conformance::conformance_suite!(executor().await);
 }
+
+#[test]
+fn what_the_host_runs_later_stays_read_only_and_the_rest_is_said() {
+    let Some(image) = image_or_skip("the protected paths in a container") else {
+        return;
+    };
+    let ws = workspace("container-protected");
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .arg(&ws)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let result = run_in(
+        &image,
+        &ws,
+        &[],
+        "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo export X=1 > .envrc; echo fine > work",
+    );
+    let out = result["stderr"]["text"].as_str().unwrap();
+    assert_eq!(
+        out.matches("Read-only file system").count(),
+        2,
+        "{result:#}"
+    );
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    assert!(!std::fs::read_to_string(ws.join(".git/config"))
+        .unwrap()
+        .contains("evil"));
+    assert_eq!(std::fs::read_to_string(ws.join("work")).unwrap(), "fine\n");
+    // What a mount could not keep (an .envrc made now) is said, not hidden.
+    assert!(ws.join(".envrc").exists());
+    let sandbox = &result["sandbox"];
+    assert_eq!(sandbox["enforcement"], "partial", "{result:#}");
+    assert_eq!(
+        sandbox["gaps"],
+        serde_json::json!(["protected-paths", "hidden-paths"])
+    );
+    let protected: Vec<&str> = sandbox["protected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let hooks = ws.join(".git/hooks");
+    assert!(
+        protected.contains(&hooks.to_str().unwrap()),
+        "{protected:?}"
+    );
+}
