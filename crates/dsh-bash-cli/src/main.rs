@@ -176,6 +176,13 @@ fn manpage() -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // The server inside a --container session's container: not dumpable,
+    // so a command (same user, no capabilities) can neither trace it nor
+    // write to its descriptors through /proc.
+    if std::env::var_os(dsh_bash_container::NON_DUMPABLE).is_some() {
+        let _ =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    }
     // Run as the network allow-list's forwarder inside a sandbox's network
     // namespace: that, and nothing else.
     dsh_net_proxy::forward::run_if_asked();

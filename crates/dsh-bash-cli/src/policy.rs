@@ -21,8 +21,15 @@ fn workspace_of(args: &ExecutorArgs) -> Option<PathBuf> {
 /// The policy of the files for these flags.
 pub fn load(args: &ExecutorArgs) -> anyhow::Result<Policy> {
     let mut sources = Sources::find(args.config.as_deref(), workspace_of(args).as_deref());
-    sources.operator_mode = args.sandbox;
-    sources.operator_network = args.network;
+    // A container is workspace-write with the network off unless a flag
+    // says otherwise: a workspace's own file may narrow that, never widen.
+    let in_container = args.container.is_some();
+    sources.operator_mode = args
+        .sandbox
+        .or(in_container.then_some(dsh_sandbox::SandboxMode::WorkspaceWrite));
+    sources.operator_network = args
+        .network
+        .or(in_container.then_some(dsh_sandbox::NetworkPolicy::Off));
     loaded(&sources)
 }
 

@@ -364,3 +364,58 @@ fn what_the_host_runs_later_stays_read_only_and_the_rest_is_said() {
         "{protected:?}"
     );
 }
+
+#[test]
+fn a_command_cannot_widen_the_next_session_nor_reach_its_server() {
+    let Some(image) = image_or_skip("what a command leaves for later") else {
+        return;
+    };
+    let ws = workspace("container-later");
+    // The server inside is not dumpable: its descriptors are not the
+    // command's to write a forged answer to.
+    let forge = run_in(
+        &image,
+        &ws,
+        &[],
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/run/dsh-bash/dsh-bash mcp ' || continue; \
+         if echo '{}' > $p/fd/1 2>/dev/null; then echo wrote-to-server; else echo refused; fi; done",
+    );
+    let out = forge["stdout"]["text"].as_str().unwrap();
+    assert!(
+        out.contains("refused") && !out.contains("wrote-to-server"),
+        "{forge:#}"
+    );
+    // A workspace policy file that turns the network on is refused by the
+    // next session, not obeyed.
+    let plant = run_in(
+        &image,
+        &ws,
+        &[],
+        "mkdir -p .dsh-bash && printf '[network]\\nmode = \"on\"\\n' > .dsh-bash/config.toml",
+    );
+    assert_eq!(plant["exit_code"], 0, "{plant:#}");
+    let next = Command::new(confined::binary())
+        .args(["run", "--json", "--container", &image, "--workdir"])
+        .arg(&ws)
+        .args(["--", "cat /proc/net/dev"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let error = String::from_utf8_lossy(&next.stderr);
+    assert_eq!(next.status.code(), Some(125), "{error}");
+    assert!(error.contains("wider than \"off\""), "{error}");
+    // A binary inside the workspace is refused: a command could replace it.
+    std::fs::remove_dir_all(ws.join(".dsh-bash")).unwrap();
+    let inside = ws.join("dsh-bash");
+    std::fs::copy(confined::binary(), &inside).unwrap();
+    let own = Command::new(&inside)
+        .args(["run", "--container", &image, "--workdir"])
+        .arg(&ws)
+        .args(["--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let error = String::from_utf8_lossy(&own.stderr);
+    assert_eq!(own.status.code(), Some(125), "{error}");
+    assert!(error.contains("lies inside the workspace"), "{error}");
+}

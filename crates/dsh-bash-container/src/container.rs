@@ -160,15 +160,29 @@ impl Drop for Container {
     }
 }
 
-/// This process as a container's owner: `HOST:BOOT:PID:START`.
+/// This process as a container's owner: `HOST:BOOT:PIDNS:PID:START`.
 pub fn owner() -> String {
     let pid = std::process::id();
     format!(
-        "{}:{}:{pid}:{}",
+        "{}:{}:{}:{pid}:{}",
         host(),
         boot_id(),
+        pid_namespace(),
         start_time(pid).unwrap_or(0)
     )
+}
+
+/// This process's pid namespace, by its inode (`pid:[4026531836]`).
+fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|link| {
+            link.to_string_lossy()
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn host() -> String {
@@ -219,7 +233,7 @@ pub async fn sweep(engine: &Engine, bound: Duration) -> usize {
             return 0;
         }
     };
-    let orphans = engine::orphans(&listing, &host(), &boot_id(), alive);
+    let orphans = engine::orphans(&listing, &host(), &boot_id(), &pid_namespace(), alive);
     let mut removed = 0;
     for name in orphans {
         match step(engine, "rm", engine::remove_args(engine.kind, &name), bound).await {
@@ -239,13 +253,20 @@ mod tests {
         let owner = super::owner();
         let listing = format!("mine {owner}\n");
         assert!(
-            crate::engine::orphans(&listing, &super::host(), &super::boot_id(), super::alive)
-                .is_empty(),
+            crate::engine::orphans(
+                &listing,
+                &super::host(),
+                &super::boot_id(),
+                &super::pid_namespace(),
+                super::alive
+            )
+            .is_empty(),
             "{owner}"
         );
         // A pid that is gone is dead; a reused one (another start time) too.
         assert!(!super::alive(u32::MAX >> 10, 1));
         assert!(!super::alive(std::process::id(), 1));
+        assert!(!super::pid_namespace().is_empty());
         assert!(super::start_time(std::process::id()).is_some_and(|t| t > 0));
     }
 }

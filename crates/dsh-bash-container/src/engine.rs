@@ -137,6 +137,8 @@ pub struct ContainerSpec {
     pub user: Option<String>,
     /// The owner label's value.
     pub owner: String,
+    /// The engine the command line is for.
+    pub kind: EngineKind,
 }
 
 impl ContainerSpec {
@@ -153,6 +155,11 @@ impl ContainerSpec {
         flag("--name", self.name.clone().into());
         flag("--label", format!("{OWNER_LABEL}={}", self.owner).into());
         flag("--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777".into());
+        // An image's declared VOLUMEs: in memory, never on the host's disk
+        // (docker makes anonymous volumes, removed with the container).
+        if self.kind == EngineKind::Podman {
+            flag("--image-volume", "tmpfs".into());
+        }
         flag("--cap-drop", "all".into());
         flag("--security-opt", "no-new-privileges".into());
         // With the network on, the engine's own default (a bridge when
@@ -199,6 +206,10 @@ impl ContainerSpec {
     }
 }
 
+/// The environment variable that makes a dsh-bash process non-dumpable
+/// from its start.
+pub const NON_DUMPABLE: &str = "DSH_BASH_NON_DUMPABLE";
+
 /// The hidden subcommand the container's idle process runs.
 pub const IDLE: &str = "container-idle";
 
@@ -214,7 +225,15 @@ fn bind(source: &Path, target: &Path, mode: &str) -> OsString {
 
 /// `exec`: the server inside, speaking MCP on the exec's stdio.
 pub fn exec_args(name: &str, workspace: &Path, server: &[OsString]) -> Vec<OsString> {
-    let mut args: Vec<OsString> = vec!["exec".into(), "--interactive".into()];
+    // The server inside makes itself non-dumpable: a command (same user,
+    // no capabilities) can then neither trace it nor write to its
+    // descriptors through /proc.
+    let mut args: Vec<OsString> = vec![
+        "exec".into(),
+        "--interactive".into(),
+        "--env".into(),
+        format!("{NON_DUMPABLE}=1").into(),
+    ];
     args.push("--workdir".into());
     args.push(workspace.as_os_str().to_owned());
     args.push(name.into());
@@ -229,11 +248,17 @@ pub fn remove_args(kind: EngineKind, name: &str) -> Vec<OsString> {
         EngineKind::Podman => vec![
             "rm".into(),
             "--force".into(),
+            "--volumes".into(),
             "--time".into(),
             "0".into(),
             name.into(),
         ],
-        EngineKind::Docker => vec!["rm".into(), "--force".into(), name.into()],
+        EngineKind::Docker => vec![
+            "rm".into(),
+            "--force".into(),
+            "--volumes".into(),
+            name.into(),
+        ],
     }
 }
 
@@ -275,24 +300,28 @@ pub fn image_digest(printed: &str) -> String {
     }
 }
 
-/// The containers a listing names whose owner, on this host, is no longer
-/// running: `alive(pid, start)` says whether that process is.
+/// The containers a listing names whose owner — a server on this host
+/// (`host`, `boot`) in this pid namespace (`pidns`) — is no longer
+/// running: `alive(pid, start)` says whether that process is. An owner in
+/// another pid namespace cannot be judged from here and is left alone.
 pub fn orphans(
     listing: &str,
     host: &str,
     boot: &str,
+    pidns: &str,
     alive: impl Fn(u32, u64) -> bool,
 ) -> Vec<String> {
     listing
         .lines()
         .filter_map(|line| {
             let (name, owner) = line.trim().split_once(' ')?;
-            let mut parts = owner.rsplitn(4, ':');
+            let mut parts = owner.rsplitn(5, ':');
             let start: u64 = parts.next()?.parse().ok()?;
             let pid: u32 = parts.next()?.parse().ok()?;
+            let owner_pidns = parts.next()?;
             let owner_boot = parts.next()?;
             let owner_host = parts.next()?;
-            let ours = owner_host == host;
+            let ours = owner_host == host && owner_pidns == pidns;
             let dead = owner_boot != boot || !alive(pid, start);
             (ours && dead).then(|| name.to_owned())
         })
@@ -317,7 +346,8 @@ mod tests {
             open_files: 20000,
             user_processes: Some(96369),
             user: None,
-            owner: "box:b00t:42:9001".into(),
+            owner: "box:b00t:4026531836:42:9001".into(),
+            kind: EngineKind::Podman,
         }
     }
 
@@ -344,7 +374,8 @@ mod tests {
             "--pids-limit 128",
             "--cpus 1.500",
             "--ulimit nofile=20000:20000",
-            "--label io.dsh-bash.server=box:b00t:42:9001",
+            "--label io.dsh-bash.server=box:b00t:4026531836:42:9001",
+            "--image-volume tmpfs",
             "--entrypoint /run/dsh-bash/dsh-bash localhost/debian:test container-idle",
         ] {
             assert!(line.contains(part), "{part:?} missing from {line}");
@@ -367,17 +398,18 @@ mod tests {
     #[test]
     fn only_this_hosts_dead_servers_containers_are_orphans() {
         let listing = "\
-dsh-bash-live box:b00t:42:9001
-dsh-bash-dead box:b00t:43:9002
-dsh-bash-reused box:b00t:42:1234
-dsh-bash-rebooted box:older:42:9001
-dsh-bash-elsewhere other:b00t:43:9002
+dsh-bash-live box:b00t:7:42:9001
+dsh-bash-dead box:b00t:7:43:9002
+dsh-bash-reused box:b00t:7:42:1234
+dsh-bash-rebooted box:older:7:42:9001
+dsh-bash-elsewhere other:b00t:7:43:9002
+dsh-bash-other-pidns box:b00t:8:43:9002
 not-ours
-dsh-bash-garbled box:b00t:x:y
+dsh-bash-garbled box:b00t:7:x:y
 ";
         let alive = |pid: u32, start: u64| pid == 42 && start == 9001;
         assert_eq!(
-            orphans(listing, "box", "b00t", alive),
+            orphans(listing, "box", "b00t", "7", alive),
             ["dsh-bash-dead", "dsh-bash-reused", "dsh-bash-rebooted"]
         );
     }
@@ -386,11 +418,11 @@ dsh-bash-garbled box:b00t:x:y
     fn engines_differ_only_where_named() {
         assert_eq!(
             joined(&remove_args(EngineKind::Podman, "c")),
-            "rm --force --time 0 c"
+            "rm --force --volumes --time 0 c"
         );
         assert_eq!(
             joined(&remove_args(EngineKind::Docker, "c")),
-            "rm --force c"
+            "rm --force --volumes c"
         );
         assert!(joined(&list_args(EngineKind::Podman))
             .ends_with("{{.Names}} {{index .Labels \"io.dsh-bash.server\"}}"));
@@ -400,7 +432,7 @@ dsh-bash-garbled box:b00t:x:y
         assert_eq!(image_digest("sha256:abc"), "sha256:abc");
         assert_eq!(
             joined(&exec_args("c", Path::new("/w"), &["mcp".into()])),
-            "exec --interactive --workdir /w c /run/dsh-bash/dsh-bash mcp"
+            "exec --interactive --env DSH_BASH_NON_DUMPABLE=1 --workdir /w c /run/dsh-bash/dsh-bash mcp"
         );
         assert!(matches!(
             Engine::find(Some("lxc")),

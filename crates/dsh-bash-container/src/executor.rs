@@ -102,6 +102,13 @@ impl ContainerConfig {
                 }
             )));
         }
+        if self.binary.starts_with(&self.workspace) {
+            return Err(ContainerError::Config(format!(
+                "this binary ({}) lies inside the workspace {}, where a command could replace it before the host runs it again: install dsh-bash outside the workspace",
+                self.binary.display(),
+                self.workspace.display()
+            )));
+        }
         for (what, path) in [("workspace", &self.workspace), ("binary", &self.binary)] {
             let text = path.to_string_lossy();
             if text.contains([':', ',']) || text.chars().any(char::is_control) {
@@ -363,6 +370,7 @@ fn spec(config: &ContainerConfig) -> ContainerSpec {
         // podman's root is the server's own user when rootless.
         user: (config.engine.kind == crate::EngineKind::Docker).then(|| format!("{euid}:{egid}")),
         owner: container::owner(),
+        kind: config.engine.kind,
     }
 }
 

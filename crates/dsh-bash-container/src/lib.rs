@@ -13,7 +13,7 @@
 //!   swap, `--pids-limit`, `--cpus`): every command of the session
 //!   together, reported as the `container` limit mechanism;
 //! - no capabilities, `no-new-privileges`, an init as PID 1;
-//! - labelled with its server (`HOST:BOOT:PID:START`), so that a server
+//! - labelled with its server (`HOST:BOOT:PIDNS:PID:START`), so that a server
 //!   killed before it could remove its container leaves it to the next
 //!   server's [`sweep`].
 //!
@@ -39,6 +39,6 @@ mod error;
 mod executor;
 
 pub use container::{sweep, Container};
-pub use engine::{check_image, Engine, EngineKind, BINARY_IN_CONTAINER, IDLE};
+pub use engine::{check_image, Engine, EngineKind, BINARY_IN_CONTAINER, IDLE, NON_DUMPABLE};
 pub use error::ContainerError;
 pub use executor::{ContainerBashExecutor, ContainerConfig};
