@@ -218,6 +218,23 @@ fn yaml_documents(path: &Path) -> Option<Vec<Value>> {
     }
 }
 
+/// The container's first port is the one `args` listen on, and both its
+/// probes ask that port's `/healthz`; the port.
+fn probes_the_port_it_listens_on<'a>(container: &'a Value, args: &[String]) -> &'a Value {
+    let port = &container["ports"][0];
+    let listen = &args[args.iter().position(|a| a == "--listen").unwrap() + 1];
+    assert_eq!(
+        listen.rsplit(':').next().unwrap(),
+        port["containerPort"].to_string()
+    );
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let probe = &container[probe]["httpGet"];
+        assert_eq!(probe["path"], "/healthz");
+        assert_eq!(probe["port"], port["name"]);
+    }
+    port
+}
+
 #[test]
 fn the_kubernetes_example_takes_its_token_from_a_secret_and_probes_the_server() {
     let Some(documents) = yaml_documents(&deploy("kubernetes.yaml")) else {
@@ -252,17 +269,7 @@ fn the_kubernetes_example_takes_its_token_from_a_secret_and_probes_the_server() 
         token.get("value").is_none(),
         "the token is written in the manifest"
     );
-    let port = &container["ports"][0];
-    let listen = &args[args.iter().position(|a| a == "--listen").unwrap() + 1];
-    assert_eq!(
-        listen.rsplit(':').next().unwrap(),
-        port["containerPort"].to_string()
-    );
-    for probe in ["readinessProbe", "livenessProbe"] {
-        let probe = &container[probe]["httpGet"];
-        assert_eq!(probe["path"], "/healthz");
-        assert_eq!(probe["port"], port["name"]);
-    }
+    let port = probes_the_port_it_listens_on(container, &args);
     let service = &documents[1];
     assert_eq!(
         service["spec"]["selector"],
@@ -400,16 +407,6 @@ fn the_agent_sandbox_manifests_meet_the_crds_and_serve_with_their_own_arguments(
         token["valueFrom"]["secretKeyRef"]["name"].is_string(),
         "{token}"
     );
-    let port = &container["ports"][0];
-    let listen = &command[command.iter().position(|a| a == "--listen").unwrap() + 1];
-    assert_eq!(
-        listen.rsplit(':').next().unwrap(),
-        port["containerPort"].to_string()
-    );
-    for probe in ["readinessProbe", "livenessProbe"] {
-        let probe = &container[probe]["httpGet"];
-        assert_eq!(probe["path"], "/healthz");
-        assert_eq!(probe["port"], port["name"]);
-    }
+    probes_the_port_it_listens_on(container, &command);
     starts_with(&command[1..]);
 }

@@ -67,6 +67,18 @@ fn succeed(command: &mut Command, what: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// `installed --version` says this build's version.
+fn is_this_version(installed: &Path) {
+    let version = succeed(
+        Command::new(installed).arg("--version"),
+        "dsh-bash --version",
+    );
+    assert_eq!(
+        version.trim(),
+        format!("dsh-bash {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
 /// A home and npm cache of the test's own: no user's .npmrc or pip.conf.
 fn isolated<'a>(command: &'a mut Command, scratch: &Path) -> &'a mut Command {
     let home = scratch.join("home");
@@ -161,14 +173,7 @@ fn the_wheel_installs_with_pip_in_a_new_venv_and_serves_mcp() {
         "pip install the wheel",
     );
     let installed = venv.join("bin/dsh-bash");
-    let version = succeed(
-        Command::new(&installed).arg("--version"),
-        "dsh-bash --version",
-    );
-    assert_eq!(
-        version.trim(),
-        format!("dsh-bash {}", env!("CARGO_PKG_VERSION"))
-    );
+    is_this_version(&installed);
     let mut server = Command::new(installed);
     server.arg("mcp");
     serves_mcp(server, scratch.path(), "pip");
@@ -227,14 +232,7 @@ fn the_npm_tarballs_install_together_offline_and_serve_mcp() {
         "npm install -g",
     );
     let installed = prefix.join("bin/dsh-bash");
-    let version = succeed(
-        Command::new(&installed).arg("--version"),
-        "dsh-bash --version",
-    );
-    assert_eq!(
-        version.trim(),
-        format!("dsh-bash {}", env!("CARGO_PKG_VERSION"))
-    );
+    is_this_version(&installed);
     let mut server = Command::new(&installed);
     server.arg("mcp");
     serves_mcp(server, scratch.path(), "npm install -g");
