@@ -93,7 +93,7 @@ enum Command {
     /// Print the man page (roff) to stdout.
     Manpage,
     /// The idle process a --container session's container keeps running
-    /// (its init's only child), until the container is removed.
+    /// (its init's only child), until the session's server inside is gone.
     #[command(name = "container-idle", hide = true)]
     ContainerIdle,
 }
@@ -201,9 +201,10 @@ fn main() -> ExitCode {
         Command::Config(ConfigCommand::Show { policy }) => Some(policy::show(policy)),
         Command::Completions { shell } => Some(completions(*shell)),
         Command::Manpage => Some(manpage()),
-        Command::ContainerIdle => loop {
-            std::thread::park();
-        },
+        Command::ContainerIdle => {
+            dsh_bash_container::idle();
+            Some(Ok(ExitCode::SUCCESS))
+        }
         Command::Run(_) | Command::Mcp(_) | Command::Doctor(_) => None,
     };
     if let Some(outcome) = read_only {

@@ -119,6 +119,8 @@ pub struct ContainerSpec {
     /// Paths inside the workspace mounted read-only over its read-write
     /// mount (the protected paths that exist).
     pub read_only: Vec<PathBuf>,
+    /// The server's lifeline file, mounted read-only for the idle process.
+    pub lifeline: Option<PathBuf>,
     /// Whether the container has a network at all.
     pub network: bool,
     /// The container's memory (swap included), in bytes.
@@ -145,7 +147,7 @@ impl ContainerSpec {
     /// `run`: the container made, started and left running its idle
     /// process; the engine prints its id.
     pub fn run_args(&self) -> Vec<OsString> {
-        let mut args: Vec<OsString> = ["run", "--detach", "--init", "--read-only"]
+        let mut args: Vec<OsString> = ["run", "--detach", "--rm", "--init", "--read-only"]
             .map(OsString::from)
             .to_vec();
         let mut flag = |name: &str, value: OsString| {
@@ -174,6 +176,12 @@ impl ContainerSpec {
         );
         for path in &self.read_only {
             flag("--volume", bind(path, path, "ro"));
+        }
+        if let Some(lifeline) = &self.lifeline {
+            flag(
+                "--volume",
+                bind(lifeline, Path::new(crate::LIFELINE_IN_CONTAINER), "ro"),
+            );
         }
         flag("--workdir", self.workspace.clone().into_os_string());
         flag(
@@ -339,6 +347,7 @@ mod tests {
             workspace: PathBuf::from("/work/project"),
             binary: PathBuf::from("/usr/local/bin/dsh-bash"),
             read_only: vec![PathBuf::from("/work/project/.git/hooks")],
+            lifeline: Some(PathBuf::from("/tmp/dsh-bash-lifeline-x")),
             network: false,
             memory_bytes: Some(256 << 20),
             processes: Some(128),
@@ -362,7 +371,7 @@ mod tests {
     fn the_container_is_read_only_without_network_or_capabilities_and_limited() {
         let line = joined(&spec().run_args());
         for part in [
-            "run --detach --init --read-only",
+            "run --detach --rm --init --read-only",
             "--tmpfs /tmp:rw,nosuid,nodev,mode=1777",
             "--cap-drop all",
             "--security-opt no-new-privileges",
@@ -370,6 +379,7 @@ mod tests {
             "--volume /work/project:/work/project:rw",
             "--volume /usr/local/bin/dsh-bash:/run/dsh-bash/dsh-bash:ro",
             "--volume /work/project/.git/hooks:/work/project/.git/hooks:ro",
+            "--volume /tmp/dsh-bash-lifeline-x:/run/dsh-bash/lifeline:ro",
             "--memory 268435456b --memory-swap 268435456b",
             "--pids-limit 128",
             "--cpus 1.500",

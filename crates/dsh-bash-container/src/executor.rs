@@ -136,6 +136,8 @@ struct Started {
     /// path could be (a missing one, or one behind a symlink, cannot).
     protected: (Vec<PathBuf>, bool),
     _forwarding: ListenerHandle,
+    /// Held while the session lives: the container ends when it is not.
+    _lifeline: crate::Lifeline,
 }
 
 /// The workspace's protected paths (the local sandbox's default set) that
@@ -310,11 +312,18 @@ async fn start(
 ) -> Result<Started, ContainerError> {
     let config = &config;
     let workspace = config.workspace.clone();
-    let protected = tokio::task::spawn_blocking(move || protected_mounts(&workspace))
-        .await
-        .unwrap_or_default();
+    let (protected, lifeline) = tokio::task::spawn_blocking(move || {
+        (
+            protected_mounts(&workspace),
+            lifeline_in(&std::env::temp_dir()),
+        )
+    })
+    .await
+    .map_err(|err| ContainerError::Config(format!("preparing the container: {err}")))?;
+    let lifeline = lifeline?;
     let mut spec = spec(config);
     spec.read_only = protected.0.clone();
+    spec.lifeline = Some(lifeline.path().to_owned());
     let made = Container::create(&config.engine, &spec, config.step_bound).await?;
     let server = made.server_command(&config.workspace, &server_args(config));
     let remote = RemoteBashExecutor::over_stdio_with(server, RemoteConfig::default())
@@ -337,6 +346,7 @@ async fn start(
         facts,
         protected,
         _forwarding: forwarding,
+        _lifeline: lifeline,
     })
 }
 
@@ -355,6 +365,7 @@ fn spec(config: &ContainerConfig) -> ContainerSpec {
         workspace: config.workspace.clone(),
         binary: config.binary.clone(),
         read_only: Vec::new(),
+        lifeline: None,
         network: config.network == NetworkPolicy::On,
         memory_bytes: config.memory_bytes,
         processes: config.processes,
@@ -386,6 +397,29 @@ fn server_args(config: &ContainerConfig) -> Vec<OsString> {
     args.push("--max-timeout".into());
     args.push(config.max_timeout.as_millis().to_string().into());
     args
+}
+
+/// The session's lifeline, held, in the temp dir `dir` (an absolute one,
+/// else /tmp), at a path a volume flag can hold.
+fn lifeline_in(dir: &std::path::Path) -> Result<crate::Lifeline, ContainerError> {
+    let dir = if dir.is_absolute() {
+        dir
+    } else {
+        std::path::Path::new("/tmp")
+    };
+    let lifeline = crate::Lifeline::hold(dir).map_err(|err| {
+        ContainerError::Config(format!(
+            "cannot make the session's lifeline in {}: {err}",
+            dir.display()
+        ))
+    })?;
+    if lifeline.path().to_string_lossy().contains([':', ',']) {
+        return Err(ContainerError::Config(format!(
+            "the temp dir {} holds ':' or ',', which a volume flag cannot: set TMPDIR to a path without them",
+            dir.display()
+        )));
+    }
+    Ok(lifeline)
 }
 
 /// The kernel's `pid_max`.

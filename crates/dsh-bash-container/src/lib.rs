@@ -13,9 +13,12 @@
 //!   swap, `--pids-limit`, `--cpus`): every command of the session
 //!   together, reported as the `container` limit mechanism;
 //! - no capabilities, `no-new-privileges`, an init as PID 1;
-//! - labelled with its server (`HOST:BOOT:PIDNS:PID:START`), so that a server
-//!   killed before it could remove its container leaves it to the next
-//!   server's [`sweep`].
+//! - ended with its server: the server holds a lock on a lifeline file
+//!   mounted into the container, whose idle process exits when the lock
+//!   comes free (the server ended, SIGKILL included), and `--rm` removes
+//!   it; labelled with its server (`HOST:BOOT:PIDNS:PID:START`) all the
+//!   same, so that what a crashed engine kept is left to the next server's
+//!   [`sweep`].
 //!
 //! Inside, this same binary — mounted read-only from the host, so any image
 //! with bash and glibc 2.34 or later serves — runs as `dsh-bash mcp`
@@ -37,8 +40,10 @@ mod container;
 mod engine;
 mod error;
 mod executor;
+mod idle;
 
 pub use container::{sweep, Container};
 pub use engine::{check_image, Engine, EngineKind, BINARY_IN_CONTAINER, IDLE, NON_DUMPABLE};
 pub use error::ContainerError;
 pub use executor::{ContainerBashExecutor, ContainerConfig};
+pub use idle::{idle, Lifeline, LIFELINE_IN_CONTAINER};
