@@ -360,10 +360,7 @@ pub(crate) async fn bounded_output(
 
 /// `bash --version`'s first line, shortened to "bash 5.2.15".
 async fn bash_version(shell: &std::path::Path) -> String {
-    let output = bounded_output(tokio::process::Command::new(shell).arg("--version")).await;
-    let first = output
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.lines().next().map(str::to_owned));
+    let first = version_line(shell).await;
     let version = first.as_deref().and_then(|line| {
         line.split_whitespace()
             .skip_while(|word| *word != "version")
@@ -373,6 +370,14 @@ async fn bash_version(shell: &std::path::Path) -> String {
         Some(version) => format!("{} {version}", shell.display()),
         None => shell.display().to_string(),
     }
+}
+
+/// The first line `program --version` prints, trimmed; `None` when it
+/// prints none within [`VERSION_BOUND`].
+pub(crate) async fn version_line(program: &std::path::Path) -> Option<String> {
+    let output = bounded_output(tokio::process::Command::new(program).arg("--version")).await?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    text.lines().next().map(|line| line.trim().to_owned())
 }
 
 /// The container engine `--container` would use, its version, and the
@@ -389,10 +394,7 @@ async fn container_finding(args: &ExecutorArgs) -> Finding {
             .fix("install podman (apt install podman, dnf install podman) or docker")
         }
     };
-    let version = bounded_output(tokio::process::Command::new(&engine.program).arg("--version"))
-        .await
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.lines().next().map(|line| line.trim().to_owned()));
+    let version = version_line(&engine.program).await;
     let named = match version {
         Some(version) => format!("{} ({version})", engine.program.display()),
         None => format!(

@@ -16,7 +16,7 @@ pub async fn findings(backend: dsh_sandbox_local::Backend) -> (Vec<Finding>, boo
     let examined = dsh_sandbox_local::examine(&config).await;
     let is_root = host_root().await;
     let bwrap_version = match &examined.bwrap_program {
-        Some(program) => version_of(program).await,
+        Some(program) => crate::doctor::version_line(program).await,
         None => None,
     };
     let findings = vec![
@@ -284,16 +284,6 @@ fn network(examined: &dsh_sandbox_local::Examined) -> Finding {
         )
         .fix(INSTALL_BWRAP)
     }
-}
-
-/// `bwrap --version`'s line ("bubblewrap 0.8.0").
-#[cfg(target_os = "linux")]
-async fn version_of(program: &std::path::Path) -> Option<String> {
-    let output =
-        crate::doctor::bounded_output(tokio::process::Command::new(program).arg("--version"))
-            .await?;
-    let text = String::from_utf8(output.stdout).ok()?;
-    text.lines().next().map(str::trim).map(str::to_owned)
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -188,6 +188,15 @@ impl ContainerBashExecutor {
         self.started.get().map(|started| &started.facts)
     }
 
+    /// The server inside, for a task it started: none before the
+    /// container is made, so no task is known yet.
+    fn remote_for(&self, id: &BashTaskId) -> Result<&RemoteBashExecutor, BashError> {
+        self.started
+            .get()
+            .map(|started| &started.remote)
+            .ok_or_else(|| BashError::UnknownTask { id: id.clone() })
+    }
+
     /// The container and its server, made by the first caller.
     async fn started(&self) -> Result<&Started, BashError> {
         if self.shut.load(std::sync::atomic::Ordering::Acquire) {
@@ -527,10 +536,7 @@ impl BashExecutor for ContainerBashExecutor {
         id: &BashTaskId,
         since: Option<OutputCursor>,
     ) -> Result<BashTaskRead, BashError> {
-        match self.started.get() {
-            Some(started) => started.remote.read_output(id, since),
-            None => Err(BashError::UnknownTask { id: id.clone() }),
-        }
+        self.remote_for(id)?.read_output(id, since)
     }
 
     fn write_input<'a>(
@@ -538,30 +544,15 @@ impl BashExecutor for ContainerBashExecutor {
         id: &'a BashTaskId,
         input: &'a [u8],
     ) -> BoxFuture<'a, Result<(), BashError>> {
-        Box::pin(async move {
-            match self.started.get() {
-                Some(started) => started.remote.write_input(id, input).await,
-                None => Err(BashError::UnknownTask { id: id.clone() }),
-            }
-        })
+        Box::pin(async move { self.remote_for(id)?.write_input(id, input).await })
     }
 
     fn screen<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<String, BashError>> {
-        Box::pin(async move {
-            match self.started.get() {
-                Some(started) => started.remote.screen(id).await,
-                None => Err(BashError::UnknownTask { id: id.clone() }),
-            }
-        })
+        Box::pin(async move { self.remote_for(id)?.screen(id).await })
     }
 
     fn kill<'a>(&'a self, id: &'a BashTaskId) -> BoxFuture<'a, Result<bool, BashError>> {
-        Box::pin(async move {
-            match self.started.get() {
-                Some(started) => started.remote.kill(id).await,
-                None => Err(BashError::UnknownTask { id: id.clone() }),
-            }
-        })
+        Box::pin(async move { self.remote_for(id)?.kill(id).await })
     }
 
     fn on_task_done(&self, listener: TaskListener) -> ListenerHandle {
