@@ -93,9 +93,10 @@ pub struct ExecutorArgs {
     /// read-only, and fail on them).
     #[arg(long, value_name = "DIR|per-command|none", value_parser = cache_place)]
     pub sandbox_cache: Option<CachePlace>,
-    /// At start, the sandbox's caches are cut to this size by removing the
-    /// least recently used tool's or workspace's cache whole (default
-    /// 10G); a workspace's cache unused for 30 days goes too.
+    /// At start (at most once an hour per user), the sandbox's caches are
+    /// cut to this size by removing the least recently used tool's or
+    /// workspace's cache whole (default 10G); a workspace's cache unused
+    /// for 30 days goes too.
     #[arg(long, value_name = "SIZE", value_parser = limit_size)]
     pub sandbox_cache_max: Option<Limit>,
     /// Also drop inherited environment variables whose name contains this

@@ -23,6 +23,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use dsh_sandbox::{HostDirs, SandboxCaches, Workspace};
+use rustix::fs::{Mode, OFlags};
 
 /// Where confined commands' tool caches live.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,10 +162,11 @@ impl Caches {
         Ok(plan)
     }
 
-    /// Sweeps the root (this workspace's directory excepted), then marks
-    /// this workspace's directory used now, so the sweep of a later start
-    /// goes by that time. Run once, after [`Caches::prepared`], beside the
-    /// first commands (none waits for it). Blocking.
+    /// Marks this workspace's directory used now (the sweeps go by that
+    /// time), then sweeps the root (this workspace's directory excepted)
+    /// when its last sweep is an hour old or more. Run once, after
+    /// [`Caches::prepared`], beside the first commands (none waits for
+    /// it). Blocking.
     pub(crate) fn sweep_and_stamp(&self) {
         let Ok(plan) = self.prepared() else {
             return;
@@ -175,10 +177,65 @@ impl Caches {
         let Some(root) = this.parent().and_then(Path::parent) else {
             return;
         };
-        sweep(root, &self.config, this.file_name());
         if let Ok(file) = File::open(this) {
             let _ = file.set_modified(SystemTime::now());
         }
+        // The root is walked once per interval, whatever number of
+        // processes start: a one-shot `dsh-bash run` per command must not
+        // walk every workspace's caches each time.
+        if let Some(stamp) = SweepStamp::due(root, SWEEP_EVERY) {
+            sweep(root, &self.config, this.file_name());
+            stamp.swept();
+        }
+    }
+}
+
+/// How often a start sweeps the caches' root (per user).
+const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// The file in the user's caches root whose change time says when the
+/// root was last swept.
+const SWEPT: &str = ".dsh-bash-swept";
+
+/// The right to sweep the root now: the stamp, locked (one sweep at a
+/// time; a process that finds it locked leaves the sweep to its holder).
+struct SweepStamp(File);
+
+impl SweepStamp {
+    /// The stamp of `root` when its last sweep is older than `every` (or
+    /// never was, or lies in the future: a clock set back), locked for
+    /// this process; none when a sweep is not due or runs elsewhere.
+    fn due(root: &Path, every: Duration) -> Option<SweepStamp> {
+        let path = root.join(SWEPT);
+        let open = |create: OFlags| {
+            rustix::fs::open(
+                &path,
+                OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | create,
+                Mode::from_raw_mode(0o600),
+            )
+            .map(File::from)
+        };
+        let (file, fresh) = match open(OFlags::CREATE | OFlags::EXCL) {
+            Ok(file) => (file, true),
+            Err(rustix::io::Errno::EXIST) => (open(OFlags::empty()).ok()?, false),
+            Err(_) => return None,
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.uid() != current_uid() {
+            return None;
+        }
+        let last = meta.modified().ok()?;
+        let due = fresh
+            || SystemTime::now()
+                .duration_since(last)
+                .map_or(true, |age| age >= every);
+        due.then_some(SweepStamp(file))
+    }
+
+    /// Marks the root swept now (the lock goes with the stamp).
+    fn swept(self) {
+        let _ = self.0.set_modified(SystemTime::now());
     }
 }
 
@@ -452,6 +509,33 @@ mod tests {
             &workspace,
         );
         assert!(nowhere.for_command(tmp.path()).unwrap().dirs.is_empty());
+    }
+
+    #[test]
+    fn a_start_sweeps_once_an_hour_and_one_process_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let hour = Duration::from_secs(3600);
+        let first = SweepStamp::due(root, hour).expect("never swept: due");
+        // Another process meanwhile: the holder sweeps, this one does not.
+        assert!(SweepStamp::due(root, hour).is_none(), "locked: not due");
+        first.swept();
+        assert!(SweepStamp::due(root, hour).is_none(), "swept just now");
+        let stamp = File::options().write(true).open(root.join(SWEPT)).unwrap();
+        stamp
+            .set_modified(SystemTime::now() - Duration::from_secs(3601))
+            .unwrap();
+        assert!(SweepStamp::due(root, hour).is_some(), "an hour old: due");
+        // A clock set back leaves a stamp in the future: due.
+        stamp
+            .set_modified(SystemTime::now() + Duration::from_secs(86_400))
+            .unwrap();
+        assert!(SweepStamp::due(root, hour).is_some(), "in the future: due");
+        // A link in its place is never followed.
+        std::fs::remove_file(root.join(SWEPT)).unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join(SWEPT)).unwrap();
+        assert!(SweepStamp::due(root, hour).is_none());
+        assert!(!root.join("elsewhere").exists());
     }
 
     #[test]
