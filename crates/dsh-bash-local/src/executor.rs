@@ -577,6 +577,7 @@ impl Inner {
             limits: ended.limits,
             shell,
             changed,
+            claim: None,
         })
     }
 

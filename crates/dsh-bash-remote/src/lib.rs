@@ -180,7 +180,24 @@ impl RemoteBashExecutor {
         config: RemoteConfig,
     ) -> Result<Self, ConnectError> {
         Ok(Self::with_link(
-            Link::http(url, token, config.patience).await?,
+            Link::http(url, token, &[], config.patience).await?,
+            config,
+        ))
+    }
+
+    /// [`Self::over_http_with`] sending `headers` (name, value) with every
+    /// request as well: what a router in front of the server routes by
+    /// (agent-sandbox's `X-Sandbox-ID`, `X-Sandbox-Namespace`,
+    /// `X-Sandbox-Port`). A name or value HTTP cannot carry fails the
+    /// connection, naming the header.
+    pub async fn over_http_routed(
+        url: &str,
+        token: &str,
+        headers: &[(String, String)],
+        config: RemoteConfig,
+    ) -> Result<Self, ConnectError> {
+        Ok(Self::with_link(
+            Link::http(url, token, headers, config.patience).await?,
             config,
         ))
     }

@@ -124,11 +124,26 @@ impl Link {
     pub(crate) async fn http(
         url: &str,
         token: &str,
+        headers: &[(String, String)],
         patience: Duration,
     ) -> Result<Link, ConnectError> {
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
         use rmcp::transport::StreamableHttpClientTransport;
-        let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+        let mut custom = std::collections::HashMap::new();
+        for (name, value) in headers {
+            let invalid = |what: &str| ConnectError::Handshake {
+                target: url.to_owned(),
+                message: format!("the header {name:?} has an invalid {what}"),
+                stderr: String::new(),
+            };
+            let name_ok =
+                http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid("name"))?;
+            let value_ok = http::HeaderValue::from_str(value).map_err(|_| invalid("value"))?;
+            custom.insert(name_ok, value_ok);
+        }
+        let config = StreamableHttpClientTransportConfig::with_uri(url)
+            .auth_header(token)
+            .custom_headers(custom);
         let transport = StreamableHttpClientTransport::from_config(config);
         let handshake =
             rmcp::service::serve_client_with_lifecycle(client_info(), transport, lifecycle());

@@ -61,8 +61,9 @@ pub use ids::{BashTaskId, OwnerToken};
 pub use limits::{BashLimits, LimitMechanism};
 pub use request::{BashExecRequest, BashExecSpec, Defaults, TerminalSize, MAX_TERMINAL_CELLS};
 pub use result::{
-    BashRunResult, BashSandboxInfo, BlockedClass, BlockedPath, CollectedOutput, ContainerFacts,
-    Containment, DenialEvidence, NetworkFacts, ShellFacts, MAX_BLOCKED, MAX_REFUSALS,
+    BashRunResult, BashSandboxInfo, BlockedClass, BlockedPath, ClaimFacts, CollectedOutput,
+    ContainerFacts, Containment, DenialEvidence, NetworkFacts, ShellFacts, MAX_BLOCKED,
+    MAX_REFUSALS,
 };
 pub use task::{
     join_streams, task_channel, BashTask, BashTaskRead, OutputCursor, TaskPublisher, TaskState,

@@ -288,6 +288,24 @@ pub struct BashRunResult {
     /// executor watches no workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed: Option<crate::WorkspaceChanges>,
+    /// The claimed sandbox (a Kubernetes agent-sandbox pod) that ran it;
+    /// `None` from executors that claim none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<ClaimFacts>,
+}
+
+/// The sandbox a command ran in, claimed from a Kubernetes warm pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimFacts {
+    /// The namespace of the claim and its sandbox.
+    pub namespace: String,
+    /// The `SandboxClaim`'s name.
+    pub claim: String,
+    /// The `Sandbox` the claim was bound to.
+    pub sandbox: String,
+    /// The address the server was reached at (`http://10.1.2.3:8700/mcp`,
+    /// a service name's, or the router's).
+    pub address: String,
 }
 
 impl BashRunResult {
@@ -309,6 +327,7 @@ impl BashRunResult {
             limits: None,
             shell: None,
             changed: None,
+            claim: None,
         }
     }
 }

@@ -743,6 +743,7 @@ mod tests {
             limits: None,
             shell: None,
             changed: None,
+            claim: None,
         }
     }
 

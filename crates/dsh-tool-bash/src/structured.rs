@@ -389,6 +389,7 @@ mod tests {
             limits: None,
             shell: None,
             changed: None,
+            claim: None,
         }
     }
 

@@ -1147,6 +1147,7 @@ fn run_of(read: &dsh_bash::BashTaskRead, after: std::time::Duration) -> dsh_bash
         limits: task.limits.clone(),
         shell: None,
         changed: task.changed.clone(),
+        claim: None,
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod confined;
+pub mod crds;
 pub mod listening;
 pub mod raw_http;
 
