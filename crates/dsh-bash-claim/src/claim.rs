@@ -103,15 +103,38 @@ pub(crate) struct Claims {
     api: Api<SandboxClaim>,
     sandboxes: Api<DynamicObject>,
     namespace: String,
+    /// How long one call may take.
+    patience: Duration,
+}
+
+/// Whether the API server refused this client (401, 403): waiting does
+/// not change that.
+fn refused(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 401 || status.code == 403)
 }
 
 impl Claims {
-    pub(crate) fn new(client: kube::Client, namespace: &str) -> Claims {
+    pub(crate) fn new(client: kube::Client, namespace: &str, patience: Duration) -> Claims {
         Claims {
             api: Api::namespaced_with(client.clone(), namespace, &claims()),
             sandboxes: Api::namespaced_with(client, namespace, &sandboxes()),
             namespace: namespace.to_owned(),
+            patience,
         }
+    }
+
+    /// `call`, within the patience.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = T>,
+    ) -> Result<T, ClaimError> {
+        tokio::time::timeout(self.patience, call)
+            .await
+            .map_err(|_| ClaimError::Slow {
+                what: what.to_owned(),
+                patience: self.patience,
+            })
     }
 
     /// Makes a claim on `config`'s warm pool; its name.
@@ -127,9 +150,11 @@ impl Claims {
             .into(),
         );
         let made = self
-            .api
-            .create(&PostParams::default(), &claim)
-            .await
+            .bounded(
+                "creating the claim",
+                self.api.create(&PostParams::default(), &claim),
+            )
+            .await?
             .map_err(|err| ClaimError::Create {
                 pool: config.warm_pool.clone(),
                 namespace: self.namespace.clone(),
@@ -144,18 +169,27 @@ impl Claims {
 
     /// Waits until claim `name` is ready and bound to a sandbox with a pod
     /// address: reads it, then watches it from that version (again after
-    /// a watch ends). What was last seen goes to `last`, for the message
-    /// of a caller that stops waiting.
+    /// a watch ends, a little later each time). What was last seen goes to
+    /// `last`, for the message of a caller that stops waiting; a refusal
+    /// (401, 403) ends the wait at once.
     pub(crate) async fn ready(&self, name: &str, last: &mut String) -> Result<Bound, ClaimError> {
         let mut pause = Duration::from_millis(100);
         loop {
-            let claim = match self.api.get_opt(name).await {
-                Ok(Some(claim)) => claim,
-                Ok(None) => return Err(self.deleted(name)),
-                Err(err) => {
+            let read = self
+                .bounded("reading the claim", self.api.get_opt(name))
+                .await;
+            let claim = match read {
+                Ok(Ok(Some(claim))) => claim,
+                Ok(Ok(None)) => return Err(self.deleted(name)),
+                Ok(Err(err)) if refused(&err) => return Err(self.refused(name, &err)),
+                Ok(Err(err)) => {
                     *last = format!("reading the claim failed: {err}");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+                Err(slow) => {
+                    *last = slow.to_string();
                     continue;
                 }
             };
@@ -172,12 +206,13 @@ impl Claims {
                         return Ok(bound);
                     }
                 }
-                Err(err) => {
-                    *last = format!("watching the claim failed: {err}");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(5));
-                }
+                Err(err) if refused(&err) => return Err(self.refused(name, &err)),
+                Err(err) => *last = format!("watching the claim failed: {err}"),
             }
+            // A watch that ended (or failed) without the claim bound: read
+            // it again, a little later each time, never in a tight loop.
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
         }
     }
 
@@ -212,6 +247,15 @@ impl Claims {
         }
     }
 
+    fn refused(&self, name: &str, err: &kube::Error) -> ClaimError {
+        ClaimError::Refused {
+            claim: name.to_owned(),
+            namespace: self.namespace.clone(),
+            cause: err.to_string(),
+            deleted: Err("not tried yet".to_owned()),
+        }
+    }
+
     fn deleted(&self, name: &str) -> ClaimError {
         ClaimError::Deleted {
             claim: name.to_owned(),
@@ -223,9 +267,8 @@ impl Claims {
     /// (`status.serviceFQDN`), if it has one.
     pub(crate) async fn service_name(&self, sandbox: &str) -> Result<Option<String>, ClaimError> {
         let object = self
-            .sandboxes
-            .get(sandbox)
-            .await
+            .bounded("reading the sandbox", self.sandboxes.get(sandbox))
+            .await?
             .map_err(|err| ClaimError::Sandbox {
                 sandbox: sandbox.to_owned(),
                 cause: err.to_string(),
@@ -241,7 +284,11 @@ impl Claims {
     /// Deletes claim `name` (its sandbox goes with it); one that is gone
     /// already is fine.
     pub(crate) async fn delete(&self, name: &str) -> Result<(), ClaimError> {
-        match self.api.delete(name, &DeleteParams::background()).await {
+        let params = DeleteParams::background();
+        match self
+            .bounded("deleting the claim", self.api.delete(name, &params))
+            .await?
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(err) => Err(ClaimError::Delete {
@@ -268,7 +315,10 @@ fn spec(config: &ClaimConfig) -> ClaimSpec {
         (shutdown_time.is_some() || config.ttl_after_finished.is_some()).then(|| Lifecycle {
             shutdown_policy: shutdown_time.as_ref().map(|_| "Delete".to_owned()),
             shutdown_time,
-            ttl_seconds_after_finished: config.ttl_after_finished,
+            // The CRD's int32.
+            ttl_seconds_after_finished: config
+                .ttl_after_finished
+                .map(|ttl| ttl.min(i32::MAX.unsigned_abs())),
         });
     ClaimSpec {
         warm_pool_ref: PoolRef {

@@ -36,25 +36,30 @@ impl ClaimedBashExecutor {
     /// Claims a sandbox as `config` says through `client` (in-cluster or
     /// kubeconfig: `kube::Client::try_default()`), waits for it, and
     /// connects to its server. Whatever fails after the claim was made
-    /// deletes it. A caller that drops this future midway leaves the claim
-    /// to its `shutdownTime`.
+    /// deletes it (the error says whether that worked); a caller that
+    /// drops this future midway has it deleted from a task of its own.
     pub async fn claim(client: kube::Client, config: ClaimConfig) -> Result<Self, ClaimError> {
-        let claims = Claims::new(client, &config.namespace);
+        let claims = Claims::new(client, &config.namespace, config.patience);
         let name = claims.create(&config).await?;
         tracing::info!(claim = %name, namespace = %config.namespace, pool = %config.warm_pool, "claimed a sandbox");
+        let mut pending = Pending(Some((claims.clone(), name.clone())));
         match connect(&claims, &name, &config).await {
-            Ok((remote, facts)) => Ok(ClaimedBashExecutor {
-                remote,
-                claims,
-                facts,
-                end: config.end,
-                ended: AtomicBool::new(false),
-            }),
+            Ok((remote, facts)) => {
+                pending.0 = None;
+                Ok(ClaimedBashExecutor {
+                    remote,
+                    claims,
+                    facts,
+                    end: config.end,
+                    ended: AtomicBool::new(false),
+                })
+            }
             Err(err) => {
-                if let Err(left) = claims.delete(&name).await {
-                    tracing::warn!("{left}");
-                }
-                Err(err)
+                // (Still pending meanwhile: a caller gone during the
+                // delete leaves it to the guard.)
+                let deleted = claims.delete(&name).await.map_err(|err| err.to_string());
+                pending.0 = None;
+                Err(err.after(deleted))
             }
         }
     }
@@ -69,6 +74,90 @@ impl ClaimedBashExecutor {
         result.claim = Some(self.facts.clone());
         Ok(result)
     }
+}
+
+/// A claim made and not yet handed over: deleted from a task of its own
+/// when dropped (the caller of `claim` went away midway).
+struct Pending(Option<(Claims, String)>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some((claims, name)) = self.0.take() {
+            delete_later(claims, name);
+        }
+    }
+}
+
+/// Deletes claim `name` from a task on the current runtime, when there
+/// is one (else it ends at its `shutdownTime`).
+fn delete_later(claims: Claims, name: String) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                if let Err(err) = claims.delete(&name).await {
+                    tracing::warn!("{err}");
+                }
+            });
+        }
+        Err(_) => {
+            tracing::warn!(claim = %name, "no runtime to delete the claim from: it ends at its shutdownTime")
+        }
+    }
+}
+
+impl ClaimError {
+    /// This error, saying what became of the claim after it (`outcome`
+    /// of its delete).
+    fn after(self, outcome: Result<(), String>) -> ClaimError {
+        match self {
+            ClaimError::NotReady {
+                claim,
+                namespace,
+                within,
+                last,
+                ..
+            } => ClaimError::NotReady {
+                claim,
+                namespace,
+                within,
+                last,
+                deleted: outcome,
+            },
+            ClaimError::Refused {
+                claim,
+                namespace,
+                cause,
+                ..
+            } => ClaimError::Refused {
+                claim,
+                namespace,
+                cause,
+                deleted: outcome,
+            },
+            ClaimError::Connect {
+                sandbox,
+                address,
+                cause,
+                ..
+            } => ClaimError::Connect {
+                sandbox,
+                address,
+                cause,
+                deleted: outcome,
+            },
+            other => {
+                if let Err(why) = outcome {
+                    tracing::warn!("the claim could not be deleted after a failure ({why}): it ends at its shutdownTime");
+                }
+                other
+            }
+        }
+    }
+}
+
+/// Not known yet: the claim's delete is tried after the error is made.
+fn untried() -> Result<(), String> {
+    Err("not tried yet".to_owned())
 }
 
 /// Waits for claim `name` within the bound, then connects to its server.
@@ -87,21 +176,36 @@ async fn connect(
                 namespace: config.namespace.clone(),
                 within: config.ready_within,
                 last,
+                deleted: untried(),
             })
         }
     };
-    let (address, headers) = address(claims, &bound, config).await?;
-    let remote = RemoteBashExecutor::over_http_routed(
-        &address,
-        &config.token,
-        &headers,
-        config.remote.clone(),
-    )
-    .await
-    .map_err(|err| ClaimError::Connect {
+    let address = address(claims, &bound, config).await?;
+    let connected = match &config.reach {
+        Reach::Router { token, .. } => {
+            let headers = [
+                ("X-Sandbox-ID".to_owned(), bound.sandbox.clone()),
+                ("X-Sandbox-Namespace".to_owned(), config.namespace.clone()),
+                ("X-Sandbox-Port".to_owned(), config.port.to_string()),
+            ];
+            RemoteBashExecutor::over_http_routed(
+                &address,
+                &config.token,
+                token.as_deref(),
+                &headers,
+                config.remote.clone(),
+            )
+            .await
+        }
+        _ => {
+            RemoteBashExecutor::over_http_with(&address, &config.token, config.remote.clone()).await
+        }
+    };
+    let remote = connected.map_err(|err| ClaimError::Connect {
         sandbox: bound.sandbox.clone(),
         address: address.clone(),
         cause: err.to_string(),
+        deleted: untried(),
     })?;
     let facts = ClaimFacts {
         namespace: config.namespace.clone(),
@@ -112,38 +216,36 @@ async fn connect(
     Ok((remote, facts))
 }
 
-/// Where the server of `bound` is reached, and the headers every request
-/// carries there.
+/// Where the server of `bound` is reached: by its pod's first IPv4
+/// address (the template listens on `0.0.0.0`), else its first; by its
+/// service's name; or at the router.
 async fn address(
     claims: &Claims,
     bound: &Bound,
     config: &ClaimConfig,
-) -> Result<(String, Vec<(String, String)>), ClaimError> {
+) -> Result<String, ClaimError> {
     let port = config.port;
     match &config.reach {
         Reach::PodIp => {
-            let ip = &bound.pod_ips[0];
+            let ip = bound
+                .pod_ips
+                .iter()
+                .find(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
+                .unwrap_or(&bound.pod_ips[0]);
             let host = if ip.contains(':') {
                 format!("[{ip}]")
             } else {
                 ip.clone()
             };
-            Ok((format!("http://{host}:{port}/mcp"), Vec::new()))
+            Ok(format!("http://{host}:{port}/mcp"))
         }
         Reach::Service => match claims.service_name(&bound.sandbox).await? {
-            Some(name) => Ok((format!("http://{name}:{port}/mcp"), Vec::new())),
+            Some(name) => Ok(format!("http://{name}:{port}/mcp")),
             None => Err(ClaimError::NoService {
                 sandbox: bound.sandbox.clone(),
             }),
         },
-        Reach::Router { url } => Ok((
-            url.clone(),
-            vec![
-                ("X-Sandbox-ID".to_owned(), bound.sandbox.clone()),
-                ("X-Sandbox-Namespace".to_owned(), config.namespace.clone()),
-                ("X-Sandbox-Port".to_owned(), port.to_string()),
-            ],
-        )),
+        Reach::Router { url, .. } => Ok(url.clone()),
     }
 }
 
@@ -209,16 +311,18 @@ impl BashExecutor for ClaimedBashExecutor {
     }
 
     /// Shuts the remote executor down (its tasks killed at the server),
-    /// then deletes the claim unless it is left to its lifecycle.
+    /// then deletes the claim unless it is left to its lifecycle (a
+    /// delete that fails is tried again when the executor is dropped).
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.remote.shutdown().await;
-            if self.ended.swap(true, Ordering::AcqRel) || self.end == ClaimEnd::Leave {
+            if self.ended.load(Ordering::Acquire) || self.end == ClaimEnd::Leave {
                 return;
             }
             match self.claims.delete(&self.facts.claim).await {
                 Ok(()) => {
-                    tracing::info!(claim = %self.facts.claim, "the session's claim was deleted")
+                    self.ended.store(true, Ordering::Release);
+                    tracing::info!(claim = %self.facts.claim, "the session's claim was deleted");
                 }
                 Err(err) => tracing::warn!("{err}"),
             }
@@ -227,26 +331,13 @@ impl BashExecutor for ClaimedBashExecutor {
 }
 
 impl Drop for ClaimedBashExecutor {
-    /// Dropped without shutdown: the claim is deleted from a task on the
-    /// current runtime, when there is one (else it ends at its
-    /// `shutdownTime`).
+    /// Dropped without shutdown (or after a delete that failed): the
+    /// claim is deleted from a task on the current runtime, when there is
+    /// one (else it ends at its `shutdownTime`).
     fn drop(&mut self) {
         if self.ended.swap(true, Ordering::AcqRel) || self.end == ClaimEnd::Leave {
             return;
         }
-        let claims = self.claims.clone();
-        let name = self.facts.claim.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(err) = claims.delete(&name).await {
-                        tracing::warn!("{err}");
-                    }
-                });
-            }
-            Err(_) => {
-                tracing::warn!(claim = %name, "dropped outside a runtime: the claim ends at its shutdownTime")
-            }
-        }
+        delete_later(self.claims.clone(), self.facts.claim.clone());
     }
 }

@@ -1,4 +1,4 @@
-//! A [`BashExecutor`] on a sandbox claimed from a Kubernetes
+//! A [`BashExecutor`](dsh_bash::BashExecutor) on a sandbox claimed from a Kubernetes
 //! [agent-sandbox](https://github.com/kubernetes-sigs/agent-sandbox) warm
 //! pool: one sandbox per session, at cluster scale.
 //!
@@ -10,17 +10,27 @@
 //! in its pod over HTTP with a bearer token — by pod IP or by the
 //! sandbox's service name in-cluster, or from outside through the
 //! agent-sandbox router, which routes by the `X-Sandbox-ID`,
-//! `X-Sandbox-Namespace` and `X-Sandbox-Port` headers — and from then on
-//! is a [`dsh_bash_remote::RemoteBashExecutor`] on it. Each result names
-//! the claim, the sandbox and the address ([`dsh_bash::ClaimFacts`]).
-//! Shutdown deletes the claim (its sandbox goes with it) unless the
-//! configuration leaves it to its lifecycle.
+//! `X-Sandbox-Namespace` and `X-Sandbox-Port` headers and keeps
+//! `Authorization` for its own token (the server's then goes as
+//! `X-Dsh-Bash-Token`) — and from then on is a
+//! [`dsh_bash_remote::RemoteBashExecutor`] on it. Each foreground run's
+//! result names the claim, the sandbox and the address
+//! ([`dsh_bash::ClaimFacts`]). Shutdown deletes the claim (its sandbox
+//! goes with it) unless the configuration leaves it to its lifecycle.
+//! Every call to the API server waits [`ClaimConfig::patience`] at most;
+//! the wait for readiness, [`ClaimConfig::ready_within`].
+//!
+//! The caller's Kubernetes identity needs `create`, `get`, `watch` and
+//! `delete` on `sandboxclaims` (and `get` on `sandboxes` for
+//! [`Reach::Service`]); a refusal to read is reported at once, not waited
+//! out.
 //!
 //! What can outlive a session: a process killed before its shutdown
 //! leaves its claim to the claim's own `shutdownTime` (every claim carries
 //! one, [`ClaimConfig::expire_after`], 8 hours by default, with the
-//! `Delete` policy); a drop without shutdown deletes the claim from a
-//! task on the current runtime when there is one.
+//! `Delete` policy); a [`ClaimedBashExecutor::claim`] cancelled midway, or
+//! an executor dropped without shutdown, deletes its claim from a task on
+//! the current runtime when there is one.
 //!
 //! # Example
 //!
@@ -66,6 +76,9 @@ pub enum Reach {
     Router {
         /// The router's URL, path included.
         url: String,
+        /// The router's own bearer token (its `ROUTER_AUTH_TOKEN`), when
+        /// it has one.
+        token: Option<String>,
     },
 }
 
@@ -82,7 +95,7 @@ pub enum ClaimEnd {
 }
 
 /// Which pool to claim from, how to reach the server, how long to wait.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct ClaimConfig {
     /// The namespace of the pool, the claim and the sandbox.
@@ -98,6 +111,9 @@ pub struct ClaimConfig {
     /// How long the claim may take to be ready; past it the claim is
     /// deleted and [`ClaimError::NotReady`] says what it last said.
     pub ready_within: Duration,
+    /// How long one call to the API server (create, read, delete) may
+    /// take.
+    pub patience: Duration,
     /// The claim's `shutdownTime` from its creation, with the `Delete`
     /// policy: the backstop for a process that never shuts down. `None`:
     /// the claim never expires by itself.
@@ -122,11 +138,42 @@ impl ClaimConfig {
             port: 8700,
             reach: Reach::PodIp,
             ready_within: Duration::from_secs(180),
+            patience: Duration::from_secs(30),
             expire_after: Some(Duration::from_secs(8 * 3600)),
             ttl_after_finished: None,
             end: ClaimEnd::Delete,
             remote: RemoteConfig::default(),
         }
+    }
+}
+
+/// The configuration without its tokens.
+impl std::fmt::Debug for ClaimConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let reach = match &self.reach {
+            Reach::Router { url, .. } => format!("Router {{ url: {url:?}, token: .. }}"),
+            other => format!("{other:?}"),
+        };
+        f.debug_struct("ClaimConfig")
+            .field("namespace", &self.namespace)
+            .field("warm_pool", &self.warm_pool)
+            .field("port", &self.port)
+            .field("reach", &reach)
+            .field("ready_within", &self.ready_within)
+            .field("patience", &self.patience)
+            .field("expire_after", &self.expire_after)
+            .field("ttl_after_finished", &self.ttl_after_finished)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What became of a claim after a failure: deleted, or why not (then it
+/// ends at its `shutdownTime`).
+fn left(deleted: &Result<(), String>) -> String {
+    match deleted {
+        Ok(()) => "the claim has been deleted".to_owned(),
+        Err(why) => format!("the claim could not be deleted ({why}); it ends at its shutdownTime"),
     }
 }
 
@@ -145,8 +192,8 @@ pub enum ClaimError {
         /// What the API server said.
         cause: String,
     },
-    /// The claim was not ready within the bound (it has been deleted).
-    #[error("the claim {claim} in namespace {namespace} was not ready within {within:?} (it has been deleted); it last said: {last}. Look at the pool's pods (kubectl -n {namespace} get sandboxes,pods) or give it longer")]
+    /// The claim was not ready within the bound (then deleted).
+    #[error("the claim {claim} in namespace {namespace} was not ready within {within:?} ({}); it last said: {last}. Look at the pool's pods (kubectl -n {namespace} get sandboxes,pods) or give it longer", left(.deleted))]
     NotReady {
         /// The claim.
         claim: String,
@@ -157,6 +204,28 @@ pub enum ClaimError {
         /// What the claim last said (its Ready condition), or why it
         /// could not be read.
         last: String,
+        /// Whether it was deleted then (else why not).
+        deleted: Result<(), String>,
+    },
+    /// The API server refused to let the claim be read or watched.
+    #[error("the API server refused to let this client read the claim {claim} in namespace {namespace} ({}): {cause}. The client needs get and watch on sandboxclaims", left(.deleted))]
+    Refused {
+        /// The claim.
+        claim: String,
+        /// The namespace.
+        namespace: String,
+        /// What the API server said.
+        cause: String,
+        /// Whether it was deleted then (else why not).
+        deleted: Result<(), String>,
+    },
+    /// A call to the API server took longer than the patience.
+    #[error("the API server did not answer {what} within {patience:?}")]
+    Slow {
+        /// The call (`creating the claim`, …).
+        what: String,
+        /// The patience.
+        patience: Duration,
     },
     /// The claim was deleted while this waited for it.
     #[error("the claim {claim} in namespace {namespace} was deleted before it was ready")]
@@ -180,9 +249,9 @@ pub enum ClaimError {
         /// The sandbox.
         sandbox: String,
     },
-    /// The server in the pod could not be reached (the claim has been
+    /// The server in the pod could not be reached (then the claim was
     /// deleted).
-    #[error("the claimed sandbox {sandbox} is ready but its server at {address} cannot be reached (the claim has been deleted): {cause}")]
+    #[error("the claimed sandbox {sandbox} is ready but its server at {address} cannot be reached ({}): {cause}", left(.deleted))]
     Connect {
         /// The sandbox.
         sandbox: String,
@@ -190,6 +259,8 @@ pub enum ClaimError {
         address: String,
         /// Why.
         cause: String,
+        /// Whether the claim was deleted then (else why not).
+        deleted: Result<(), String>,
     },
     /// Deleting the claim failed.
     #[error("cannot delete the claim {claim} in namespace {namespace}: {cause}; it ends at its shutdownTime, or delete it with kubectl -n {namespace} delete sandboxclaim {claim}")]

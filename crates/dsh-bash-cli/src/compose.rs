@@ -128,11 +128,13 @@ pub struct ExecutorArgs {
     /// IMAGE when the first command needs it and removed when the session
     /// ends: the workspace mounted read-write at the same path, the root
     /// file system read-only with a writable /tmp, no network unless
-    /// --network on, no capabilities, --max-memory, --max-processes and
-    /// --max-cpu as the container's limits. This binary serves the
-    /// commands inside (the image needs bash and glibc 2.34 or later).
+    /// --network on (the engine's) or allow (the hosts of --allow-host and
+    /// --allow-preset through this server's proxy), no capabilities,
+    /// --max-memory, --max-processes and --max-cpu as the container's
+    /// limits. This binary serves the commands inside (the image needs
+    /// bash and glibc 2.34 or later).
     #[arg(long, value_name = "IMAGE",
-          conflicts_with_all = ["sandbox", "sandbox_backend", "allow_host", "deny_host", "allow_preset"])]
+          conflicts_with_all = ["sandbox", "sandbox_backend"])]
     pub container: Option<String>,
     /// The engine that makes --container's container: podman or docker
     /// (default: the first of them on PATH).
@@ -526,7 +528,9 @@ fn container_executor(
         binary,
     );
     config.workdir = workdir;
-    config.network = args.network.unwrap_or(NetworkPolicy::Off);
+    let (network, hosts) = network_of(args)?;
+    config.network = network.unwrap_or(NetworkPolicy::Off);
+    config.hosts = Arc::new(hosts);
     config.memory_bytes = local.limits.memory_bytes;
     config.processes = local.limits.processes;
     config.cpu_millicores = local.limits.cpu_millicores;

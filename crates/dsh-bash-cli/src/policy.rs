@@ -27,9 +27,14 @@ pub fn load(args: &ExecutorArgs) -> anyhow::Result<Policy> {
     sources.operator_mode = args
         .sandbox
         .or(in_container.then_some(dsh_sandbox::SandboxMode::WorkspaceWrite));
-    sources.operator_network = args
-        .network
-        .or(in_container.then_some(dsh_sandbox::NetworkPolicy::Off));
+    let listed =
+        !args.allow_host.is_empty() || !args.deny_host.is_empty() || !args.allow_preset.is_empty();
+    let container_network = if listed {
+        dsh_sandbox::NetworkPolicy::Allow
+    } else {
+        dsh_sandbox::NetworkPolicy::Off
+    };
+    sources.operator_network = args.network.or(in_container.then_some(container_network));
     loaded(&sources)
 }
 
@@ -81,12 +86,16 @@ fn limit(set: Option<&Set<Limit>>, default: Option<u64>) -> Option<Limit> {
 pub fn apply(args: &mut ExecutorArgs, policy: &Policy) -> anyhow::Result<()> {
     if args.container.is_some() {
         // The container is the sandbox: its workspace and its network
-        // (off or on) are the only sandbox flags that apply.
-        let ignored = sandbox_only_flags(args)
-            .into_iter()
-            .find(|flag| !matches!(*flag, "--workspace" | "--network"));
+        // (off, allow and its hosts, or on) are the only sandbox flags
+        // that apply.
+        let ignored = sandbox_only_flags(args).into_iter().find(|flag| {
+            !matches!(
+                *flag,
+                "--workspace" | "--network" | "--allow-host" | "--deny-host" | "--allow-preset"
+            )
+        });
         if let Some(flag) = ignored {
-            anyhow::bail!("{flag} does not apply under --container: the container is the sandbox (give --workspace DIR and --network off|on)");
+            anyhow::bail!("{flag} does not apply under --container: the container is the sandbox (give --workspace DIR, and --network off|on, or allow with --allow-host, --deny-host, --allow-preset)");
         }
     } else if args.sandbox.is_none() && policy.mode.is_none() {
         if let Some(flag) = sandbox_only_flags(args).first() {

@@ -43,6 +43,8 @@ enum Controller {
     Never,
     /// The API server refuses to create claims (RBAC).
     Forbids,
+    /// Creating is allowed, reading is not (RBAC with `create` alone).
+    ForbidsReading,
 }
 
 #[derive(Default)]
@@ -118,6 +120,11 @@ impl ApiServer {
             (Method::GET, None) if path == CLAIMS && query.contains("watch=true") => {
                 self.watch(&query).await
             }
+            (Method::GET, _) if self.controller == Controller::ForbidsReading => status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                "sandboxclaims.extensions.agents.x-k8s.io is forbidden: User \"system:serviceaccount:agents:agent\" cannot get resource \"sandboxclaims\"",
+            ),
             (Method::GET, Some(name)) => match self.state().claims.get(&name) {
                 Some(claim) => answer(StatusCode::OK, claim),
                 None => not_found(&name),
@@ -326,15 +333,25 @@ where
     address
 }
 
-/// A router in the manner of agent-sandbox's: forwards each request to
-/// the port `X-Sandbox-Port` names on loopback, but only for the sandbox
-/// and namespace it expects (else 404, as for a sandbox it does not
-/// know); counts what it forwarded.
+/// The router's own token (its `ROUTER_AUTH_TOKEN`).
+const ROUTER_TOKEN: &str = "router-token-0123456789abcdef";
+
+/// A router in the manner of agent-sandbox's: requires its own bearer
+/// token, forwards each request to the port `X-Sandbox-Port` names on
+/// loopback without `Authorization` (as agent-sandbox's router strips
+/// it), but only for the sandbox and namespace it expects (else 404, as
+/// for a sandbox it does not know); counts what it forwarded.
 async fn router(sandbox: Arc<Mutex<String>>, forwarded: Arc<Mutex<u32>>) -> SocketAddr {
-    serve(move |request: Request<Incoming>| {
+    serve(move |mut request: Request<Incoming>| {
         let sandbox = Arc::clone(&sandbox);
         let forwarded = Arc::clone(&forwarded);
         async move {
+            let authorization = request.headers_mut().remove("authorization");
+            if authorization.as_ref().and_then(|v| v.to_str().ok())
+                != Some(format!("Bearer {ROUTER_TOKEN}").as_str())
+            {
+                return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Invalid token.");
+            }
             let header = |name: &str| {
                 request
                     .headers()
@@ -495,8 +512,11 @@ fn from_outside_through_the_router_by_its_headers() {
         let forwarded = Arc::new(Mutex::new(0));
         let router = router(Arc::clone(&expected), Arc::clone(&forwarded)).await;
         let url = format!("http://{router}/mcp");
-        let reached =
-            claim_run_and_end(&api, address, &server, Reach::Router { url: url.clone() }).await;
+        let through = Reach::Router {
+            url: url.clone(),
+            token: Some(ROUTER_TOKEN.to_owned()),
+        };
+        let reached = claim_run_and_end(&api, address, &server, through.clone()).await;
         assert_eq!(reached, url);
         assert!(
             *forwarded.lock().unwrap() >= 2,
@@ -505,14 +525,13 @@ fn from_outside_through_the_router_by_its_headers() {
         // A router that does not know the sandbox refuses: a clear error,
         // and the claim is deleted.
         "another-sandbox".clone_into(&mut expected.lock().unwrap());
-        let refused =
-            ClaimedBashExecutor::claim(client(address), config(&server, Reach::Router { url }))
-                .await
-                .unwrap_err();
+        let refused = ClaimedBashExecutor::claim(client(address), config(&server, through))
+            .await
+            .unwrap_err();
         assert!(matches!(refused, ClaimError::Connect { .. }), "{refused}");
         let text = refused.to_string();
         assert!(
-            text.contains("cannot be reached") && text.contains("deleted"),
+            text.contains("cannot be reached") && text.contains("the claim has been deleted"),
             "{text}"
         );
         let state = api.state();
@@ -527,16 +546,15 @@ fn from_outside_through_the_router_by_its_headers() {
 
 #[test]
 fn a_claim_that_never_gets_ready_fails_within_its_bound_and_is_deleted() {
-    let server = sandbox_server();
     runtime().block_on(async {
         let (api, address) = ApiServer::start(Controller::Never).await;
-        let mut config = config(&server, Reach::PodIp);
-        config.ready_within = Duration::from_secs(2);
+        let mut config = ClaimConfig::new("agents", "dsh-bash", "token-0123456789abcdef");
+        config.ready_within = Duration::from_secs(3);
         let began = Instant::now();
         let failed = ClaimedBashExecutor::claim(client(address), config)
             .await
             .unwrap_err();
-        // Fail-safe only: the bound is 2 s; far past it is a hang.
+        // Fail-safe only: the bound is 3 s; far past it is a hang.
         assert!(
             began.elapsed() < Duration::from_secs(30),
             "{:?}",
@@ -544,7 +562,8 @@ fn a_claim_that_never_gets_ready_fails_within_its_bound_and_is_deleted() {
         );
         let text = failed.to_string();
         assert!(matches!(failed, ClaimError::NotReady { .. }), "{text}");
-        assert!(text.contains("was not ready within 2s"), "{text}");
+        assert!(text.contains("was not ready within 3s"), "{text}");
+        assert!(text.contains("the claim has been deleted"), "{text}");
         assert!(
             text.contains("Ready=False (Pending: waiting for a warm sandbox)"),
             "{text}"
@@ -573,4 +592,48 @@ fn a_claim_the_api_server_refuses_says_why() {
         assert!(text.contains("forbidden"), "{text}");
         assert!(api.state().claims.is_empty());
     });
+}
+
+#[test]
+fn a_client_that_may_create_but_not_read_claims_is_told_at_once() {
+    runtime().block_on(async {
+        let (api, address) = ApiServer::start(Controller::ForbidsReading).await;
+        let mut config = ClaimConfig::new("agents", "dsh-bash", "token-0123456789abcdef");
+        config.ready_within = Duration::from_secs(600);
+        let began = Instant::now();
+        let refused = ClaimedBashExecutor::claim(client(address), config)
+            .await
+            .unwrap_err();
+        // Not waited out: far below the bound (fail-safe only).
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            began.elapsed()
+        );
+        let text = refused.to_string();
+        assert!(matches!(refused, ClaimError::Refused { .. }), "{text}");
+        assert!(
+            text.contains("needs get and watch on sandboxclaims"),
+            "{text}"
+        );
+        assert!(text.contains("the claim has been deleted"), "{text}");
+        let state = api.state();
+        assert_eq!(state.deleted.len(), 1);
+        assert!(state.claims.is_empty());
+    });
+}
+
+#[test]
+fn the_configuration_never_shows_its_tokens() {
+    let mut config = ClaimConfig::new("agents", "dsh-bash", "server-secret-0123456789");
+    config.reach = Reach::Router {
+        url: "https://router.example/mcp".into(),
+        token: Some("router-secret-0123456789".into()),
+    };
+    let shown = format!("{config:?}");
+    assert!(
+        shown.contains("router.example") && shown.contains("dsh-bash"),
+        "{shown}"
+    );
+    assert!(!shown.contains("secret"), "{shown}");
 }

@@ -181,6 +181,88 @@ fn there_is_no_network_unless_asked_and_then_the_engines() {
     assert_eq!(on["sandbox"]["network"]["mode"], "on");
 }
 
+/// An origin on the host's loopback that answers every request with
+/// `body`; its port.
+fn origin(body: &'static str) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// A GET of `http://127.0.0.1:PORT/` through the proxy the command's
+/// `HTTP_PROXY` names (bash's /dev/tcp: the image has no curl).
+fn get_through_proxy(port: u16) -> String {
+    format!(
+        "case $HTTP_PROXY in http://127.0.0.1:*) ;; *) echo \"no proxy: $HTTP_PROXY\"; exit 3;; esac; \
+         p=${{HTTP_PROXY##*:}}; exec 3<>/dev/tcp/127.0.0.1/$p || exit 4; \
+         printf 'GET http://127.0.0.1:{port}/ HTTP/1.1\\r\\nhost: 127.0.0.1\\r\\nconnection: close\\r\\n\\r\\n' >&3; \
+         cat <&3"
+    )
+}
+
+#[test]
+fn under_allow_the_allow_list_reaches_a_listed_host_and_refuses_another() {
+    let Some(image) = image_or_skip("the container's allow-list") else {
+        return;
+    };
+    let ws = workspace("container-allow");
+    let allowed = origin("allowed origin says hi");
+    let other = origin("other origin must not be reached");
+    let host = format!("127.0.0.1:{allowed}");
+    let flags = ["--network", "allow", "--allow-host", host.as_str()];
+    let reached = run_in(&image, &ws, &flags, &get_through_proxy(allowed));
+    let text = reached["stdout"]["text"].as_str().unwrap();
+    assert!(text.contains("allowed origin says hi"), "{reached:#}");
+    let network = &reached["sandbox"]["network"];
+    assert_eq!(network["mode"], "allow", "{reached:#}");
+    assert_eq!(
+        network["denied"].as_array().map_or(0, Vec::len),
+        0,
+        "{reached:#}"
+    );
+    // Another port of the same address is not on the list: the proxy
+    // refuses it, and the result names it.
+    let refused = run_in(&image, &ws, &flags, &get_through_proxy(other));
+    let text = refused["stdout"]["text"].as_str().unwrap();
+    assert!(!text.contains("must not be reached"), "{refused:#}");
+    assert!(text.starts_with("HTTP/1.1 403"), "{refused:#}");
+    let denied = refused["sandbox"]["network"]["denied"].to_string();
+    assert!(
+        denied.contains(&format!("127.0.0.1:{other}")),
+        "{refused:#}"
+    );
+    // Nothing but the proxy leaves: the origin itself is out of reach.
+    let direct = run_in(
+        &image,
+        &ws,
+        &flags,
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{allowed} && echo reached || echo refused"),
+    );
+    assert!(
+        direct["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("refused"),
+        "{direct:#}"
+    );
+}
+
 #[test]
 fn a_memory_limit_holds_for_the_whole_container() {
     let Some(image) = image_or_skip("the container's memory limit") else {

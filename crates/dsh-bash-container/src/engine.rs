@@ -121,6 +121,13 @@ pub struct ContainerSpec {
     pub read_only: Vec<PathBuf>,
     /// The server's lifeline file, mounted read-only for the idle process.
     pub lifeline: Option<PathBuf>,
+    /// Under the network policy `allow`: the proxy's door (a Unix socket
+    /// on the host), mounted at [`DOOR_IN_CONTAINER`]; the idle process
+    /// then runs behind a forwarder listening on `127.0.0.1:3128` in the
+    /// container's own network namespace, which has only loopback.
+    pub door: Option<PathBuf>,
+    /// Environment every process in the container starts with.
+    pub env: Vec<(String, String)>,
     /// Whether the container has a network at all.
     pub network: bool,
     /// The container's memory (swap included), in bytes.
@@ -183,6 +190,12 @@ impl ContainerSpec {
                 bind(lifeline, Path::new(crate::LIFELINE_IN_CONTAINER), "ro"),
             );
         }
+        if let Some(door) = &self.door {
+            flag("--volume", bind(door, Path::new(DOOR_IN_CONTAINER), "ro"));
+        }
+        for (name, value) in &self.env {
+            flag("--env", format!("{name}={value}").into());
+        }
         flag("--workdir", self.workspace.clone().into_os_string());
         flag(
             "--ulimit",
@@ -209,10 +222,24 @@ impl ContainerSpec {
         }
         flag("--entrypoint", BINARY_IN_CONTAINER.into());
         args.push(self.image.clone().into());
+        if self.door.is_some() {
+            // The forwarder's relay in a session of its own; the idle
+            // process keeps the forwarder's pid.
+            // (The entrypoint is the binary: its own name is not repeated.)
+            let forward = dsh_net_proxy::forward::argv_to_path(
+                Path::new(BINARY_IN_CONTAINER),
+                Path::new(DOOR_IN_CONTAINER),
+            );
+            args.extend(forward.into_iter().skip(1));
+            args.push(BINARY_IN_CONTAINER.into());
+        }
         args.push(IDLE.into());
         args
     }
 }
+
+/// Where the proxy's door is mounted in the container.
+pub const DOOR_IN_CONTAINER: &str = "/run/dsh-bash/door";
 
 /// The environment variable that makes a dsh-bash process non-dumpable
 /// from its start.
@@ -348,6 +375,8 @@ mod tests {
             binary: PathBuf::from("/usr/local/bin/dsh-bash"),
             read_only: vec![PathBuf::from("/work/project/.git/hooks")],
             lifeline: Some(PathBuf::from("/tmp/dsh-bash-lifeline-x")),
+            door: None,
+            env: Vec::new(),
             network: false,
             memory_bytes: Some(256 << 20),
             processes: Some(128),
@@ -365,6 +394,26 @@ mod tests {
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ")
+    }
+
+    #[test]
+    fn under_allow_the_door_is_mounted_and_the_idle_process_runs_behind_a_forwarder() {
+        let line = joined(
+            &ContainerSpec {
+                door: Some(PathBuf::from("/tmp/dsh-bash-door-x/door")),
+                env: vec![("HTTP_PROXY".into(), "http://127.0.0.1:3128".into())],
+                ..spec()
+            }
+            .run_args(),
+        );
+        for part in [
+            "--network none",
+            "--volume /tmp/dsh-bash-door-x/door:/run/dsh-bash/door:ro",
+            "--env HTTP_PROXY=http://127.0.0.1:3128",
+            "--entrypoint /run/dsh-bash/dsh-bash localhost/debian:test __dsh-net-forward 3128 unix:/run/dsh-bash/door -- /run/dsh-bash/dsh-bash container-idle",
+        ] {
+            assert!(line.contains(part), "{part:?} missing from {line}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use dsh_bash::{
     SandboxBackend, SandboxEnforcement, SandboxMode, TaskListener, TaskListeners,
 };
 use dsh_bash_remote::{RemoteBashExecutor, RemoteConfig};
+use dsh_sandbox::HostRules;
 
 use crate::container::{self, Container};
 use crate::engine::{ContainerSpec, Engine};
@@ -34,8 +35,13 @@ pub struct ContainerConfig {
     pub workdir: Option<PathBuf>,
     /// This binary on the host, mounted read-only into the container.
     pub binary: PathBuf,
-    /// The network: `Off` (none) or `On` (the engine's default network).
+    /// The network: `Off` (none), `Allow` (only the hosts of
+    /// [`ContainerConfig::hosts`], through the server's proxy, reached
+    /// from the container's own loopback) or `On` (the engine's default
+    /// network).
     pub network: NetworkPolicy,
+    /// Under `Allow`: the hosts commands may reach.
+    pub hosts: Arc<HostRules>,
     /// The container's memory, swap included, in bytes.
     pub memory_bytes: Option<u64>,
     /// Processes (threads) at once in the container.
@@ -62,6 +68,7 @@ impl ContainerConfig {
             workdir: None,
             binary,
             network: NetworkPolicy::Off,
+            hosts: Arc::default(),
             memory_bytes: None,
             processes: None,
             cpu_millicores: None,
@@ -118,12 +125,7 @@ impl ContainerConfig {
                 )));
             }
         }
-        match self.network {
-            NetworkPolicy::Off | NetworkPolicy::On => Ok(()),
-            other => Err(ContainerError::Config(format!(
-                "--network {other} is not available under --container yet: expected off (no network) or on (the engine's network)"
-            ))),
-        }
+        Ok(())
     }
 }
 
@@ -138,6 +140,91 @@ struct Started {
     _forwarding: ListenerHandle,
     /// Held while the session lives: the container ends when it is not.
     _lifeline: crate::Lifeline,
+    /// Under `allow`: the proxy's door the container's forwarder uses.
+    door: Option<SessionDoor>,
+}
+
+impl Started {
+    /// The door's log now: the refusals it keeps, and those it only
+    /// counts (none without a door).
+    fn refusals(&self) -> (usize, u64) {
+        use dsh_sandbox::NetworkLog as _;
+        self.door.as_ref().map_or((0, 0), |door| {
+            let log = door.door.log();
+            (log.denied().len(), log.more())
+        })
+    }
+
+    /// The network facts of a command that began when the log stood at
+    /// `since`: what was refused since (a task running beside it
+    /// included). Nothing is askable: a container's hosts are the
+    /// session's, none is added for one call.
+    fn network_facts(&self, mode: NetworkPolicy, since: (usize, u64)) -> NetworkFacts {
+        use dsh_sandbox::NetworkLog as _;
+        let (denied, denied_more) = self.door.as_ref().map_or((Vec::new(), 0), |door| {
+            let log = door.door.log();
+            let denied = log.denied().into_iter().skip(since.0).collect();
+            (denied, log.more().saturating_sub(since.1))
+        });
+        NetworkFacts {
+            mode,
+            denied,
+            denied_more,
+            askable: Vec::new(),
+        }
+    }
+}
+
+/// The session's door into the proxy: a Unix socket in a private
+/// directory of the temp dir, mounted into the container; its refusals
+/// are the session's (a command's result names those made while it ran).
+struct SessionDoor {
+    door: dsh_net_proxy::Door,
+    /// The socket's directory, removed with it.
+    _dir: tempfile::TempDir,
+}
+
+impl SessionDoor {
+    /// Opens a door for `hosts` in a private directory under `dir` (an
+    /// absolute temp dir, else /tmp).
+    fn open(dir: &std::path::Path, hosts: Arc<HostRules>) -> Result<SessionDoor, ContainerError> {
+        let dir = if dir.is_absolute() {
+            dir
+        } else {
+            std::path::Path::new("/tmp")
+        };
+        let failed = |err: std::io::Error| {
+            ContainerError::Config(format!(
+                "cannot open the proxy's door for the container in {}: {err}",
+                dir.display()
+            ))
+        };
+        let private = tempfile::Builder::new()
+            .prefix("dsh-bash-door-")
+            .tempdir_in(dir)
+            .map_err(failed)?;
+        let path = private.path().join("door");
+        if path.to_string_lossy().contains([':', ',']) {
+            return Err(ContainerError::Config(format!(
+                "the temp dir {} holds ':' or ',', which a volume flag cannot: set TMPDIR to a path without them",
+                dir.display()
+            )));
+        }
+        let door = dsh_net_proxy::Proxy::default()
+            .door(hosts, dsh_net_proxy::DoorAt::Unix(path))
+            .map_err(failed)?;
+        Ok(SessionDoor {
+            door,
+            _dir: private,
+        })
+    }
+
+    fn path(&self) -> Option<&std::path::Path> {
+        match self.door.address() {
+            dsh_net_proxy::DoorAddress::Unix(path) => Some(path),
+            _ => None,
+        }
+    }
 }
 
 /// The workspace's protected paths (the local sandbox's default set) that
@@ -232,7 +319,10 @@ impl ContainerBashExecutor {
     /// protected paths that exist are read-only; one that does not yet (or
     /// sits behind a symlink) is not, and a credential file inside the
     /// workspace is not hidden (the container sees no home of the host's).
-    fn facts(&self, started: &Started) -> BashSandboxInfo {
+    /// Under `allow`, `refusals` (the door's log as the command began:
+    /// how many it had kept, and how many more it had only counted) tell
+    /// the refusals made while it ran from the session's earlier ones.
+    fn facts(&self, started: &Started, refusals: (usize, u64)) -> BashSandboxInfo {
         let config = &self.config;
         let (protected, complete) = &started.protected;
         let mut gaps = vec![dsh_bash::SandboxGap::HiddenPaths];
@@ -245,12 +335,7 @@ impl ContainerBashExecutor {
             gaps,
             protected: protected.clone(),
             workspace: Some(config.workspace.clone()),
-            network: Some(NetworkFacts {
-                mode: config.network,
-                denied: Vec::new(),
-                denied_more: 0,
-                askable: Vec::new(),
-            }),
+            network: Some(started.network_facts(config.network, refusals)),
             container: Some(started.facts.clone()),
             ..BashSandboxInfo::bare(SandboxMode::WorkspaceWrite)
         }
@@ -282,7 +367,7 @@ impl ContainerBashExecutor {
         if !spec.allow_hosts.is_empty() {
             return Err(BashError::Unsupported {
                 what: "allowHosts",
-                why: "a container's network is all or nothing (off, or on with --network on); no host can be added for one call".into(),
+                why: "a container's hosts are the session's (--network allow with --allow-host when the server starts); no host can be added for one call".into(),
             });
         }
         Ok(BashExecSpec {
@@ -306,8 +391,9 @@ impl ContainerBashExecutor {
             },
             None => self.started().await?,
         };
+        let refusals = started.refusals();
         let mut result = started.remote.run(inner).await?;
-        result.sandbox = Some(self.facts(started));
+        result.sandbox = Some(self.facts(started, refusals));
         result.limits = self.limits();
         Ok(result)
     }
@@ -330,9 +416,23 @@ async fn start(
     .await
     .map_err(|err| ContainerError::Config(format!("preparing the container: {err}")))?;
     let lifeline = lifeline?;
+    let door = match config.network {
+        NetworkPolicy::Allow => Some(SessionDoor::open(
+            &std::env::temp_dir(),
+            Arc::clone(&config.hosts),
+        )?),
+        _ => None,
+    };
     let mut spec = spec(config);
     spec.read_only = protected.0.clone();
     spec.lifeline = Some(lifeline.path().to_owned());
+    if let Some(door) = &door {
+        spec.door = door.path().map(std::path::Path::to_owned);
+        spec.env = dsh_net_proxy::environment(dsh_net_proxy::forward::PORT)
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect();
+    }
     let made = Container::create(&config.engine, &spec, config.step_bound).await?;
     let server = made.server_command(&config.workspace, &server_args(config));
     let remote = RemoteBashExecutor::over_stdio_with(server, RemoteConfig::default())
@@ -356,6 +456,7 @@ async fn start(
         protected,
         _forwarding: forwarding,
         _lifeline: lifeline,
+        door,
     })
 }
 
@@ -375,6 +476,8 @@ fn spec(config: &ContainerConfig) -> ContainerSpec {
         binary: config.binary.clone(),
         read_only: Vec::new(),
         lifeline: None,
+        door: None,
+        env: Vec::new(),
         network: config.network == NetworkPolicy::On,
         memory_bytes: config.memory_bytes,
         processes: config.processes,

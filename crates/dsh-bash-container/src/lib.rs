@@ -8,7 +8,11 @@
 //! - the workspace bind-mounted read-write at the same path; the root file
 //!   system read-only, `/tmp` a writable tmpfs of the container's own;
 //! - no network (`--network none`) unless the configuration turns it on
-//!   (the engine's own network: all or nothing, no allow-list yet);
+//!   (the engine's own network) or allows a list of hosts: then the
+//!   server's proxy is reached through a door (a Unix socket) mounted into
+//!   the container, behind a forwarder on the container's own loopback
+//!   (`127.0.0.1:3128`) that the proxy variables of every process there
+//!   name;
 //! - the session's limits as the container's (`--memory` with the same
 //!   swap, `--pids-limit`, `--cpus`): every command of the session
 //!   together, reported as the `container` limit mechanism;

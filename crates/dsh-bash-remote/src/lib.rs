@@ -180,24 +180,30 @@ impl RemoteBashExecutor {
         config: RemoteConfig,
     ) -> Result<Self, ConnectError> {
         Ok(Self::with_link(
-            Link::http(url, token, &[], config.patience).await?,
+            Link::http(url, Some(token), &[], config.patience).await?,
             config,
         ))
     }
 
-    /// [`Self::over_http_with`] sending `headers` (name, value) with every
-    /// request as well: what a router in front of the server routes by
-    /// (agent-sandbox's `X-Sandbox-ID`, `X-Sandbox-Namespace`,
-    /// `X-Sandbox-Port`). A name or value HTTP cannot carry fails the
-    /// connection, naming the header.
+    /// [`Self::over_http_with`] through a router in front of the server
+    /// (agent-sandbox's), which keeps `Authorization` for itself: the
+    /// server's `token` goes as `X-Dsh-Bash-Token` (which `dsh-bash mcp
+    /// --listen` accepts as well), the router's own token, when it has
+    /// one, as `Authorization: Bearer`, and `headers` (name, value) with
+    /// every request (what the router routes by: `X-Sandbox-ID`,
+    /// `X-Sandbox-Namespace`, `X-Sandbox-Port`). A name or value HTTP
+    /// cannot carry fails the connection, naming the header.
     pub async fn over_http_routed(
         url: &str,
         token: &str,
+        router_token: Option<&str>,
         headers: &[(String, String)],
         config: RemoteConfig,
     ) -> Result<Self, ConnectError> {
+        let mut all = vec![("X-Dsh-Bash-Token".to_owned(), token.to_owned())];
+        all.extend(headers.iter().cloned());
         Ok(Self::with_link(
-            Link::http(url, token, headers, config.patience).await?,
+            Link::http(url, router_token, &all, config.patience).await?,
             config,
         ))
     }

@@ -123,7 +123,7 @@ impl Link {
     /// most.
     pub(crate) async fn http(
         url: &str,
-        token: &str,
+        bearer: Option<&str>,
         headers: &[(String, String)],
         patience: Duration,
     ) -> Result<Link, ConnectError> {
@@ -141,9 +141,10 @@ impl Link {
             let value_ok = http::HeaderValue::from_str(value).map_err(|_| invalid("value"))?;
             custom.insert(name_ok, value_ok);
         }
-        let config = StreamableHttpClientTransportConfig::with_uri(url)
-            .auth_header(token)
-            .custom_headers(custom);
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+        if let Some(bearer) = bearer {
+            config = config.auth_header(bearer);
+        }
         let transport = StreamableHttpClientTransport::from_config(config);
         let handshake =
             rmcp::service::serve_client_with_lifecycle(client_info(), transport, lifecycle());

@@ -2,7 +2,9 @@
 //! of the server's user (default `~/.cache/dsh-bash/sandbox/<uid>/`,
 //! 0700), one directory per workspace (`ws/<hash of its path>/`, no cache
 //! shared between workspaces: see `dsh_sandbox::SandboxCaches`), swept at
-//! start beside the first commands: another workspace's directory unused
+//! start beside the first commands, at most once an hour per user (a
+//! locked stamp in the root says when; shutdown waits for a sweep begun,
+//! so a one-shot run finishes it): another workspace's directory unused
 //! for [`CacheConfig::max_age`] goes, then, while the whole root holds
 //! more than [`CacheConfig::max_bytes`], the least recently used one goes
 //! whole. Each walk is beneath descriptors and never follows a link (a
@@ -76,7 +78,7 @@ pub(crate) struct Caches {
     config: CacheConfig,
     host: HostDirs,
     workspace: PathBuf,
-    /// The persistent plan, made (and the root swept) once, or why not.
+    /// The persistent plan, made once, or why not.
     prepared: OnceLock<Result<Arc<SandboxCaches>, String>>,
 }
 
@@ -193,8 +195,8 @@ impl Caches {
 /// How often a start sweeps the caches' root (per user).
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
-/// The file in the user's caches root whose change time says when the
-/// root was last swept.
+/// The file in the user's caches root whose modification time says when
+/// the root was last swept.
 const SWEPT: &str = ".dsh-bash-swept";
 
 /// The right to sweep the root now: the stamp, locked (one sweep at a
@@ -204,33 +206,49 @@ struct SweepStamp(File);
 impl SweepStamp {
     /// The stamp of `root` when its last sweep is older than `every` (or
     /// never was, or lies in the future: a clock set back), locked for
-    /// this process; none when a sweep is not due or runs elsewhere.
+    /// this process; none when a sweep is not due or runs elsewhere. A
+    /// stamp that is not a regular file of this user is replaced.
     fn due(root: &Path, every: Duration) -> Option<SweepStamp> {
         let path = root.join(SWEPT);
+        let file = match Self::open(&path) {
+            Some(file) => file,
+            None => {
+                tracing::warn!(path = %path.display(), "the caches' sweep stamp is not a file of this user's: replaced");
+                let _ = std::fs::remove_file(&path);
+                Self::open(&path)?
+            }
+        };
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+        let last = file.metadata().ok()?.modified().ok()?;
+        let due = SystemTime::now()
+            .duration_since(last)
+            .map_or(true, |age| age >= every);
+        due.then_some(SweepStamp(file))
+    }
+
+    /// The stamp at `path`, made when missing (dated long ago: due, for
+    /// whichever process locks it first); none when it is not a regular
+    /// file of this user's.
+    fn open(path: &Path) -> Option<File> {
+        // Read-only: dating it and locking it need only ownership.
         let open = |create: OFlags| {
             rustix::fs::open(
-                &path,
-                OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC | create,
+                path,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | create,
                 Mode::from_raw_mode(0o600),
             )
             .map(File::from)
         };
-        let (file, fresh) = match open(OFlags::CREATE | OFlags::EXCL) {
-            Ok(file) => (file, true),
-            Err(rustix::io::Errno::EXIST) => (open(OFlags::empty()).ok()?, false),
+        let file = match open(OFlags::CREATE | OFlags::EXCL) {
+            Ok(made) => {
+                let _ = made.set_modified(SystemTime::UNIX_EPOCH);
+                made
+            }
+            Err(rustix::io::Errno::EXIST) => open(OFlags::empty()).ok()?,
             Err(_) => return None,
         };
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
         let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.uid() != current_uid() {
-            return None;
-        }
-        let last = meta.modified().ok()?;
-        let due = fresh
-            || SystemTime::now()
-                .duration_since(last)
-                .map_or(true, |age| age >= every);
-        due.then_some(SweepStamp(file))
+        (meta.is_file() && meta.uid() == current_uid()).then_some(file)
     }
 
     /// Marks the root swept now (the lock goes with the stamp).
@@ -531,11 +549,16 @@ mod tests {
             .set_modified(SystemTime::now() + Duration::from_secs(86_400))
             .unwrap();
         assert!(SweepStamp::due(root, hour).is_some(), "in the future: due");
-        // A link in its place is never followed.
+        drop(stamp);
+        // A link in its place is never followed: it is replaced by a
+        // stamp of this user's, due.
         std::fs::remove_file(root.join(SWEPT)).unwrap();
         std::os::unix::fs::symlink(root.join("elsewhere"), root.join(SWEPT)).unwrap();
-        assert!(SweepStamp::due(root, hour).is_none());
+        assert!(SweepStamp::due(root, hour).is_some());
         assert!(!root.join("elsewhere").exists());
+        assert!(std::fs::symlink_metadata(root.join(SWEPT))
+            .unwrap()
+            .is_file());
     }
 
     #[test]

@@ -102,6 +102,10 @@ struct Sandbox {
     /// Dead servers' private TMPDIRs, swept once (begun at the start).
     tmp_swept: Arc<DeadSweep>,
     cleanups: TaskTracker,
+    /// The caches made and swept at start (when due): shutdown waits for
+    /// it, so that even a one-shot run finishes a sweep it began (at most
+    /// once an hour) instead of leaving it half done.
+    sweeping: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// A command as the provider confined it (beside the invocation it runs
@@ -472,15 +476,16 @@ impl Sandbox {
         }
         let persistent = matches!(config.caches.place, CachePlace::Under(_));
         let caches = Arc::new(Caches::new(config.caches, &workspace));
+        let mut sweeping = None;
         if config.mode == SandboxMode::WorkspaceWrite && persistent {
             // Made before the first command needs them (which waits for
             // that if it comes sooner), then swept beside the first
-            // commands (none waits for the sweep).
+            // commands (none waits for the sweep; shutdown does).
             let early = Arc::clone(&caches);
-            std::thread::spawn(move || {
+            sweeping = Some(std::thread::spawn(move || {
                 let _ = early.prepared();
                 early.sweep_and_stamp();
-            });
+            }));
         }
         Ok(Sandbox {
             caches,
@@ -494,6 +499,7 @@ impl Sandbox {
             hosts: Arc::new(config.hosts),
             tmp_swept,
             cleanups: TaskTracker::new(),
+            sweeping: std::sync::Mutex::new(sweeping),
         })
     }
 
@@ -843,6 +849,14 @@ impl LaunchHook for Sandbox {
         Box::pin(async move {
             self.cleanups.close();
             self.cleanups.wait().await;
+            let sweeping = self
+                .sweeping
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(sweeping) = sweeping {
+                let _ = tokio::task::spawn_blocking(move || sweeping.join()).await;
+            }
         })
     }
 }

@@ -46,6 +46,21 @@ pub fn argv(program: &Path, door: RawFd) -> Vec<OsString> {
     ]
 }
 
+/// [`argv`] for a door at a Unix socket path (a [`crate::DoorAt::Unix`]
+/// door, e.g. mounted into a container): `program __dsh-net-forward 3128
+/// unix:PATH --`.
+pub fn argv_to_path(program: &Path, door: &Path) -> Vec<OsString> {
+    let mut at = OsString::from("unix:");
+    at.push(door);
+    vec![
+        program.as_os_str().to_owned(),
+        ARG.into(),
+        PORT.to_string().into(),
+        at,
+        "--".into(),
+    ]
+}
+
 /// Opens one connection through a door's far end `door`: a fresh socket
 /// pair, one end passed to the proxy ([`pass_socket`]), the other
 /// returned.
@@ -94,7 +109,7 @@ pub fn run_if_asked() {
 
 fn run(args: &[OsString]) -> i32 {
     let usage = || {
-        eprintln!("dsh-bash: {ARG}: expected PORT DOOR-FD -- COMMAND...");
+        eprintln!("dsh-bash: {ARG}: expected PORT DOOR -- COMMAND... (DOOR: an inherited descriptor, or unix:PATH)");
         125
     };
     let [port, door, separator, command @ ..] = args else {
@@ -102,16 +117,16 @@ fn run(args: &[OsString]) -> i32 {
     };
     let (Some(port), Some(door), true, false) = (
         port.to_str().and_then(|p| p.parse::<u16>().ok()),
-        door.to_str().and_then(|fd| fd.parse::<RawFd>().ok()),
+        DoorArg::parse(door),
         separator == "--",
         command.is_empty(),
     ) else {
         return usage();
     };
-    let door = match inherit(door) {
+    let door = match door.open() {
         Ok(door) => door,
         Err(err) => {
-            eprintln!("dsh-bash: the network forwarder has no door at descriptor {door}: {err}");
+            eprintln!("dsh-bash: the network forwarder has no door ({door}): {err}");
             return 125;
         }
     };
@@ -153,6 +168,43 @@ fn run(args: &[OsString]) -> i32 {
             } else {
                 126
             }
+        }
+    }
+}
+
+/// Where the forwarder finds its door.
+enum DoorArg<'a> {
+    /// An inherited descriptor (one end of a socket pair).
+    Inherited(RawFd),
+    /// A Unix socket to connect to (a [`crate::DoorAt::Unix`] door, e.g.
+    /// mounted into a container).
+    Path(&'a Path),
+}
+
+impl<'a> DoorArg<'a> {
+    fn parse(arg: &'a OsStr) -> Option<DoorArg<'a>> {
+        use std::os::unix::ffi::OsStrExt as _;
+        if let Some(path) = arg.as_bytes().strip_prefix(b"unix:") {
+            let path = Path::new(OsStr::from_bytes(path));
+            return path.is_absolute().then_some(DoorArg::Path(path));
+        }
+        arg.to_str()?.parse().ok().map(DoorArg::Inherited)
+    }
+
+    fn open(&self) -> io::Result<OwnedFd> {
+        match self {
+            DoorArg::Inherited(fd) => inherit(*fd),
+            // Close-on-exec, as std makes every descriptor.
+            DoorArg::Path(path) => UnixStream::connect(path).map(OwnedFd::from),
+        }
+    }
+}
+
+impl std::fmt::Display for DoorArg<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DoorArg::Inherited(fd) => write!(f, "descriptor {fd}"),
+            DoorArg::Path(path) => write!(f, "{}", path.display()),
         }
     }
 }

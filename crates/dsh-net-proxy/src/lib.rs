@@ -106,6 +106,32 @@ pub struct Proxy {
     limits: ProxyLimits,
 }
 
+/// The environment that points a command's tools at a proxy on
+/// `127.0.0.1:port`: HTTP(S) for the tools that speak it, SOCKS5 with
+/// remote names for the rest, nothing bypassing it.
+pub fn environment(port: u16) -> Vec<(&'static str, String)> {
+    let http = format!("http://127.0.0.1:{port}");
+    let socks = format!("socks5h://127.0.0.1:{port}");
+    let mut set = Vec::new();
+    for name in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+    ] {
+        set.push((name, http.clone()));
+    }
+    for name in ["ALL_PROXY", "all_proxy"] {
+        set.push((name, socks.clone()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        set.push((name, String::new()));
+    }
+    set
+}
+
 /// Where a door listens.
 #[derive(Clone, Debug)]
 pub enum DoorAt {
@@ -117,6 +143,13 @@ pub enum DoorAt {
     Passed,
     /// A TCP port on `127.0.0.1` the kernel picks.
     Loopback,
+    /// A Unix stream socket bound at this path, which must not exist yet
+    /// (in a directory only the caller can reach, e.g. one mounted into a
+    /// session's container): each connection to it is a forwarder's
+    /// channel, over which it passes sockets as through a
+    /// [`DoorAt::Passed`] door. Whoever can open the path can use the door;
+    /// the caller removes the file.
+    Unix(std::path::PathBuf),
 }
 
 /// Where a door listens, once open.
@@ -126,6 +159,8 @@ pub enum DoorAddress {
     Passed,
     /// The loopback address and port.
     Tcp(SocketAddr),
+    /// The path of the Unix socket.
+    Unix(std::path::PathBuf),
 }
 
 impl fmt::Display for DoorAddress {
@@ -133,6 +168,7 @@ impl fmt::Display for DoorAddress {
         match self {
             DoorAddress::Passed => f.write_str("a passed descriptor"),
             DoorAddress::Tcp(addr) => write!(f, "{addr}"),
+            DoorAddress::Unix(path) => write!(f, "{}", path.display()),
         }
     }
 }
@@ -330,6 +366,15 @@ impl Proxy {
                     state,
                 })
             }
+            DoorAt::Unix(path) => {
+                let listener = tokio::net::UnixListener::bind(&path)?;
+                state.spawn(accept_channels(listener, Arc::clone(&state)));
+                Ok(Door {
+                    address: DoorAddress::Unix(path),
+                    far_end: None,
+                    state,
+                })
+            }
             DoorAt::Loopback => {
                 let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
                 listener.set_nonblocking(true)?;
@@ -441,6 +486,17 @@ fn receive_socket(control: &impl AsFd) -> io::Result<Option<OwnedFd>> {
             "the forwarder sent a message without a socket",
         )
     })
+}
+
+/// Serves each forwarder that connects to a [`DoorAt::Unix`] door as a
+/// channel of its own.
+async fn accept_channels(listener: tokio::net::UnixListener, state: Arc<DoorState>) {
+    loop {
+        match listener.accept().await {
+            Ok((channel, _)) => state.spawn(accept_passed(channel, Arc::clone(&state))),
+            Err(err) => backoff(&err).await,
+        }
+    }
 }
 
 async fn accept_tcp(listener: tokio::net::TcpListener, state: Arc<DoorState>) {

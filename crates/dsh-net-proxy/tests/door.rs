@@ -278,6 +278,54 @@ async fn a_passed_door_serves_the_sockets_passed_through_its_far_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_door_at_a_path_serves_each_forwarder_that_connects_as_a_channel() {
+    use std::os::fd::AsFd;
+    let port = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("door");
+    let proxy = Proxy::default();
+    let door = proxy
+        .door(
+            rules(&[format!("127.0.0.1:{port}")], &["denied.example"]),
+            DoorAt::Unix(path.clone()),
+        )
+        .unwrap();
+    assert_eq!(door.address(), &DoorAddress::Unix(path.clone()));
+    assert!(door.far_end().is_none());
+    let request = format!(
+        "GET http://127.0.0.1:{port}/channel HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    );
+    // Two forwarders, each its own channel, both served.
+    for _ in 0..2 {
+        let channel = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let stream = dsh_net_proxy::forward::pass_connection(channel.as_fd()).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let mut stream = tokio::net::UnixStream::from_std(stream).unwrap();
+        let seen = exchange(&mut stream, request.as_bytes()).await;
+        assert!(seen.contains("origin saw: GET /channel"), "{seen}");
+    }
+    let channel = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    let stream = dsh_net_proxy::forward::pass_connection(channel.as_fd()).unwrap();
+    stream.set_nonblocking(true).unwrap();
+    let mut denied = tokio::net::UnixStream::from_std(stream).unwrap();
+    let seen = exchange(
+        &mut denied,
+        b"CONNECT denied.example:443 HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(seen.contains("deny-list"), "{seen}");
+    assert_eq!(
+        door.log().denied().len(),
+        1,
+        "refusals land in the door's log"
+    );
+    // A path that exists already is refused, not taken over.
+    let taken = proxy.door(rules(&[], &[]), DoorAt::Unix(path.clone()));
+    assert!(taken.is_err());
+    drop(door);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_keeps_only_names_it_can_vouch_for_and_counts_the_rest() {
     let proxy = Proxy::default();
     let door = proxy

@@ -42,7 +42,7 @@ impl OpenDoor {
     pub(crate) fn port(&self) -> Option<u16> {
         match self.door.address() {
             DoorAddress::Tcp(address) => Some(address.port()),
-            DoorAddress::Passed => None,
+            DoorAddress::Passed | DoorAddress::Unix(_) => None,
         }
     }
 }
@@ -66,29 +66,12 @@ pub(crate) fn open(
 }
 
 /// What the command's environment says about the proxy at
-/// `127.0.0.1:port`: HTTP(S) for the tools that speak it, SOCKS5 with
-/// remote names for the rest, nothing bypassing it.
+/// `127.0.0.1:port` ([`dsh_net_proxy::environment`]).
 pub(crate) fn environment(port: u16) -> Vec<(OsString, Option<OsString>)> {
-    let http = format!("http://127.0.0.1:{port}");
-    let socks = format!("socks5h://127.0.0.1:{port}");
-    let mut set = Vec::new();
-    for name in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "npm_config_proxy",
-        "npm_config_https_proxy",
-    ] {
-        set.push((name.into(), Some(http.clone().into())));
-    }
-    for name in ["ALL_PROXY", "all_proxy"] {
-        set.push((name.into(), Some(socks.clone().into())));
-    }
-    for name in ["NO_PROXY", "no_proxy"] {
-        set.push((name.into(), Some(OsString::new())));
-    }
-    set
+    dsh_net_proxy::environment(port)
+        .into_iter()
+        .map(|(name, value)| (name.into(), Some(value.into())))
+        .collect()
 }
 
 /// Attaches `door` to `confinement`: its refusals as the network log, the

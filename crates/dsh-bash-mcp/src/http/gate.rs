@@ -13,6 +13,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{SessionManager as _, StreamableHttpService};
 
 use super::tokens::Token;
+use super::TOKEN_HEADER;
 use super::{BODY_DEADLINE, ENDPOINT, MAX_BODY_BYTES};
 use crate::idle::{Activity, AwakeClock};
 use crate::{BashServer, Hub, SessionState};
@@ -191,18 +192,30 @@ impl Gate {
             .any(|allowed| normal_origin(allowed) == origin)
     }
 
-    /// The door of the presented bearer token, if any. Every token is
-    /// compared, whichever matches.
+    /// The door of the presented token, if any: the bearer token of
+    /// `Authorization`, else the one of [`TOKEN_HEADER`] (what a router
+    /// that keeps `Authorization` for itself, such as agent-sandbox's,
+    /// passes on). Every token is compared, whichever matches.
     fn door(&self, request: &Request<hyper::body::Incoming>) -> Option<&Door> {
-        let presented = request
+        let bearer = request
             .headers()
-            .get(hyper::header::AUTHORIZATION)?
-            .as_bytes();
-        // The scheme is case-insensitive (RFC 7235).
-        let (scheme, presented) = presented.split_at_checked(7)?;
-        if !scheme.eq_ignore_ascii_case(b"bearer ") {
-            return None;
-        }
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|value| {
+                // The scheme is case-insensitive (RFC 7235).
+                let (scheme, presented) = value.as_bytes().split_at_checked(7)?;
+                scheme.eq_ignore_ascii_case(b"bearer ").then_some(presented)
+            });
+        let header = request
+            .headers()
+            .get(TOKEN_HEADER)
+            .map(hyper::header::HeaderValue::as_bytes);
+        [bearer, header]
+            .into_iter()
+            .flatten()
+            .find_map(|presented| self.door_of(presented))
+    }
+
+    fn door_of(&self, presented: &[u8]) -> Option<&Door> {
         let mut found = None;
         for door in &self.doors {
             if door.token.matches(presented) {
@@ -279,7 +292,7 @@ impl Gate {
         let Some(door) = self.door(request) else {
             let mut response = plain(
                 StatusCode::UNAUTHORIZED,
-                "Unauthorized: send the server's token as `Authorization: Bearer <token>`",
+                "Unauthorized: send the server's token as `Authorization: Bearer <token>` (or, through a router that keeps Authorization for itself, as `X-Dsh-Bash-Token: <token>`)",
             );
             response.headers_mut().insert(
                 hyper::header::WWW_AUTHENTICATE,

@@ -7,8 +7,10 @@
 //!    refused with 403 (a web page must not drive the server: DNS
 //!    rebinding), as is a `Host` that is not the server's (loopback names,
 //!    plus `--allow-http-host`);
-//! 2. the bearer token (`Authorization: Bearer …`), compared in constant
-//!    time against each configured token: missing or wrong is 401;
+//! 2. the bearer token (`Authorization: Bearer …`, or `X-Dsh-Bash-Token:
+//!    …` where a router in front keeps `Authorization` for itself),
+//!    compared in constant time against each configured token: missing
+//!    or wrong is 401;
 //! 3. the token's own MCP endpoint. Each token has its own session
 //!    manager, so a session id is only known to the token that created it:
 //!    another token presenting it gets 404 and reaches nothing.
@@ -27,6 +29,11 @@
 
 mod gate;
 mod tokens;
+
+/// The header a token may come in besides `Authorization: Bearer` (a
+/// router such as agent-sandbox's strips `Authorization`, and passes this
+/// on).
+pub const TOKEN_HEADER: &str = "x-dsh-bash-token";
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
