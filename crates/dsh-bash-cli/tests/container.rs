@@ -263,6 +263,109 @@ fn under_allow_the_allow_list_reaches_a_listed_host_and_refuses_another() {
     );
 }
 
+/// The user `.ci/run` prepares for rootless podman (subordinate ids,
+/// storage, the test image loaded): its name, uid and home; or a loud
+/// skip.
+fn rootless_or_skip() -> Option<(String, u32, String)> {
+    let required = std::env::var("DSH_TEST_REQUIRE_ROOTLESS").is_ok_and(|v| v == "1");
+    let user = std::env::var("DSH_TEST_ROOTLESS_USER").ok();
+    let entry = user.as_deref().and_then(|user| {
+        let out = Command::new("getent")
+            .args(["passwd", user])
+            .output()
+            .ok()?;
+        let line = String::from_utf8(out.stdout).ok()?;
+        let fields: Vec<&str> = line.trim().split(':').collect();
+        Some((
+            user.to_owned(),
+            fields.get(2)?.parse().ok()?,
+            (*fields.get(5)?).to_owned(),
+        ))
+    });
+    if entry.is_none() {
+        let why = "rootless podman: needs DSH_TEST_ROOTLESS_USER, a user with subordinate ids and the test image in its podman storage (.ci/run makes one)";
+        assert!(!required, "{why} (DSH_TEST_REQUIRE_ROOTLESS=1)");
+        eprintln!("SKIP {why}");
+    }
+    entry
+}
+
+/// `command` run as `user` with a clean environment of its own.
+fn as_rootless(user: &str, home: &str, program: &Path) -> Command {
+    let mut command = Command::new("runuser");
+    command
+        .args(["-u", user, "--", "env", "-i"])
+        .arg(format!("HOME={home}"))
+        .arg("PATH=/usr/sbin:/usr/bin:/sbin:/bin")
+        .arg("DSH_BASH_SHELL_SNAPSHOT=off")
+        .arg(program);
+    command
+}
+
+#[test]
+fn rootless_podman_runs_the_session_and_says_which_limits_it_cannot_hold() {
+    let Some(image) = image_or_skip("rootless podman") else {
+        return;
+    };
+    let Some((user, uid, home)) = rootless_or_skip() else {
+        return;
+    };
+    let ws = workspace("container-rootless");
+    confined::chown(&ws, uid);
+    let output = as_rootless(&user, &home, confined::binary())
+        .args([
+            "run",
+            "--json",
+            "--container",
+            &image,
+            "--max-memory",
+            "256M",
+            "--workdir",
+        ])
+        .arg(&ws)
+        .args(["--", "echo rootless > made && id -u"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let result = confined::result_json(&output);
+    assert_eq!(result["exit_code"], 0, "{result:#}");
+    // The container's root is the user on the host: what it made in the
+    // workspace is the user's.
+    assert_eq!(result["stdout"]["text"], "0\n", "{result:#}");
+    let made = std::fs::metadata(ws.join("made")).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&made), uid);
+    assert_eq!(result["sandbox"]["backend"], "container", "{result:#}");
+    let limits = &result["limits"];
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        assert_eq!(limits["memory_bytes"], 256 << 20, "{result:#}");
+    } else {
+        // cgroup v1: rootless podman ignores every limit; the result says
+        // so instead of claiming one.
+        assert_eq!(limits["partial"], true, "{result:#}");
+        assert!(
+            limits["missing"].to_string().contains("memory"),
+            "{result:#}"
+        );
+        assert!(limits["memory_bytes"].is_null(), "{result:#}");
+    }
+    // The session's container is gone with it.
+    let left = as_rootless(&user, &home, Path::new("/usr/bin/podman"))
+        .args([
+            "ps",
+            "--all",
+            "--quiet",
+            "--filter",
+            "label=io.dsh-bash.server",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "{}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
 #[test]
 fn a_memory_limit_holds_for_the_whole_container() {
     let Some(image) = image_or_skip("the container's memory limit") else {

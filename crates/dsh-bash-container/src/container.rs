@@ -224,8 +224,16 @@ fn alive(pid: u32, start: u64) -> bool {
 
 /// Removes every container of a server on this host that is no longer
 /// running (killed before it could remove its own), within `bound` per
-/// step; how many. Failures are logged: a sweep never stops a server.
+/// step, and such servers' lifelines and doors in the temp dir
+/// ([`crate::sweep_leftovers`]); how many containers. Failures are
+/// logged: a sweep never stops a server.
 pub async fn sweep(engine: &Engine, bound: Duration) -> usize {
+    // The dead servers' lifelines and doors in the temp dir, settled for
+    // a minute (a live server's are locked or listened on).
+    let temp = std::env::temp_dir();
+    let _ =
+        tokio::task::spawn_blocking(move || crate::sweep_leftovers(&temp, Duration::from_secs(60)))
+            .await;
     let listing = match step(engine, "ps", engine::list_args(engine.kind), bound).await {
         Ok(listing) => listing,
         Err(err) => {

@@ -200,10 +200,10 @@ impl SessionDoor {
             ))
         };
         let private = tempfile::Builder::new()
-            .prefix("dsh-bash-door-")
+            .prefix(crate::leftovers::DOOR_PREFIX)
             .tempdir_in(dir)
             .map_err(failed)?;
-        let path = private.path().join("door");
+        let path = private.path().join(crate::leftovers::DOOR_NAME);
         if path.to_string_lossy().contains([':', ',']) {
             return Err(ContainerError::Config(format!(
                 "the temp dir {} holds ':' or ',', which a volume flag cannot: set TMPDIR to a path without them",
@@ -341,21 +341,35 @@ impl ContainerBashExecutor {
         }
     }
 
+    /// The limits as the container holds them: none of them where the
+    /// engine ignores them ([`limits_ignored`]), said as missing.
     fn limits(&self) -> Option<BashLimits> {
         let config = &self.config;
-        if config.memory_bytes.is_none()
-            && config.processes.is_none()
-            && config.cpu_millicores.is_none()
-        {
+        let configured = [
+            ("processes", config.processes.is_some()),
+            ("memory", config.memory_bytes.is_some()),
+            ("cpu", config.cpu_millicores.is_some()),
+        ];
+        if configured.iter().all(|(_, set)| !set) {
             return None;
         }
+        let ignored = limits_ignored(config.engine.kind);
+        let held = |limit: Option<u64>| limit.filter(|_| !ignored);
         Some(BashLimits {
             mechanism: LimitMechanism::Container,
-            processes: config.processes,
-            memory_bytes: config.memory_bytes,
-            cpu_millicores: config.cpu_millicores,
-            partial: false,
-            missing: Vec::new(),
+            processes: held(config.processes),
+            memory_bytes: held(config.memory_bytes),
+            cpu_millicores: config.cpu_millicores.filter(|_| !ignored),
+            partial: ignored,
+            missing: if ignored {
+                configured
+                    .iter()
+                    .filter(|(_, set)| *set)
+                    .map(|(name, _)| (*name).to_owned())
+                    .collect()
+            } else {
+                Vec::new()
+            },
             oom_killed: false,
             process_limit_hit: false,
         })
@@ -460,8 +474,21 @@ async fn start(
     })
 }
 
+/// Whether the engine ignores the container's resource limits: rootless
+/// podman where the cgroups are v1 (or hybrid), which only warns
+/// "Resource limits are not supported and ignored on cgroups V1 rootless
+/// systems" and runs the container unlimited. (On cgroup v2 a rootless
+/// podman without the controllers delegated refuses the container
+/// instead; a rootful engine applies them.)
+fn limits_ignored(kind: crate::EngineKind) -> bool {
+    kind == crate::EngineKind::Podman
+        && !rustix::process::geteuid().is_root()
+        && !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+}
+
 /// The container's command line for `config`.
 fn spec(config: &ContainerConfig) -> ContainerSpec {
+    let ignored = limits_ignored(config.engine.kind);
     let hard = |resource| {
         rustix::process::getrlimit(resource)
             .maximum
@@ -479,9 +506,10 @@ fn spec(config: &ContainerConfig) -> ContainerSpec {
         door: None,
         env: Vec::new(),
         network: config.network == NetworkPolicy::On,
-        memory_bytes: config.memory_bytes,
-        processes: config.processes,
-        cpu_millicores: config.cpu_millicores,
+        // Not passed where the engine would ignore them (and warn).
+        memory_bytes: config.memory_bytes.filter(|_| !ignored),
+        processes: config.processes.filter(|_| !ignored),
+        cpu_millicores: config.cpu_millicores.filter(|_| !ignored),
         open_files: hard(rustix::process::Resource::Nofile)
             .unwrap_or(1 << 16)
             .min(1 << 20),

@@ -29,7 +29,7 @@ impl Lifeline {
     /// A new lifeline file in `dir`, locked.
     pub fn hold(dir: &Path) -> std::io::Result<Lifeline> {
         let file = tempfile::Builder::new()
-            .prefix("dsh-bash-lifeline-")
+            .prefix(crate::leftovers::LIFELINE_PREFIX)
             .tempfile_in(dir)?;
         rustix::fs::flock(
             file.as_file().as_fd(),

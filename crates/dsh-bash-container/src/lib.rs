@@ -15,7 +15,8 @@
 //!   name;
 //! - the session's limits as the container's (`--memory` with the same
 //!   swap, `--pids-limit`, `--cpus`): every command of the session
-//!   together, reported as the `container` limit mechanism;
+//!   together, reported as the `container` limit mechanism (none under
+//!   rootless podman on cgroup v1, which ignores them: reported missing);
 //! - no capabilities, `no-new-privileges`, an init as PID 1;
 //! - ended with its server: the server holds a lock on a lifeline file
 //!   mounted into the container, whose idle process exits when the lock
@@ -45,9 +46,11 @@ mod engine;
 mod error;
 mod executor;
 mod idle;
+mod leftovers;
 
 pub use container::{sweep, Container};
 pub use engine::{check_image, Engine, EngineKind, BINARY_IN_CONTAINER, IDLE, NON_DUMPABLE};
 pub use error::ContainerError;
 pub use executor::{ContainerBashExecutor, ContainerConfig};
 pub use idle::{idle, Lifeline, LIFELINE_IN_CONTAINER};
+pub use leftovers::sweep_leftovers;
