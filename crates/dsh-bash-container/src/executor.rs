@@ -199,8 +199,11 @@ impl SessionDoor {
                 dir.display()
             ))
         };
+        // 0700 whatever the umask: whoever can open the socket can use
+        // the door.
         let private = tempfile::Builder::new()
             .prefix(crate::leftovers::DOOR_PREFIX)
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir_in(dir)
             .map_err(failed)?;
         let path = private.path().join(crate::leftovers::DOOR_NAME);

@@ -105,13 +105,33 @@ fn dead_door(temp: &OwnedFd, dir: &Path, name: &OsStr, settled: Duration) -> boo
     ) else {
         return false;
     };
-    let socket = dir.join(name).join(DOOR_NAME);
-    let listening = std::os::unix::net::UnixStream::connect(&socket).is_ok();
-    if listening {
+    if listening(&dir.join(name).join(DOOR_NAME)) {
         return false;
     }
     let _ = rustix::fs::unlinkat(&inside, DOOR_NAME, AtFlags::empty());
     rustix::fs::unlinkat(temp, name, AtFlags::REMOVEDIR).is_ok()
+}
+
+/// Whether something listens on the Unix socket at `path`, asked without
+/// blocking: a full queue (a live door flooded) counts as listening, only
+/// a refusal as nobody.
+fn listening(path: &Path) -> bool {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let Ok(address) = SocketAddrUnix::new(path) else {
+        return true;
+    };
+    let Ok(socket) = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    ) else {
+        return true;
+    };
+    !matches!(
+        rustix::net::connect(&socket, &address),
+        Err(rustix::io::Errno::CONNREFUSED | rustix::io::Errno::NOENT)
+    )
 }
 
 #[cfg(test)]
@@ -156,7 +176,31 @@ mod tests {
         std::fs::create_dir(&live_door).unwrap();
         let _listening = std::os::unix::net::UnixListener::bind(live_door.join(DOOR_NAME)).unwrap();
         age(&live_door);
+        // A live door whose queue a command filled: never a blocking
+        // connect, and it counts as live.
+        let full_door = root.join(named(DOOR_PREFIX, "full"));
+        std::fs::create_dir(&full_door).unwrap();
+        let _full = std::os::unix::net::UnixListener::bind(full_door.join(DOOR_NAME)).unwrap();
+        let address = rustix::net::SocketAddrUnix::new(full_door.join(DOOR_NAME)).unwrap();
+        let mut queued = Vec::new();
+        loop {
+            let socket = rustix::net::socket_with(
+                rustix::net::AddressFamily::UNIX,
+                rustix::net::SocketType::STREAM,
+                rustix::net::SocketFlags::NONBLOCK,
+                None,
+            )
+            .unwrap();
+            match rustix::net::connect(&socket, &address) {
+                Ok(()) => queued.push(socket),
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(err) => panic!("{err}"),
+            }
+            assert!(queued.len() < 100_000, "the queue never filled");
+        }
+        age(&full_door);
         assert_eq!(sweep_leftovers(root, Duration::from_secs(60)), 2);
+        assert!(full_door.exists());
         assert!(live.path().exists() && fresh.exists() && live_door.exists());
         assert!(!dead.exists() && !dead_door.exists());
         assert!(std::fs::symlink_metadata(&link).is_ok());

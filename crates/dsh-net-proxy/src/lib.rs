@@ -392,8 +392,16 @@ impl Proxy {
 }
 
 /// Serves the sockets the forwarder passes until it lets go of its end
-/// (the command's sandbox is gone).
+/// (the command's sandbox is gone). What it sends that is not a stream
+/// socket is closed unserved, and said once per channel (a command that
+/// floods its channel with such messages cannot flood the log).
 async fn accept_passed(control: tokio::net::UnixStream, state: Arc<DoorState>) {
+    let mut warned = false;
+    let mut refuse = |err: &io::Error| {
+        if !std::mem::replace(&mut warned, true) {
+            tracing::warn!(target: "dsh_net_proxy", "{err} (said once per channel)");
+        }
+    };
     loop {
         let received = control
             .async_io(tokio::io::Interest::READABLE, || receive_socket(&control))
@@ -402,15 +410,11 @@ async fn accept_passed(control: tokio::net::UnixStream, state: Arc<DoorState>) {
             Ok(Some(socket)) => match Passed::take(socket) {
                 Ok(Passed::Tcp(stream)) => admit(stream, &state).await,
                 Ok(Passed::Unix(stream)) => admit(stream, &state).await,
-                Err(err) if err.kind() == io::ErrorKind::InvalidData => {
-                    tracing::warn!(target: "dsh_net_proxy", "{err}");
-                }
+                Err(err) if err.kind() == io::ErrorKind::InvalidData => refuse(&err),
                 Err(err) => backoff(&err).await,
             },
             Ok(None) => return,
-            Err(err) if err.kind() == io::ErrorKind::InvalidData => {
-                tracing::warn!(target: "dsh_net_proxy", "{err}");
-            }
+            Err(err) if err.kind() == io::ErrorKind::InvalidData => refuse(&err),
             Err(err) => backoff(&err).await,
         }
     }
@@ -488,12 +492,27 @@ fn receive_socket(control: &impl AsFd) -> io::Result<Option<OwnedFd>> {
     })
 }
 
+/// Channels open at once through one [`DoorAt::Unix`] door: a session's
+/// forwarder needs one; more are closed at once (each holds a descriptor
+/// of the server's).
+const MAX_CHANNELS: usize = 8;
+
 /// Serves each forwarder that connects to a [`DoorAt::Unix`] door as a
-/// channel of its own.
+/// channel of its own, [`MAX_CHANNELS`] at most at once.
 async fn accept_channels(listener: tokio::net::UnixListener, state: Arc<DoorState>) {
+    let channels = Arc::new(Semaphore::new(MAX_CHANNELS));
     loop {
         match listener.accept().await {
-            Ok((channel, _)) => state.spawn(accept_passed(channel, Arc::clone(&state))),
+            Ok((channel, _)) => match Arc::clone(&channels).try_acquire_owned() {
+                Ok(held) => {
+                    let state_of = Arc::clone(&state);
+                    state.spawn(async move {
+                        accept_passed(channel, state_of).await;
+                        drop(held);
+                    });
+                }
+                Err(_) => drop(channel),
+            },
             Err(err) => backoff(&err).await,
         }
     }

@@ -319,6 +319,24 @@ async fn a_door_at_a_path_serves_each_forwarder_that_connects_as_a_channel() {
         1,
         "refusals land in the door's log"
     );
+    // Channels past the door's few are closed at once (each would hold a
+    // descriptor of the server's).
+    let mut channels = Vec::new();
+    for _ in 0..64 {
+        channels.push(std::os::unix::net::UnixStream::connect(&path).unwrap());
+    }
+    let mut closed = 0;
+    for channel in &channels {
+        channel
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        if matches!(std::io::Read::read(&mut &*channel, &mut byte), Ok(0)) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 50, "only {closed} of 64 channels were closed");
+    drop(channels);
     // A path that exists already is refused, not taken over.
     let taken = proxy.door(rules(&[], &[]), DoorAt::Unix(path.clone()));
     assert!(taken.is_err());
