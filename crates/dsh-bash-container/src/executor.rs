@@ -185,14 +185,9 @@ struct SessionDoor {
 }
 
 impl SessionDoor {
-    /// Opens a door for `hosts` in a private directory under `dir` (an
-    /// absolute temp dir, else /tmp).
+    /// Opens a door for `hosts` in a private directory under `dir` (the
+    /// temp dir, [`volume_temp_dir`]).
     fn open(dir: &std::path::Path, hosts: Arc<HostRules>) -> Result<SessionDoor, ContainerError> {
-        let dir = if dir.is_absolute() {
-            dir
-        } else {
-            std::path::Path::new("/tmp")
-        };
         let failed = |err: std::io::Error| {
             ContainerError::Config(format!(
                 "cannot open the proxy's door for the container in {}: {err}",
@@ -207,12 +202,6 @@ impl SessionDoor {
             .tempdir_in(dir)
             .map_err(failed)?;
         let path = private.path().join(crate::leftovers::DOOR_NAME);
-        if path.to_string_lossy().contains([':', ',']) {
-            return Err(ContainerError::Config(format!(
-                "the temp dir {} holds ':' or ',', which a volume flag cannot: set TMPDIR to a path without them",
-                dir.display()
-            )));
-        }
         let door = dsh_net_proxy::Proxy::default()
             .door(hosts, dsh_net_proxy::DoorAt::Unix(path))
             .map_err(failed)?;
@@ -259,6 +248,8 @@ pub struct ContainerBashExecutor {
     started: Arc<tokio::sync::OnceCell<Started>>,
     listeners: Arc<TaskListeners>,
     shut: std::sync::atomic::AtomicBool,
+    /// Whether the engine ignores the container's limits here.
+    limits_ignored: bool,
 }
 
 impl ContainerBashExecutor {
@@ -266,6 +257,7 @@ impl ContainerBashExecutor {
     pub fn new(config: ContainerConfig) -> Result<Self, ContainerError> {
         config.validate()?;
         Ok(ContainerBashExecutor {
+            limits_ignored: limits_ignored(config.engine.kind),
             config,
             started: Arc::new(tokio::sync::OnceCell::new()),
             listeners: Arc::new(TaskListeners::default()),
@@ -298,8 +290,9 @@ impl ContainerBashExecutor {
         let cell = Arc::clone(&self.started);
         let config = self.config.clone();
         let listeners = Arc::clone(&self.listeners);
+        let ignored = self.limits_ignored;
         let made = tokio::spawn(async move {
-            cell.get_or_try_init(|| start(config, listeners))
+            cell.get_or_try_init(|| start(config, ignored, listeners))
                 .await
                 .map(drop)
                 .map_err(|err| err.to_string())
@@ -345,7 +338,8 @@ impl ContainerBashExecutor {
     }
 
     /// The limits as the container holds them: none of them where the
-    /// engine ignores them ([`limits_ignored`]), said as missing.
+    /// engine ignores them ([`limits_ignored`], judged once), said as
+    /// missing.
     fn limits(&self) -> Option<BashLimits> {
         let config = &self.config;
         let configured = [
@@ -356,7 +350,7 @@ impl ContainerBashExecutor {
         if configured.iter().all(|(_, set)| !set) {
             return None;
         }
-        let ignored = limits_ignored(config.engine.kind);
+        let ignored = self.limits_ignored;
         let held = |limit: Option<u64>| limit.filter(|_| !ignored);
         Some(BashLimits {
             mechanism: LimitMechanism::Container,
@@ -420,27 +414,24 @@ impl ContainerBashExecutor {
 /// what each task ends with is told to `listeners`.
 async fn start(
     config: ContainerConfig,
+    limits_ignored: bool,
     listeners: Arc<TaskListeners>,
 ) -> Result<Started, ContainerError> {
     let config = &config;
+    let temp = volume_temp_dir()?;
     let workspace = config.workspace.clone();
+    let lifeline_dir = temp.clone();
     let (protected, lifeline) = tokio::task::spawn_blocking(move || {
-        (
-            protected_mounts(&workspace),
-            lifeline_in(&std::env::temp_dir()),
-        )
+        (protected_mounts(&workspace), lifeline_in(&lifeline_dir))
     })
     .await
     .map_err(|err| ContainerError::Config(format!("preparing the container: {err}")))?;
     let lifeline = lifeline?;
     let door = match config.network {
-        NetworkPolicy::Allow => Some(SessionDoor::open(
-            &std::env::temp_dir(),
-            Arc::clone(&config.hosts),
-        )?),
+        NetworkPolicy::Allow => Some(SessionDoor::open(&temp, Arc::clone(&config.hosts))?),
         _ => None,
     };
-    let mut spec = spec(config);
+    let mut spec = spec(config, limits_ignored);
     spec.read_only = protected.0.clone();
     spec.lifeline = Some(lifeline.path().to_owned());
     if let Some(door) = &door {
@@ -489,9 +480,9 @@ fn limits_ignored(kind: crate::EngineKind) -> bool {
         && !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
 }
 
-/// The container's command line for `config`.
-fn spec(config: &ContainerConfig) -> ContainerSpec {
-    let ignored = limits_ignored(config.engine.kind);
+/// The container's command line for `config`; no limits where the
+/// engine ignores them.
+fn spec(config: &ContainerConfig, ignored: bool) -> ContainerSpec {
     let hard = |resource| {
         rustix::process::getrlimit(resource)
             .maximum
@@ -542,27 +533,33 @@ fn server_args(config: &ContainerConfig) -> Vec<OsString> {
     args
 }
 
-/// The session's lifeline, held, in the temp dir `dir` (an absolute one,
-/// else /tmp), at a path a volume flag can hold.
-fn lifeline_in(dir: &std::path::Path) -> Result<crate::Lifeline, ContainerError> {
+/// The temp dir (an absolute one, else /tmp) where what is mounted into
+/// the container is made: refused when a volume flag cannot hold its path
+/// (the names made in it are letters and digits).
+fn volume_temp_dir() -> Result<PathBuf, ContainerError> {
+    let dir = std::env::temp_dir();
     let dir = if dir.is_absolute() {
         dir
     } else {
-        std::path::Path::new("/tmp")
+        PathBuf::from("/tmp")
     };
-    let lifeline = crate::Lifeline::hold(dir).map_err(|err| {
-        ContainerError::Config(format!(
-            "cannot make the session's lifeline in {}: {err}",
-            dir.display()
-        ))
-    })?;
-    if lifeline.path().to_string_lossy().contains([':', ',']) {
+    if dir.to_string_lossy().contains([':', ',']) {
         return Err(ContainerError::Config(format!(
             "the temp dir {} holds ':' or ',', which a volume flag cannot: set TMPDIR to a path without them",
             dir.display()
         )));
     }
-    Ok(lifeline)
+    Ok(dir)
+}
+
+/// The session's lifeline, held, in `dir` ([`volume_temp_dir`]).
+fn lifeline_in(dir: &std::path::Path) -> Result<crate::Lifeline, ContainerError> {
+    crate::Lifeline::hold(dir).map_err(|err| {
+        ContainerError::Config(format!(
+            "cannot make the session's lifeline in {}: {err}",
+            dir.display()
+        ))
+    })
 }
 
 /// The kernel's `pid_max`.
