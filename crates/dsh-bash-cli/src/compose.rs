@@ -364,7 +364,8 @@ pub const DEFAULT_SPILL_BYTES: u64 = 1 << 30;
 
 /// The executor: unconfined, or confined when a mode is given.
 pub fn executor(args: &ExecutorArgs, local: LocalConfig) -> anyhow::Result<Arc<dyn BashExecutor>> {
-    Ok(compose(args, local, Vec::new())?.executor)
+    // One command: a warm sandbox would cost a build for a single entry.
+    Ok(compose(args, local, Vec::new(), false)?.executor)
 }
 
 /// The executor.
@@ -378,10 +379,12 @@ pub struct Composed {
 /// The executor, keeping the server's `secrets` (absolute paths of its
 /// token files) from confined commands where the backend can hide a file.
 /// A secret inside the workspace is refused: a command could rewrite it.
+/// `warm`: a session's sandbox built once under bubblewrap (a server).
 pub fn compose(
     args: &ExecutorArgs,
     local: LocalConfig,
     secrets: Vec<PathBuf>,
+    warm: bool,
 ) -> anyhow::Result<Composed> {
     if let Some(image) = &args.container {
         return Ok(Composed {
@@ -402,6 +405,7 @@ pub fn compose(
         // This binary runs the allow-list's forwarder (`main`), by its real
         // path: bubblewrap execs it inside, where /proc/self is not ours.
         forwarder: std::env::current_exe().ok(),
+        warm,
         ..LocalSandboxConfig::default()
     })?;
     let (network, hosts) = network_of(args)?;

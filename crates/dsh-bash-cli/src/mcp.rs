@@ -135,7 +135,7 @@ pub async fn serve(mut args: McpArgs) -> anyhow::Result<ExitCode> {
         track_changes(&args, &mut local);
     }
     let swept = local.clone();
-    let composed = compose::compose(&args.executor, local, secrets)?;
+    let composed = compose::compose(&args.executor, local, secrets, true)?;
     sweep_at_start(swept).await;
     // On stdio the client is the person's own; over HTTP any token holder
     // would answer its own approval questions.

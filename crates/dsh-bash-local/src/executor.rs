@@ -280,6 +280,7 @@ impl LocalBashExecutor {
             ],
             restriction: Restriction {
                 keep_fds: vec![Arc::new(text)],
+                enter: None,
                 ..Restriction::default()
             },
             environment: Vec::new(),

@@ -401,6 +401,7 @@ fn plain(
         argv,
         restriction: dsh_sandbox::Restriction {
             keep_fds: files,
+            enter: None,
             ..dsh_sandbox::Restriction::default()
         },
         environment,

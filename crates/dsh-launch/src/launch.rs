@@ -20,6 +20,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::enter;
 use super::restrict::{self, Prepared};
 use super::{contain_child, errno};
 
@@ -230,6 +231,7 @@ fn open_pinned(workdir: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Everything the child reads, by raw pointer, while the parent waits.
+#[derive(Clone, Copy)]
 struct ChildArgs {
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
@@ -250,16 +252,31 @@ struct ChildArgs {
     memory_rlimit: u64,
     /// The standard streams are a terminal to make controlling.
     terminal: bool,
+    /// The top of the stack a warm sandbox's command is cloned on (the
+    /// lower half of the launcher's).
+    inner_top: *mut libc::c_void,
+}
+
+/// What a child reports through the report pipe: `errno` it failed with
+/// before exec, or the pid of the process that runs the command when it is
+/// not the cloned child (a warm sandbox's pid namespace's first process).
+const REPORT_ERRNO: i32 = 0;
+const REPORT_STARTED: i32 = 1;
+
+/// Writes one report (`what`, `value`) to the parent.
+fn report_to(report: RawFd, what: i32, value: i32) {
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&what.to_ne_bytes());
+    bytes[4..].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: write from a stack buffer; async-signal-safe.
+    unsafe { libc::write(report, bytes.as_ptr().cast(), bytes.len()) };
 }
 
 /// Reports `errno` to the parent and exits.
 fn fail(report: RawFd, errno: i32) -> ! {
-    let bytes = errno.to_ne_bytes();
-    // SAFETY: write from a stack buffer, then _exit; both async-signal-safe.
-    unsafe {
-        libc::write(report, bytes.as_ptr().cast(), bytes.len());
-        libc::_exit(127)
-    }
+    report_to(report, REPORT_ERRNO, errno);
+    // SAFETY: _exit is async-signal-safe and never returns.
+    unsafe { libc::_exit(127) }
 }
 
 /// Moves the calling process into the cgroup whose `cgroup.procs` is
@@ -353,6 +370,16 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
             fail(args.report, errno());
         }
     }
+    // SAFETY: the parent keeps the prepared restriction alive until we exec.
+    match unsafe { &(*args.restriction).entry } {
+        // SAFETY: we are the freshly cloned child, before exec.
+        Some(entry) => unsafe { enter_warm(args, entry) },
+        None => finish(args),
+    }
+}
+
+/// The restriction, the working directory and exec.
+fn finish(args: &ChildArgs) -> ! {
     // SAFETY: we are the freshly cloned child (own descriptor table); the
     // parent keeps the prepared restriction alive until we exec.
     if let Err(errno) = unsafe { restrict::apply(&*args.restriction) } {
@@ -373,6 +400,89 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         libc::execve(args.path, args.argv, args.envp);
     }
     fail(args.report, errno())
+}
+
+/// Enters a warm sandbox (see `enter.rs`): joins it, clones the pid
+/// namespace's first process as the server's own child, reports its pid
+/// and exits; that process starts the command and waits for it.
+///
+/// # Safety
+///
+/// Only in the freshly cloned child, before exec.
+unsafe fn enter_warm(args: &ChildArgs, entry: &enter::PreparedEntry) -> ! {
+    // SAFETY: forwarded from the caller.
+    if let Err(errno) = unsafe { enter::enter(entry) } {
+        fail(args.report, errno);
+    }
+    // SAFETY: a fork-like clone (no CLONE_VM, no stack): the child runs on
+    // its own copy of this memory; integer arguments only.
+    let first = unsafe {
+        libc::syscall(libc::SYS_clone, libc::CLONE_PARENT | libc::SIGCHLD, 0usize, 0usize, 0usize, 0usize)
+    };
+    if first < 0 {
+        fail(args.report, errno());
+    }
+    if first > 0 {
+        report_to(args.report, REPORT_STARTED, first as i32);
+        // SAFETY: _exit is async-signal-safe and never returns.
+        unsafe { libc::_exit(0) };
+    }
+    // The pid namespace's first process: it dies with the server's
+    // spawning thread (its parent, through CLONE_PARENT), and leads a
+    // session of its own, as bubblewrap's `--new-session` makes.
+    // SAFETY: prctl and setsid with integer arguments only.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 || libc::setsid() < 0 {
+            fail(args.report, errno());
+        }
+    }
+    // SAFETY: in the first process, before the command starts.
+    if let Err(errno) = unsafe { enter::mount_proc() } {
+        fail(args.report, errno);
+    }
+    // Every signal blocked here: none can run a handler while the command
+    // runs on this memory, and signals to the namespace's first process
+    // are for the command (which gets them from the tree itself).
+    // SAFETY: sigprocmask with a stack-allocated full set.
+    unsafe {
+        let mut all = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigfillset(all.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, all.as_ptr(), std::ptr::null_mut());
+    }
+    // SAFETY: CLONE_VM|CLONE_VFORK on the lower half of the launcher's
+    // stack (this process runs on the upper half) in this process's own
+    // memory; `command` only makes async-signal-safe syscalls.
+    let command = unsafe {
+        libc::clone(
+            warm_command,
+            args.inner_top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            args as *const ChildArgs as *mut libc::c_void,
+        )
+    };
+    if command < 0 {
+        fail(args.report, errno());
+    }
+    // SAFETY: the command has exec'd or exited: our copy of the report
+    // pipe is the last one open.
+    unsafe { libc::close(args.report) };
+    enter::wait_for(command)
+}
+
+/// The command in a warm sandbox: the signal mask back to empty, then as
+/// any command (the working directory by path: a descriptor opened on
+/// the host would lead out of the sandbox's mounts).
+extern "C" fn warm_command(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the ChildArgs in this process's memory.
+    let args = unsafe { &*(arg as *const ChildArgs) };
+    // SAFETY: sigprocmask with a stack-allocated empty set.
+    unsafe {
+        let mut empty = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigemptyset(empty.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
+    }
+    let by_path = ChildArgs { pinned: -1, ..*args };
+    finish(&by_path)
 }
 
 /// What one spawner thread reuses across spawns: the child's stack and the
@@ -632,7 +742,7 @@ pub fn launch(
         .workdir_pinned
         .then(|| open_pinned(&launch.workdir))
         .transpose()?;
-    let restriction = Prepared::new(&launch.restriction);
+    let restriction = Prepared::new(&launch.restriction)?;
     let standard = Standard::new(launch)?;
     let (report_read, report_write) = pipe()?;
     let mut args = ChildArgs {
@@ -652,6 +762,10 @@ pub fn launch(
         v1_len: cgroup.as_ref().map_or(0, |entry| entry.v1.len()),
         memory_rlimit: memory_rlimit.unwrap_or(u64::MAX),
         terminal: launch.terminal.is_some() && !launch.takes_terminal,
+        inner_top: {
+            let half = launcher.stack.len() / 2;
+            (launcher.stack.as_mut_ptr().wrapping_add(half) as usize & !15) as *mut libc::c_void
+        },
     };
     // SAFETY: `args` points into `strings`, `path` and `restriction`, which
     // outlive the call; the child's end of every pipe stays open until it
@@ -664,12 +778,14 @@ pub fn launch(
         )
     }?;
     drop((standard.child_ends, report_write));
-    if let Some(errno) = exec_failure(&report_read, pid) {
-        // The program may have moved: resolve it afresh next time.
-        launcher.resolved = None;
-        return Err(io::Error::from_raw_os_error(errno));
+    match started(&report_read, pid) {
+        Ok(pid) => Ok((pid, standard.ours)),
+        Err(errno) => {
+            // The program may have moved: resolve it afresh next time.
+            launcher.resolved = None;
+            Err(io::Error::from_raw_os_error(errno))
+        }
     }
-    Ok((pid, standard.ours))
 }
 
 /// Clones the child that runs [`child`] with `args` on `stack`, into the
@@ -733,17 +849,39 @@ unsafe fn clone_child(
     pid
 }
 
-/// The errno a child reported before it could exec (it is reaped then),
-/// or `None` once its report pipe closed at exec.
-fn exec_failure(report: &OwnedFd, pid: libc::pid_t) -> Option<i32> {
-    let mut bytes = [0u8; 4];
-    // SAFETY: read into a stack buffer from the report pipe we own.
-    let n = unsafe { libc::read(report.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
-    if n != 4 {
-        return None;
+/// The pid of the process that runs the command (the cloned child, or
+/// the first process of a warm sandbox's pid namespace it started, once
+/// the cloned child is reaped), or the errno reported before exec (every
+/// process it made reaped then); read until the report pipe closes at
+/// exec.
+fn started(report: &OwnedFd, cloned: libc::pid_t) -> Result<libc::pid_t, i32> {
+    let reap = |pid: libc::pid_t| {
+        let mut status = 0;
+        // SAFETY: reap a child of ours that has exited or is exiting.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    };
+    let mut running = cloned;
+    loop {
+        let mut bytes = [0u8; 8];
+        // SAFETY: read into a stack buffer from the report pipe we own.
+        let n = unsafe { libc::read(report.as_raw_fd(), bytes.as_mut_ptr().cast(), bytes.len()) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n != 8 {
+            return Ok(running);
+        }
+        let what = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        let value = i32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        if what == REPORT_STARTED && running == cloned {
+            reap(cloned);
+            running = value;
+            continue;
+        }
+        reap(running);
+        if running != cloned {
+            reap(cloned);
+        }
+        return Err(value);
     }
-    let mut status = 0;
-    // SAFETY: reap the child that failed before exec.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    Some(i32::from_ne_bytes(bytes))
 }

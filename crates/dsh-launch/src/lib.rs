@@ -118,6 +118,14 @@ fn errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
+/// Waits for child `pid` to exit and reaps it (blocks: not on a runtime
+/// thread).
+pub fn wait_pid(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waitpid on one pid, writing into a stack int; retried on EINTR.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 && errno() == libc::EINTR {}
+}
+
 /// Reaps child `pid` if it has exited (never blocks).
 pub fn reap_pid(pid: libc::pid_t) {
     let mut status = 0;
@@ -419,6 +427,7 @@ pub fn reap_blocking(pidfd: BorrowedFd<'_>) {
     }
 }
 
+mod enter;
 mod launch;
 mod restrict;
 

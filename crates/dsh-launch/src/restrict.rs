@@ -29,11 +29,13 @@ pub struct Prepared {
     landlock_name: Option<std::ffi::CString>,
     seccomp: Vec<libc::sock_filter>,
     keep: Vec<RawFd>,
+    /// The warm sandbox to enter first, if any.
+    pub entry: Option<super::enter::PreparedEntry>,
 }
 
 impl Prepared {
     /// Prepares `restriction` (allocation happens here, in the parent).
-    pub fn new(restriction: &Restriction) -> Self {
+    pub fn new(restriction: &Restriction) -> std::io::Result<Self> {
         let seccomp: Vec<libc::sock_filter> = restriction
             .seccomp_filter
             .as_deref()
@@ -46,7 +48,13 @@ impl Prepared {
                 k: i.k,
             })
             .collect();
-        Prepared {
+        let entry = restriction
+            .enter
+            .as_deref()
+            .map(super::enter::PreparedEntry::new)
+            .transpose()?;
+        Ok(Prepared {
+            entry,
             drop_capabilities: restriction.drop_capabilities,
             no_new_privs: restriction.drop_capabilities
                 || restriction.landlock_ruleset.is_some()
@@ -62,7 +70,7 @@ impl Prepared {
                 .iter()
                 .map(|fd| fd.as_raw_fd())
                 .collect(),
-        }
+        })
     }
 }
 

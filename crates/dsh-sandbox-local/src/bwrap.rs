@@ -241,8 +241,13 @@ impl Protection {
     }
 
     /// The descriptors bwrap binds from (kept open for it).
-    fn sources(&self) -> impl Iterator<Item = &Arc<OwnedFd>> {
+    pub(crate) fn sources(&self) -> impl Iterator<Item = &Arc<OwnedFd>> {
         self.pins.iter().chain(&self.read_only).map(|b| &b.source)
+    }
+
+    /// The protected paths kept (for the facts).
+    pub(crate) fn kept(&self) -> &[PathBuf] {
+        &self.kept
     }
 }
 
@@ -286,7 +291,7 @@ fn inside_view(policy: &SandboxPolicy, path: &Path) -> PathBuf {
 /// The command's environment: no doors to services outside, its `/tmp`
 /// as TMPDIR, and under `workspace-write` the variables that point the
 /// tools at the sandbox's caches (as the command sees them).
-fn environment(policy: &SandboxPolicy) -> Vec<(OsString, Option<OsString>)> {
+pub(crate) fn environment(policy: &SandboxPolicy) -> Vec<(OsString, Option<OsString>)> {
     let mut environment = crate::environment::environment();
     environment.push(("TMPDIR".into(), Some("/tmp".into())));
     if policy.mode == SandboxMode::WorkspaceWrite {
@@ -312,7 +317,7 @@ pub(crate) struct CacheBinds {
 }
 
 impl CacheBinds {
-    fn of(policy: &SandboxPolicy) -> CacheBinds {
+    pub(crate) fn of(policy: &SandboxPolicy) -> CacheBinds {
         let mut binds = CacheBinds::default();
         if policy.mode != SandboxMode::WorkspaceWrite {
             return binds;
@@ -352,8 +357,13 @@ impl CacheBinds {
     }
 
     /// The descriptors bwrap binds from (kept open for it).
-    fn sources(&self) -> impl Iterator<Item = &Arc<OwnedFd>> {
+    pub(crate) fn sources(&self) -> impl Iterator<Item = &Arc<OwnedFd>> {
         self.roots.iter().chain(&self.over_host).map(|(fd, _)| fd)
+    }
+
+    /// Where the caches are mounted.
+    pub(crate) fn mount_points(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.roots.iter().chain(&self.over_host).map(|(_, at)| at.clone())
     }
 }
 
@@ -466,7 +476,7 @@ pub(crate) fn profile(
 
 /// What bubblewrap leaves open for `policy`, with or without the scope and
 /// the filter.
-fn gaps(
+pub(crate) fn gaps(
     policy: &SandboxPolicy,
     scoped: bool,
     filtered: bool,
@@ -492,7 +502,7 @@ fn gaps(
 
 /// What to hide that is visible inside at all: the host's `/tmp` is not
 /// (but the workspace under it is).
-fn hidden_here(policy: &SandboxPolicy) -> impl Iterator<Item = &dsh_sandbox::HiddenPath> {
+pub(crate) fn hidden_here(policy: &SandboxPolicy) -> impl Iterator<Item = &dsh_sandbox::HiddenPath> {
     policy.hidden.iter().filter(|hidden| {
         !hidden.path.starts_with("/tmp") || hidden.path.starts_with(policy.workspace.path())
     })
@@ -627,6 +637,7 @@ pub(crate) fn confine(
                 landlock_audit_name: None,
                 seccomp_filter,
                 keep_fds,
+                enter: None,
             },
             environment,
             held: Vec::new(),

@@ -42,6 +42,11 @@ pub struct LocalSandboxConfig {
     /// as the allow-list's forwarder. `None`: the network policy `allow`
     /// is refused under bubblewrap (Landlock needs none).
     pub forwarder: Option<PathBuf>,
+    /// Under bubblewrap, build a session's sandbox once and let each
+    /// command enter it (see the crate's `warm` module) instead of one
+    /// `bwrap` per command. Default true; a one-shot process that runs a
+    /// single command gains nothing from it.
+    pub warm: bool,
 }
 
 impl Default for LocalSandboxConfig {
@@ -52,6 +57,7 @@ impl Default for LocalSandboxConfig {
             runner: None,
             probe_timeout: std::time::Duration::from_secs(5),
             forwarder: None,
+            warm: true,
         }
     }
 }

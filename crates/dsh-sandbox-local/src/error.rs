@@ -41,6 +41,12 @@ pub enum SandboxError {
         /// What the OS said.
         cause: io::Error,
     },
+    /// The session's warm sandbox could not be built.
+    #[error("cannot build the session's warm sandbox: {detail}")]
+    Warm {
+        /// What went wrong, with what bwrap said.
+        detail: String,
+    },
     /// Preparing the confinement was interrupted (the runtime is shutting
     /// down).
     #[error("preparing the sandbox was interrupted: {detail}")]

@@ -376,6 +376,7 @@ pub(crate) fn confine(
                 landlock_audit_name: watch.as_deref().map(crate::audit::Watch::name),
                 seccomp_filter: filter,
                 keep_fds: Vec::new(),
+                enter: None,
             },
             environment,
             held: Vec::new(),

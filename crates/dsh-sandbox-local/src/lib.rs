@@ -233,6 +233,8 @@ mod stand_in;
 #[allow(unsafe_code)]
 mod sys;
 mod verdict;
+#[cfg(target_os = "linux")]
+mod warm;
 
 pub use config::{Backend, ConfigError, LocalSandboxConfig, RunnerCommand};
 pub use error::{NoBackend, SandboxError};

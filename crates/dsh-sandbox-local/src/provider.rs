@@ -52,7 +52,26 @@ pub struct LocalSandboxProvider {
     /// The kernel's account of Landlock denials, once asked for.
     #[cfg(target_os = "linux")]
     audit: std::sync::OnceLock<Option<Arc<crate::audit::Listener>>>,
+    /// The session's warm sandboxes under bubblewrap (one per policy that
+    /// asked for one), and why none can be built here once one failed.
+    #[cfg(target_os = "linux")]
+    warm: Arc<std::sync::Mutex<WarmSandboxes>>,
 }
+
+/// The warm sandboxes a provider keeps.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Default)]
+struct WarmSandboxes {
+    kept: Vec<Arc<crate::warm::Warm>>,
+    /// Why a build failed: commands are confined by a `bwrap` each from
+    /// then on.
+    refused: Option<String>,
+}
+
+/// At most this many warm sandboxes are kept (mode by network, with room
+/// for changed policies); the oldest goes first.
+#[cfg(target_os = "linux")]
+const MAX_WARM: usize = 4;
 
 impl LocalSandboxProvider {
     /// Builds a provider; nothing is probed until the first confinement.
@@ -93,6 +112,8 @@ impl LocalSandboxProvider {
             proxy: crate::network::Proxy::default(),
             #[cfg(target_os = "linux")]
             audit: std::sync::OnceLock::new(),
+            #[cfg(target_os = "linux")]
+            warm: Arc::default(),
         })
     }
 
@@ -337,6 +358,11 @@ impl LocalSandboxProvider {
         };
         match &verdict {
             Verdict::Bwrap => {
+                if let Some(key) = crate::warm::Key::of(policy).filter(|_| self.config.warm) {
+                    if let Some(confinement) = self.confine_warm(key, argv, policy).await {
+                        return Ok(confinement);
+                    }
+                }
                 let bwrap = vec![self.config.bwrap.clone().into_os_string()];
                 self.confine_wrapped(bwrap, argv, policy, crate::bwrap::NAME)
                     .await
@@ -394,6 +420,27 @@ impl LocalSandboxProvider {
             crate::network::attach(&mut confinement, door, dsh_net_proxy::forward::PORT);
         }
         Ok(confinement)
+    }
+
+    /// A command entering the session's warm sandbox for `key` (built or
+    /// built again here when none fits); `None` when none can be built
+    /// (said once in the log; the cold path confines then).
+    #[cfg(target_os = "linux")]
+    async fn confine_warm(
+        &self,
+        key: crate::warm::Key,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+    ) -> Option<Confinement> {
+        let runner = self.bwrap_restriction(policy);
+        let owned = policy.clone();
+        let bwrap = self.config.bwrap.clone();
+        let sandboxes = Arc::clone(&self.warm);
+        let warm = tokio::task::spawn_blocking(move || warm_for(&sandboxes, &bwrap, key, &owned))
+            .await
+            .ok()
+            .flatten()?;
+        Some(warm.confine(policy, argv, runner))
     }
 
     /// Under Landlock: on an allow-list, the door is a loopback port the
@@ -529,5 +576,46 @@ mod tests {
         );
         assert_eq!(absolute(Path::new("bin/bwrap")), None);
         assert_eq!(absolute(Path::new("no-such-program-here")), None);
+    }
+}
+
+/// The kept warm sandbox that fits `policy`, or a new one built for it
+/// (kept, the oldest dropped past [`MAX_WARM`]); `None` once a build
+/// failed on this provider. One build at a time: the lock is held while
+/// building, so concurrent first commands wait for the one sandbox.
+#[cfg(target_os = "linux")]
+fn warm_for(
+    sandboxes: &std::sync::Mutex<WarmSandboxes>,
+    bwrap: &std::path::Path,
+    key: crate::warm::Key,
+    policy: &SandboxPolicy,
+) -> Option<Arc<crate::warm::Warm>> {
+    let mut sandboxes = sandboxes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if sandboxes.refused.is_some() {
+        return None;
+    }
+    if let Some(at) = sandboxes.kept.iter().position(|w| w.fits(&key, policy)) {
+        return Some(Arc::clone(&sandboxes.kept[at]));
+    }
+    // What the policy's key matches but no longer fits (its protected
+    // paths changed) is let go: its commands keep it while they run.
+    sandboxes.kept.retain(|w| !w.has_key(&key));
+    match crate::warm::Warm::build(bwrap, key, policy) {
+        Ok(warm) => {
+            let warm = Arc::new(warm);
+            if sandboxes.kept.len() >= MAX_WARM {
+                sandboxes.kept.remove(0);
+            }
+            sandboxes.kept.push(Arc::clone(&warm));
+            Some(warm)
+        }
+        Err(err) => {
+            let why = err.to_string();
+            tracing::warn!(%why, "no warm sandbox: every command gets a bwrap of its own");
+            sandboxes.refused = Some(why);
+            None
+        }
     }
 }

@@ -270,3 +270,31 @@ pub(crate) fn recv(fd: &OwnedFd, buffer: &mut [u8]) -> io::Result<usize> {
     let (got, _) = rustix::net::recv(fd, buffer, rustix::net::RecvFlags::empty())?;
     Ok(got)
 }
+
+/// The user namespace that owns the namespace `fd` refers to
+/// (`NS_GET_USERNS`).
+pub(crate) fn owning_user_namespace(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: an ioctl with no argument on a descriptor we borrow; it
+    // returns a new descriptor.
+    let owner = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_USERNS) };
+    if owner < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just handed us this fd; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(owner) })
+}
+
+/// Clears `O_NONBLOCK` on `fd`.
+pub(crate) fn set_blocking(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl F_GETFL/F_SETFL on a descriptor we borrow, integers only.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

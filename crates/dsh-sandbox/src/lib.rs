@@ -82,7 +82,7 @@ pub use protect::{
     STAND_IN_PREFIX,
 };
 pub use provider::{
-    BoxFuture, BpfInstruction, Confinement, DenialWitness, Held, Invocation, NetworkLog,
+    BoxFuture, BpfInstruction, Confinement, DenialWitness, Entry, Held, Invocation, NetworkLog,
     Restriction, RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
     SpawnObserver,
 };

@@ -56,6 +56,39 @@ pub struct Restriction {
     /// Descriptors that stay open across exec at their current numbers (for
     /// example a status pipe whose number is in the argv).
     pub keep_fds: Vec<Arc<OwnedFd>>,
+    /// Enter a session's warm sandbox (its namespaces, held open) before
+    /// everything above, in a mount, pid, IPC and cgroup namespace of the
+    /// command's own.
+    pub enter: Option<Arc<Entry>>,
+}
+
+/// How a command enters a session's warm sandbox: the namespaces to join
+/// and what is the command's own in the copy of the mount namespace it
+/// gets. Applied by the launcher between clone and exec:
+///
+/// 1. join `namespaces` in order (the user namespace first, which gives
+///    every capability inside it until exec);
+/// 2. unshare a mount, pid, IPC and cgroup namespace, every mount private;
+/// 3. clone each of `exposed` (recursively), then mount the command's
+///    `/tmp` (`tmp` bound, or an empty tmpfs), a fresh `/dev/shm` and
+///    `/dev/pts`, and put each clone back at its place on top;
+/// 4. start the pid namespace's first process, which mounts a fresh
+///    `/proc` (`/proc/sys` and the rest read-only), makes a session of its
+///    own and waits for the command it starts with the rest of the
+///    restriction; it exits with the command's status (128 + the signal
+///    of one killed), taking the rest of the namespace with it.
+#[derive(Debug)]
+pub struct Entry {
+    /// Namespace descriptors and their `CLONE_NEW*` type, the user
+    /// namespace first.
+    pub namespaces: Arc<Vec<(OwnedFd, i32)>>,
+    /// A directory, as the sandbox sees it, bound over `/tmp`; `None` for
+    /// an empty in-memory `/tmp`.
+    pub tmp: Option<std::path::PathBuf>,
+    /// Mounts (a path as the sandbox sees it, and where it must appear)
+    /// put back on top of the command's `/tmp`: a workspace under `/tmp`,
+    /// files that must stay readable.
+    pub exposed: Vec<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl Restriction {
@@ -66,6 +99,7 @@ impl Restriction {
             && self.landlock_ruleset.is_none()
             && self.seccomp_filter.is_none()
             && self.keep_fds.is_empty()
+            && self.enter.is_none()
     }
 }
 
