@@ -211,15 +211,45 @@ unsafe fn own_mounts(entry: &PreparedEntry) -> Result<(), i32> {
     unsafe {
         match &entry.tmp {
             Some(tmp) => {
-                mount(tmp.as_ptr(), c"/tmp".as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())?;
+                mount(
+                    tmp.as_ptr(),
+                    c"/tmp".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )?;
                 let remount = libc::MS_REMOUNT | libc::MS_BIND | hardened;
-                mount(std::ptr::null(), c"/tmp".as_ptr(), std::ptr::null(), remount, std::ptr::null())?;
+                mount(
+                    std::ptr::null(),
+                    c"/tmp".as_ptr(),
+                    std::ptr::null(),
+                    remount,
+                    std::ptr::null(),
+                )?;
             }
-            None => mount(c"tmpfs".as_ptr(), c"/tmp".as_ptr(), c"tmpfs".as_ptr(), hardened, c"mode=0755".as_ptr())?,
+            None => mount(
+                c"tmpfs".as_ptr(),
+                c"/tmp".as_ptr(),
+                c"tmpfs".as_ptr(),
+                hardened,
+                c"mode=0755".as_ptr(),
+            )?,
         }
-        mount(c"tmpfs".as_ptr(), c"/dev/shm".as_ptr(), c"tmpfs".as_ptr(), hardened, c"mode=1777".as_ptr())?;
+        mount(
+            c"tmpfs".as_ptr(),
+            c"/dev/shm".as_ptr(),
+            c"tmpfs".as_ptr(),
+            hardened,
+            c"mode=1777".as_ptr(),
+        )?;
         let pts = c"newinstance,ptmxmode=0666,mode=620";
-        mount(c"devpts".as_ptr(), c"/dev/pts".as_ptr(), c"devpts".as_ptr(), libc::MS_NOSUID | libc::MS_NOEXEC, pts.as_ptr())?;
+        mount(
+            c"devpts".as_ptr(),
+            c"/dev/pts".as_ptr(),
+            c"devpts".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            pts.as_ptr(),
+        )?;
     }
     for (at, exposed) in entry.exposed.iter().enumerate() {
         let mut stat = std::mem::MaybeUninit::<libc::stat>::zeroed();
@@ -266,6 +296,21 @@ pub unsafe fn enter(entry: &PreparedEntry) -> Result<(), i32> {
     }
 }
 
+/// Closes every descriptor but `kept` (sorted).
+pub fn close_all_but(kept: &[RawFd]) {
+    let mut from: u32 = 0;
+    for &fd in kept {
+        let Ok(fd) = u32::try_from(fd) else { continue };
+        if fd > from {
+            // SAFETY: close_range with integer arguments only.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd.saturating_add(1);
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32) };
+}
+
 /// The fresh `/proc` of the command's pid namespace, what root inside
 /// could write through it read-only (as bubblewrap does).
 ///
@@ -276,7 +321,13 @@ pub unsafe fn mount_proc() -> Result<(), i32> {
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     // SAFETY: static NUL-terminated strings.
     unsafe {
-        mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null())?;
+        mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            flags,
+            std::ptr::null(),
+        )?;
     }
     for path in [
         c"/proc/sys",
@@ -287,7 +338,13 @@ pub unsafe fn mount_proc() -> Result<(), i32> {
     ] {
         // SAFETY: static NUL-terminated strings.
         let bound = unsafe {
-            mount(path.as_ptr(), path.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null())
+            mount(
+                path.as_ptr(),
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            )
         };
         match bound {
             Ok(()) => {}
@@ -296,7 +353,15 @@ pub unsafe fn mount_proc() -> Result<(), i32> {
         }
         let remount = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags;
         // SAFETY: as above.
-        unsafe { mount(std::ptr::null(), path.as_ptr(), std::ptr::null(), remount, std::ptr::null())? };
+        unsafe {
+            mount(
+                std::ptr::null(),
+                path.as_ptr(),
+                std::ptr::null(),
+                remount,
+                std::ptr::null(),
+            )?
+        };
     }
     Ok(())
 }

@@ -417,7 +417,14 @@ unsafe fn enter_warm(args: &ChildArgs, entry: &enter::PreparedEntry) -> ! {
     // SAFETY: a fork-like clone (no CLONE_VM, no stack): the child runs on
     // its own copy of this memory; integer arguments only.
     let first = unsafe {
-        libc::syscall(libc::SYS_clone, libc::CLONE_PARENT | libc::SIGCHLD, 0usize, 0usize, 0usize, 0usize)
+        libc::syscall(
+            libc::SYS_clone,
+            libc::CLONE_PARENT | libc::SIGCHLD,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
     };
     if first < 0 {
         fail(args.report, errno());
@@ -440,6 +447,11 @@ unsafe fn enter_warm(args: &ChildArgs, entry: &enter::PreparedEntry) -> ! {
     if let Err(errno) = unsafe { enter::mount_proc() } {
         fail(args.report, errno);
     }
+    // This process never execs: what it inherited close-on-exec (every
+    // other pipe of the server's) is closed here, but what the command
+    // needs.
+    // SAFETY: the parent keeps the prepared restriction alive.
+    unsafe { enter::close_all_but(&(*args.restriction).inherited) };
     // Every signal blocked here: none can run a handler while the command
     // runs on this memory, and signals to the namespace's first process
     // are for the command (which gets them from the tree itself).
@@ -463,9 +475,9 @@ unsafe fn enter_warm(args: &ChildArgs, entry: &enter::PreparedEntry) -> ! {
     if command < 0 {
         fail(args.report, errno());
     }
-    // SAFETY: the command has exec'd or exited: our copy of the report
-    // pipe is the last one open.
-    unsafe { libc::close(args.report) };
+    // The command has exec'd or exited: nothing is needed here any more
+    // (the report pipe's last copy, the command's streams).
+    enter::close_all_but(&[]);
     enter::wait_for(command)
 }
 
@@ -481,7 +493,10 @@ extern "C" fn warm_command(arg: *mut libc::c_void) -> libc::c_int {
         libc::sigemptyset(empty.as_mut_ptr());
         libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
     }
-    let by_path = ChildArgs { pinned: -1, ..*args };
+    let by_path = ChildArgs {
+        pinned: -1,
+        ..*args
+    };
     finish(&by_path)
 }
 
@@ -742,9 +757,10 @@ pub fn launch(
         .workdir_pinned
         .then(|| open_pinned(&launch.workdir))
         .transpose()?;
-    let restriction = Prepared::new(&launch.restriction)?;
+    let mut restriction = Prepared::new(&launch.restriction)?;
     let standard = Standard::new(launch)?;
     let (report_read, report_write) = pipe()?;
+    restriction.inherit(report_write.as_raw_fd());
     let mut args = ChildArgs {
         path: path.as_ptr(),
         argv: strings.argv.as_ptr(),

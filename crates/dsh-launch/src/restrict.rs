@@ -31,6 +31,9 @@ pub struct Prepared {
     keep: Vec<RawFd>,
     /// The warm sandbox to enter first, if any.
     pub entry: Option<super::enter::PreparedEntry>,
+    /// What a process that never execs keeps open for the command: the
+    /// standard streams, the report pipe, the ruleset, `keep`; sorted.
+    pub inherited: Vec<RawFd>,
 }
 
 impl Prepared {
@@ -53,7 +56,18 @@ impl Prepared {
             .as_deref()
             .map(super::enter::PreparedEntry::new)
             .transpose()?;
+        let mut inherited: Vec<RawFd> = (0..3)
+            .chain(
+                restriction
+                    .landlock_ruleset
+                    .as_ref()
+                    .map(|fd| fd.as_raw_fd()),
+            )
+            .chain(restriction.keep_fds.iter().map(|fd| fd.as_raw_fd()))
+            .collect();
+        inherited.sort_unstable();
         Ok(Prepared {
+            inherited,
             entry,
             drop_capabilities: restriction.drop_capabilities,
             no_new_privs: restriction.drop_capabilities
@@ -71,6 +85,14 @@ impl Prepared {
                 .map(|fd| fd.as_raw_fd())
                 .collect(),
         })
+    }
+}
+
+impl Prepared {
+    /// Keeps `fd` open in a process that never execs too.
+    pub fn inherit(&mut self, fd: RawFd) {
+        let at = self.inherited.partition_point(|&kept| kept < fd);
+        self.inherited.insert(at, fd);
     }
 }
 

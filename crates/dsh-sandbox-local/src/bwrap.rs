@@ -363,7 +363,10 @@ impl CacheBinds {
 
     /// Where the caches are mounted.
     pub(crate) fn mount_points(&self) -> impl Iterator<Item = PathBuf> + '_ {
-        self.roots.iter().chain(&self.over_host).map(|(_, at)| at.clone())
+        self.roots
+            .iter()
+            .chain(&self.over_host)
+            .map(|(_, at)| at.clone())
     }
 }
 
@@ -502,7 +505,9 @@ pub(crate) fn gaps(
 
 /// What to hide that is visible inside at all: the host's `/tmp` is not
 /// (but the workspace under it is).
-pub(crate) fn hidden_here(policy: &SandboxPolicy) -> impl Iterator<Item = &dsh_sandbox::HiddenPath> {
+pub(crate) fn hidden_here(
+    policy: &SandboxPolicy,
+) -> impl Iterator<Item = &dsh_sandbox::HiddenPath> {
     policy.hidden.iter().filter(|hidden| {
         !hidden.path.starts_with("/tmp") || hidden.path.starts_with(policy.workspace.path())
     })

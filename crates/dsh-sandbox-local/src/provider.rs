@@ -525,6 +525,20 @@ impl SandboxProvider for LocalSandboxProvider {
         crate::kept_verdict::forget();
     }
 
+    fn release(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            let kept = std::mem::take(
+                &mut self
+                    .warm
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .kept,
+            );
+            drop(kept);
+        }
+    }
+
     fn confine<'a>(
         &'a self,
         argv: &'a [OsString],

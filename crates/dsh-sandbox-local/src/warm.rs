@@ -59,9 +59,8 @@ impl Key {
     /// allow-list (its door is per command), a terminal, caches that last
     /// only as long as the command.
     pub(crate) fn of(policy: &SandboxPolicy) -> Option<Key> {
-        let warmable = policy.network != NetworkPolicy::Allow
-            && !policy.terminal
-            && !policy.caches.ephemeral;
+        let warmable =
+            policy.network != NetworkPolicy::Allow && !policy.terminal && !policy.caches.ephemeral;
         warmable.then(|| Key {
             mode: policy.mode,
             network: policy.network,
@@ -121,22 +120,25 @@ impl Warm {
     }
 
     /// Builds the sandbox `policy` asks for with `bwrap`.
-    pub(crate) fn build(bwrap: &Path, key: Key, policy: &SandboxPolicy) -> Result<Warm, SandboxError> {
+    pub(crate) fn build(
+        bwrap: &Path,
+        key: Key,
+        policy: &SandboxPolicy,
+    ) -> Result<Warm, SandboxError> {
         let failed = |detail: String| SandboxError::Warm { detail };
-        let workspace = Arc::new(policy.workspace.handle().try_clone_to_owned().map_err(|cause| {
-            SandboxError::Descriptor {
+        let workspace = Arc::new(policy.workspace.handle().try_clone_to_owned().map_err(
+            |cause| SandboxError::Descriptor {
                 what: "workspace handle",
                 cause,
-            }
-        })?);
+            },
+        )?);
         let protection = Protection::settled(policy, &workspace)?;
         let caches = CacheBinds::of(policy);
-        let (status_read, status_write) = crate::sys::status_pipe().map_err(|cause| {
-            SandboxError::Descriptor {
+        let (status_read, status_write) =
+            crate::sys::status_pipe().map_err(|cause| SandboxError::Descriptor {
                 what: "status pipe",
                 cause,
-            }
-        })?;
+            })?;
         let mut warm_policy = policy.clone();
         warm_policy.private_tmp = None;
         warm_policy.readable = Vec::new();
@@ -183,9 +185,8 @@ impl Warm {
         drop(pipes.stdin);
         let stderr = pipes.stderr.map(read_all).unwrap_or_default();
         dsh_launch::wait_pid(pid);
-        let namespaces = held.map_err(|why| {
-            failed(format!("{why}; bwrap said: {}", stderr.trim()))
-        })?;
+        let namespaces =
+            held.map_err(|why| failed(format!("{why}; bwrap said: {}", stderr.trim())))?;
         let resolution = dsh_protect::resolve(&policy.protected, &policy.workspace);
         let mut beneath_tmp: Vec<PathBuf> = std::iter::once(policy.workspace.path().to_owned())
             .chain(caches.mount_points())
@@ -216,9 +217,12 @@ impl Warm {
         for (name, kind) in kinds {
             let path = format!("/proc/{pid}/ns/{name}");
             let file = std::fs::File::open(&path).map_err(|err| format!("{path}: {err}"))?;
-            let inode = std::os::unix::fs::MetadataExt::ino(&file.metadata().map_err(|e| e.to_string())?);
+            let inode =
+                std::os::unix::fs::MetadataExt::ino(&file.metadata().map_err(|e| e.to_string())?);
             if json_number(&line, &format!("{name}-namespace")) != Some(inode) {
-                return Err(format!("{path} is not the sandbox's (its process ended early)"));
+                return Err(format!(
+                    "{path} is not the sandbox's (its process ended early)"
+                ));
             }
             held.push((OwnedFd::from(file), kind));
         }
@@ -240,8 +244,11 @@ impl Warm {
             SandboxMode::WorkspaceWrite => policy.private_tmp.as_deref().map(inside),
             _ => None,
         };
-        let mut exposed: Vec<(PathBuf, PathBuf)> =
-            self.beneath_tmp.iter().map(|p| (p.clone(), p.clone())).collect();
+        let mut exposed: Vec<(PathBuf, PathBuf)> = self
+            .beneath_tmp
+            .iter()
+            .map(|p| (p.clone(), p.clone()))
+            .collect();
         exposed.extend(
             policy
                 .readable
@@ -249,7 +256,12 @@ impl Warm {
                 .filter(|p| p.starts_with("/tmp") && p.exists())
                 .map(|p| (inside(p), p.clone())),
         );
-        let gaps = crate::bwrap::gaps(policy, runner.scope.is_some(), runner.filter.is_some(), &self.protection);
+        let gaps = crate::bwrap::gaps(
+            policy,
+            runner.scope.is_some(),
+            runner.filter.is_some(),
+            &self.protection,
+        );
         Confinement {
             invocation: Invocation {
                 argv: argv.to_vec(),
@@ -273,15 +285,33 @@ impl Warm {
             backend: crate::bwrap::NAME.into(),
             enforcement: SandboxGap::enforcement(&gaps),
             gaps,
-            denial_signatures: vec![crate::bwrap::DENIAL.into(), crate::bwrap::DENIAL_BUSY.into()],
-            runner_report: None,
+            denial_signatures: vec![
+                crate::bwrap::DENIAL.into(),
+                crate::bwrap::DENIAL_BUSY.into(),
+            ],
+            runner_report: Some(Arc::new(Entered)),
             witness: None,
             protected: self.protection.kept().to_vec(),
-            hidden: crate::bwrap::hidden_here(policy).map(|h| h.path.clone()).collect(),
+            hidden: crate::bwrap::hidden_here(policy)
+                .map(|h| h.path.clone())
+                .collect(),
             network: policy.network,
             network_log: None,
             held: vec![Arc::clone(self) as Arc<dyn dsh_sandbox::Held>],
         }
+    }
+}
+
+/// The report of a command in a warm sandbox: it started whenever the
+/// launcher returned it (a failure before exec is a launch error there).
+/// Like bubblewrap's, its first process reports the command's death by
+/// signal n as exit 128 + n, which the report says it does.
+#[derive(Debug)]
+struct Entered;
+
+impl dsh_sandbox::RunnerReport for Entered {
+    fn outcome(&self) -> dsh_sandbox::RunnerOutcome {
+        dsh_sandbox::RunnerOutcome::Started
     }
 }
 
@@ -307,7 +337,9 @@ fn status_line(status: OwnedFd) -> Result<String, String> {
 
 fn read_all(fd: OwnedFd) -> String {
     let mut text = String::new();
-    let _ = std::fs::File::from(fd).take(64 * 1024).read_to_string(&mut text);
+    let _ = std::fs::File::from(fd)
+        .take(64 * 1024)
+        .read_to_string(&mut text);
     text
 }
 
@@ -317,7 +349,8 @@ mod tests {
 
     #[test]
     fn reads_bwraps_status_numbers() {
-        let line = r#"{ "child-pid": 16155, "ipc-namespace": 4026532177, "mnt-namespace": 4026532175 }"#;
+        let line =
+            r#"{ "child-pid": 16155, "ipc-namespace": 4026532177, "mnt-namespace": 4026532175 }"#;
         assert_eq!(json_number(line, "child-pid"), Some(16155));
         assert_eq!(json_number(line, "mnt-namespace"), Some(4026532175));
         assert_eq!(json_number(line, "net-namespace"), None);
@@ -325,7 +358,10 @@ mod tests {
 
     #[test]
     fn the_hosts_tmp_is_seen_beneath_the_sandboxs_own() {
-        assert_eq!(inside(Path::new("/tmp/x/y")), Path::new(HOST_TMP).join("x/y"));
+        assert_eq!(
+            inside(Path::new("/tmp/x/y")),
+            Path::new(HOST_TMP).join("x/y")
+        );
         assert_eq!(inside(Path::new("/var/tmp/x")), Path::new("/var/tmp/x"));
         assert_eq!(inside(Path::new("/tmpfoo")), Path::new("/tmpfoo"));
     }

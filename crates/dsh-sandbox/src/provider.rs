@@ -357,6 +357,11 @@ pub trait SandboxProvider: Send + Sync {
     /// runner's own report said so): whatever it decided once about this
     /// host may be stale. The default keeps nothing, so does nothing.
     fn runner_failed(&self) {}
+
+    /// The session is ending: let go of what is kept for its commands (a
+    /// warm sandbox and its stand-ins; commands still running keep what
+    /// they entered until their trees are gone).
+    fn release(&self) {}
 }
 
 /// A confined mode was asked for and nothing on this host can enforce it.
