@@ -38,6 +38,7 @@ mod rules;
 mod scenarios;
 mod shell;
 mod terminal;
+mod warm;
 
 pub use measure::{table, Row};
 pub use scenarios::{run_all, Options};

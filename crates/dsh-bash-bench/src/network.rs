@@ -54,6 +54,7 @@ fn policy(network: NetworkPolicy) -> Policy {
         network,
         protected: true,
         caches: true,
+        warm: true,
     }
 }
 

@@ -61,7 +61,7 @@ impl Default for Options {
     }
 }
 
-fn local(options: &Options) -> LocalConfig {
+pub(crate) fn local(options: &Options) -> LocalConfig {
     LocalConfig {
         spill_parent: Some(options.scratch.clone()),
         ..LocalConfig::default()
@@ -498,16 +498,19 @@ pub(crate) struct Policy {
     pub(crate) protected: bool,
     /// The sandbox's own caches (kept in the bench's scratch directory).
     pub(crate) caches: bool,
+    /// A session's warm sandbox under bubblewrap (`LocalSandboxConfig::warm`).
+    pub(crate) warm: bool,
 }
 
 /// The defaults: network off, the default protected paths, the caches.
-const DEFAULTS: Policy = Policy {
+pub(crate) const DEFAULTS: Policy = Policy {
     network: NetworkPolicy::Off,
     protected: true,
     caches: true,
+    warm: true,
 };
 
-fn sandboxed(
+pub(crate) fn sandboxed(
     options: &Options,
     backend: Backend,
     mode: SandboxMode,
@@ -551,6 +554,7 @@ fn sandboxed_in(
         backend,
         // This binary is its own forwarder (`main`).
         forwarder: std::env::current_exe().ok(),
+        warm: policy.warm,
         ..LocalSandboxConfig::default()
     })
     .ok()?;
@@ -596,6 +600,7 @@ fn sandbox_rows() -> [SandboxRow; 8] {
         network: NetworkPolicy::On,
         protected: false,
         caches: false,
+        warm: true,
     };
     let no_caches = Policy {
         caches: false,
@@ -1042,6 +1047,10 @@ pub async fn run_all(options: &Options) -> Vec<Row> {
     if options.runs(13) {
         eprintln!("13/13 a session's own container");
         rows.extend(crate::container::container_rows(options).await);
+    }
+    if options.runs(14) {
+        eprintln!("14/14 a session's warm sandbox");
+        rows.extend(crate::warm::warm_rows(options).await);
     }
     if options.runs(9) {
         eprintln!("9/10 terminals");

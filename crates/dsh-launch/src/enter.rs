@@ -182,14 +182,15 @@ unsafe fn mount_point(exposed: &Exposed, directory: bool) -> Result<(), i32> {
     Ok(())
 }
 
-/// The command's `/tmp`, `/dev/shm` and `/dev/pts`, with `exposed` on
-/// top of `/tmp`.
+/// Clones each of `entry.exposed` (recursively) into `clones`.
 ///
 /// # Safety
 ///
 /// In the entering child, after [`join`], before exec.
-unsafe fn own_mounts(entry: &PreparedEntry) -> Result<(), i32> {
-    let mut clones = [-1 as RawFd; MAX_EXPOSED];
+unsafe fn clone_exposed(
+    entry: &PreparedEntry,
+    clones: &mut [RawFd; MAX_EXPOSED],
+) -> Result<(), i32> {
     for (at, exposed) in entry.exposed.iter().enumerate() {
         let flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE;
         // SAFETY: open_tree with a NUL-terminated path; returns a descriptor.
@@ -206,50 +207,69 @@ unsafe fn own_mounts(entry: &PreparedEntry) -> Result<(), i32> {
         }
         clones[at] = fd as RawFd;
     }
+    Ok(())
+}
+
+/// The command's `/tmp` (bound, or an empty tmpfs), `/dev/shm` and
+/// `/dev/pts`.
+///
+/// # Safety
+///
+/// In the entering child, after [`join`], before exec.
+unsafe fn own_tmp_and_devices(entry: &PreparedEntry) -> Result<(), i32> {
     let hardened = libc::MS_NOSUID | libc::MS_NODEV;
+    let none = std::ptr::null();
     // SAFETY: NUL-terminated strings the parent keeps alive or static ones.
     unsafe {
         match &entry.tmp {
             Some(tmp) => {
-                mount(
-                    tmp.as_ptr(),
-                    c"/tmp".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )?;
+                mount(tmp.as_ptr(), c"/tmp".as_ptr(), none, libc::MS_BIND, none)?;
                 let remount = libc::MS_REMOUNT | libc::MS_BIND | hardened;
+                mount(none, c"/tmp".as_ptr(), none, remount, none)?;
+            }
+            None => {
+                let tmpfs = c"tmpfs".as_ptr();
                 mount(
-                    std::ptr::null(),
+                    tmpfs,
                     c"/tmp".as_ptr(),
-                    std::ptr::null(),
-                    remount,
-                    std::ptr::null(),
+                    tmpfs,
+                    hardened,
+                    c"mode=0755".as_ptr(),
                 )?;
             }
-            None => mount(
-                c"tmpfs".as_ptr(),
-                c"/tmp".as_ptr(),
-                c"tmpfs".as_ptr(),
-                hardened,
-                c"mode=0755".as_ptr(),
-            )?,
         }
+        let tmpfs = c"tmpfs".as_ptr();
         mount(
-            c"tmpfs".as_ptr(),
+            tmpfs,
             c"/dev/shm".as_ptr(),
-            c"tmpfs".as_ptr(),
+            tmpfs,
             hardened,
             c"mode=1777".as_ptr(),
         )?;
-        let pts = c"newinstance,ptmxmode=0666,mode=620";
+        let devpts = c"devpts".as_ptr();
+        let pts = c"newinstance,ptmxmode=0666,mode=620".as_ptr();
         mount(
-            c"devpts".as_ptr(),
+            devpts,
             c"/dev/pts".as_ptr(),
-            c"devpts".as_ptr(),
+            devpts,
             libc::MS_NOSUID | libc::MS_NOEXEC,
-            pts.as_ptr(),
-        )?;
+            pts,
+        )
+    }
+}
+
+/// The command's `/tmp`, `/dev/shm` and `/dev/pts`, with `exposed` on
+/// top of `/tmp`.
+///
+/// # Safety
+///
+/// In the entering child, after [`join`], before exec.
+unsafe fn own_mounts(entry: &PreparedEntry) -> Result<(), i32> {
+    let mut clones = [-1 as RawFd; MAX_EXPOSED];
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        clone_exposed(entry, &mut clones)?;
+        own_tmp_and_devices(entry)?;
     }
     for (at, exposed) in entry.exposed.iter().enumerate() {
         let mut stat = std::mem::MaybeUninit::<libc::stat>::zeroed();

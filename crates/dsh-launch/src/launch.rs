@@ -255,6 +255,9 @@ struct ChildArgs {
     /// The top of the stack a warm sandbox's command is cloned on (the
     /// lower half of the launcher's).
     inner_top: *mut libc::c_void,
+    /// Where this process's command line is in memory (blanked in a warm
+    /// sandbox's first process).
+    command_line: Option<(usize, usize)>,
 }
 
 /// What a child reports through the report pipe: `errno` it failed with
@@ -434,13 +437,24 @@ unsafe fn enter_warm(args: &ChildArgs, entry: &enter::PreparedEntry) -> ! {
         // SAFETY: _exit is async-signal-safe and never returns.
         unsafe { libc::_exit(0) };
     }
-    // The pid namespace's first process: it dies with the server's
-    // spawning thread (its parent, through CLONE_PARENT), and leads a
-    // session of its own, as bubblewrap's `--new-session` makes.
-    // SAFETY: prctl and setsid with integer arguments only.
+    // The pid namespace's first process: a copy of the server's memory,
+    // so not dumpable (the command cannot read it, its environment, maps
+    // or descriptors through /proc/1) and with the server's command line
+    // blanked (/proc/1/cmdline is anyone's to read); it dies with the
+    // server's spawning thread (its parent, through CLONE_PARENT), and
+    // leads a session of its own, as bubblewrap's `--new-session` makes.
+    // SAFETY: prctl and setsid with integer arguments (and a static
+    // name); the command line is this process's own copy of the memory.
     unsafe {
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 || libc::setsid() < 0 {
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0
+            || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+            || libc::setsid() < 0
+        {
             fail(args.report, errno());
+        }
+        libc::prctl(libc::PR_SET_NAME, c"dsh-bash-init".as_ptr(), 0, 0, 0);
+        if let Some((start, end)) = args.command_line {
+            std::ptr::write_bytes(start as *mut u8, 0, end - start);
         }
     }
     // SAFETY: in the first process, before the command starts.
@@ -507,6 +521,8 @@ pub struct Launcher {
     resolved: Option<(PathBuf, OsString, CString)>,
     /// `clone3` into a cgroup failed here once: commands move themselves.
     clone3_refused: bool,
+    /// Where this process's command line is in memory (`/proc/self/stat`).
+    command_line: Option<(usize, usize)>,
 }
 
 impl Default for Launcher {
@@ -515,8 +531,22 @@ impl Default for Launcher {
             stack: vec![0u8; 256 * 1024],
             resolved: None,
             clone3_refused: false,
+            command_line: command_line(),
         }
     }
+}
+
+/// Where this process's command line is in memory: `arg_start` and
+/// `arg_end` of `/proc/self/stat` (fields 48 and 49).
+fn command_line() -> Option<(usize, usize)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let mut fields = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .skip(45);
+    let start: usize = fields.next()?.parse().ok()?;
+    let end: usize = fields.next()?.parse().ok()?;
+    (start > 0 && end > start).then_some((start, end))
 }
 
 impl Launcher {
@@ -778,6 +808,7 @@ pub fn launch(
         v1_len: cgroup.as_ref().map_or(0, |entry| entry.v1.len()),
         memory_rlimit: memory_rlimit.unwrap_or(u64::MAX),
         terminal: launch.terminal.is_some() && !launch.takes_terminal,
+        command_line: launcher.command_line,
         inner_top: {
             let half = launcher.stack.len() / 2;
             (launcher.stack.as_mut_ptr().wrapping_add(half) as usize & !15) as *mut libc::c_void

@@ -55,23 +55,8 @@ pub struct LocalSandboxProvider {
     /// The session's warm sandboxes under bubblewrap (one per policy that
     /// asked for one), and why none can be built here once one failed.
     #[cfg(target_os = "linux")]
-    warm: Arc<std::sync::Mutex<WarmSandboxes>>,
+    warm: Arc<std::sync::Mutex<crate::warm::Sandboxes>>,
 }
-
-/// The warm sandboxes a provider keeps.
-#[cfg(target_os = "linux")]
-#[derive(Debug, Default)]
-struct WarmSandboxes {
-    kept: Vec<Arc<crate::warm::Warm>>,
-    /// Why a build failed: commands are confined by a `bwrap` each from
-    /// then on.
-    refused: Option<String>,
-}
-
-/// At most this many warm sandboxes are kept (mode by network, with room
-/// for changed policies); the oldest goes first.
-#[cfg(target_os = "linux")]
-const MAX_WARM: usize = 4;
 
 impl LocalSandboxProvider {
     /// Builds a provider; nothing is probed until the first confinement.
@@ -434,13 +419,18 @@ impl LocalSandboxProvider {
     ) -> Option<Confinement> {
         let runner = self.bwrap_restriction(policy);
         let owned = policy.clone();
+        let argv = argv.to_vec();
         let bwrap = self.config.bwrap.clone();
         let sandboxes = Arc::clone(&self.warm);
-        let warm = tokio::task::spawn_blocking(move || warm_for(&sandboxes, &bwrap, key, &owned))
-            .await
-            .ok()
-            .flatten()?;
-        Some(warm.confine(policy, argv, runner))
+        // Resolving the protected paths, building, and checking what must
+        // stay readable read the file system: off the runtime threads.
+        tokio::task::spawn_blocking(move || {
+            let warm = crate::warm::warm_for(&sandboxes, &bwrap, key, &owned)?;
+            Some(warm.confine(&owned, &argv, runner))
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     /// Under Landlock: on an allow-list, the door is a loopback port the
@@ -528,13 +518,11 @@ impl SandboxProvider for LocalSandboxProvider {
     fn release(&self) {
         #[cfg(target_os = "linux")]
         {
-            let kept = std::mem::take(
-                &mut self
-                    .warm
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .kept,
-            );
+            let kept = self
+                .warm
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .release();
             drop(kept);
         }
     }
@@ -590,46 +578,5 @@ mod tests {
         );
         assert_eq!(absolute(Path::new("bin/bwrap")), None);
         assert_eq!(absolute(Path::new("no-such-program-here")), None);
-    }
-}
-
-/// The kept warm sandbox that fits `policy`, or a new one built for it
-/// (kept, the oldest dropped past [`MAX_WARM`]); `None` once a build
-/// failed on this provider. One build at a time: the lock is held while
-/// building, so concurrent first commands wait for the one sandbox.
-#[cfg(target_os = "linux")]
-fn warm_for(
-    sandboxes: &std::sync::Mutex<WarmSandboxes>,
-    bwrap: &std::path::Path,
-    key: crate::warm::Key,
-    policy: &SandboxPolicy,
-) -> Option<Arc<crate::warm::Warm>> {
-    let mut sandboxes = sandboxes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if sandboxes.refused.is_some() {
-        return None;
-    }
-    if let Some(at) = sandboxes.kept.iter().position(|w| w.fits(&key, policy)) {
-        return Some(Arc::clone(&sandboxes.kept[at]));
-    }
-    // What the policy's key matches but no longer fits (its protected
-    // paths changed) is let go: its commands keep it while they run.
-    sandboxes.kept.retain(|w| !w.has_key(&key));
-    match crate::warm::Warm::build(bwrap, key, policy) {
-        Ok(warm) => {
-            let warm = Arc::new(warm);
-            if sandboxes.kept.len() >= MAX_WARM {
-                sandboxes.kept.remove(0);
-            }
-            sandboxes.kept.push(Arc::clone(&warm));
-            Some(warm)
-        }
-        Err(err) => {
-            let why = err.to_string();
-            tracing::warn!(%why, "no warm sandbox: every command gets a bwrap of its own");
-            sandboxes.refused = Some(why);
-            None
-        }
     }
 }

@@ -73,7 +73,12 @@ fn stand_in(entry: &File) -> bool {
 /// True if and only if `relative` (beneath `root`) is a stand-in, of this
 /// process or another.
 pub(crate) fn is_stand_in(root: BorrowedFd<'_>, relative: &Path) -> bool {
-    open_entry(root, relative).is_ok_and(|entry| stand_in(&entry))
+    // Marked but filled (the person ran `git init` in a stand-in `.git`
+    // while a session kept it): the person's own now, protected for what
+    // it is, not kept read-only whole as an empty stand-in is.
+    open_entry(root, relative).is_ok_and(|entry| {
+        stand_in(&entry) && as_made(&entry, dsh_sandbox::stand_in_contents(relative))
+    })
 }
 
 /// True if and only if `entry` is as a stand-in is made: an empty
@@ -250,7 +255,14 @@ impl Drop for StandIn {
             return;
         }
         let contents = dsh_sandbox::stand_in_contents(&self.relative);
-        if !(stand_in(&entry) && as_made(&entry, contents)) {
+        if !stand_in(&entry) {
+            return;
+        }
+        if !as_made(&entry, contents) {
+            // Filled meanwhile on the host: the person's now, unmarked.
+            if let Err(err) = sys::unmark_stand_in(entry.as_fd()) {
+                tracing::debug!(path = %self.path.display(), %err, "a filled stand-in keeps its mark");
+            }
             return;
         }
         let directory = entry.metadata().is_ok_and(|m| m.is_dir());
@@ -300,11 +312,17 @@ mod tests {
         let folder = dir.path().join(".idea");
         let held = claim(&ws, dir.path(), ".idea", false).unwrap();
         std::fs::write(folder.join("kept"), "written from outside").unwrap();
+        assert!(
+            !is_stand_in(ws.as_fd(), Path::new(".idea")),
+            "a filled stand-in is the person's"
+        );
         drop(held);
         assert!(
             folder.join("kept").exists(),
             "a stand-in with content stays"
         );
+        let entry = open_entry(ws.as_fd(), Path::new(".idea")).unwrap();
+        assert!(!stand_in(&entry), "and loses its mark once released");
 
         let theirs = dir.path().join(".envrc");
         std::fs::create_dir(&theirs).unwrap();

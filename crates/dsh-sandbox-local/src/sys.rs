@@ -81,6 +81,16 @@ pub(crate) fn mark_stand_in(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Takes the stand-in mark off `fd` (an entry the person filled).
+pub(crate) fn unmark_stand_in(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fremovexattr on an open descriptor with a NUL-terminated name.
+    if unsafe { libc::fremovexattr(fd.as_raw_fd(), STAND_IN_MARKER.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// True if and only if the directory `fd` carries the stand-in mark.
 pub(crate) fn marked_stand_in(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     use std::os::fd::AsRawFd;

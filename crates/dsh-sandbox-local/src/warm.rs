@@ -318,21 +318,15 @@ impl dsh_sandbox::RunnerReport for Entered {
 /// The first line bwrap writes on its status pipe (blocking until it does
 /// or exits).
 fn status_line(status: OwnedFd) -> Result<String, String> {
+    use std::io::BufRead;
     // The read end is non-blocking; wait for the line here.
     let file = std::fs::File::from(status);
     crate::sys::set_blocking(file.as_fd()).map_err(|err| err.to_string())?;
-    let mut seen = Vec::new();
-    for byte in file.bytes() {
-        let byte = byte.map_err(|err| err.to_string())?;
-        if byte == b'\n' {
-            break;
-        }
-        seen.push(byte);
-        if seen.len() > 64 * 1024 {
-            return Err("bwrap's status line is too long".into());
-        }
-    }
-    Ok(String::from_utf8_lossy(&seen).into_owned())
+    let mut line = String::new();
+    std::io::BufReader::new(file.take(64 * 1024))
+        .read_line(&mut line)
+        .map_err(|err| err.to_string())?;
+    Ok(line)
 }
 
 fn read_all(fd: OwnedFd) -> String {
@@ -341,6 +335,66 @@ fn read_all(fd: OwnedFd) -> String {
         .take(64 * 1024)
         .read_to_string(&mut text);
     text
+}
+
+/// The warm sandboxes a provider keeps.
+#[derive(Debug, Default)]
+pub(crate) struct Sandboxes {
+    kept: Vec<Arc<Warm>>,
+    /// Why a build failed: commands are confined by a `bwrap` each from
+    /// then on.
+    refused: Option<String>,
+}
+
+impl Sandboxes {
+    /// Lets go of every kept sandbox (the session ends).
+    pub(crate) fn release(&mut self) -> Vec<Arc<Warm>> {
+        std::mem::take(&mut self.kept)
+    }
+}
+
+/// At most this many warm sandboxes are kept (mode by network, with room
+/// for changed policies); the oldest goes first.
+const MAX_WARM: usize = 4;
+
+/// The kept warm sandbox that fits `policy`, or a new one built for it
+/// (kept, the oldest dropped past [`MAX_WARM`]); `None` once a build
+/// failed on this provider. One build at a time: the lock is held while
+/// building, so concurrent first commands wait for the one sandbox.
+pub(crate) fn warm_for(
+    sandboxes: &std::sync::Mutex<Sandboxes>,
+    bwrap: &std::path::Path,
+    key: Key,
+    policy: &SandboxPolicy,
+) -> Option<Arc<Warm>> {
+    let mut sandboxes = sandboxes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if sandboxes.refused.is_some() {
+        return None;
+    }
+    if let Some(at) = sandboxes.kept.iter().position(|w| w.fits(&key, policy)) {
+        return Some(Arc::clone(&sandboxes.kept[at]));
+    }
+    // What the policy's key matches but no longer fits (its protected
+    // paths changed) is let go: its commands keep it while they run.
+    sandboxes.kept.retain(|w| !w.has_key(&key));
+    match Warm::build(bwrap, key, policy) {
+        Ok(warm) => {
+            let warm = Arc::new(warm);
+            if sandboxes.kept.len() >= MAX_WARM {
+                sandboxes.kept.remove(0);
+            }
+            sandboxes.kept.push(Arc::clone(&warm));
+            Some(warm)
+        }
+        Err(err) => {
+            let why = err.to_string();
+            tracing::warn!(%why, "no warm sandbox: every command gets a bwrap of its own");
+            sandboxes.refused = Some(why);
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -60,6 +60,8 @@ async fn the_probe_runs_once_even_when_first_calls_race_and_the_verdict_is_cache
         LocalSandboxProvider::new(LocalSandboxConfig {
             backend: Backend::Bwrap,
             bwrap: fake,
+            // A warm sandbox runs bwrap once when confining: not the probe.
+            warm: false,
             ..LocalSandboxConfig::default()
         })
         .unwrap(),
