@@ -42,10 +42,10 @@ struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     mcp_binary: Option<PathBuf>,
     /// Only these scenario groups (0 whole process … 9 terminals, 10 network allow-list,
-    /// 11 the user's shell, 12 command rules, 13 a session's container; repeatable or
+    /// 11 the user's shell, 12 command rules, 13 a session's container, 14 a session's warm sandbox; repeatable or
     /// comma-separated; default: all).
     #[arg(long, value_name = "GROUP", value_delimiter = ',',
-          value_parser = clap::value_parser!(u8).range(0..=13))]
+          value_parser = clap::value_parser!(u8).range(0..=14))]
     only: Vec<u8>,
     /// The image group 13 makes each session's container from (podman or
     /// docker); without it the group is skipped.
