@@ -32,7 +32,7 @@ pub struct Options {
     pub mcp_binary: Option<PathBuf>,
     /// Where spill files and baseline files go (one filesystem for both).
     pub scratch: PathBuf,
-    /// Only these scenario groups (0–13); empty: all.
+    /// Only these scenario groups (0–14); empty: all.
     pub only: Vec<u8>,
     /// The image of group 13 (a session's own container); skipped when
     /// absent.
