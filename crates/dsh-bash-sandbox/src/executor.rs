@@ -847,7 +847,7 @@ impl LaunchHook for Sandbox {
 
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            self.provider.release();
+            self.provider.release().await;
             self.cleanups.close();
             self.cleanups.wait().await;
             let sweeping = self

@@ -18,6 +18,15 @@ use dsh_bash_sandbox::SandboxConfig;
 use dsh_sandbox_local::{Backend, LocalSandboxConfig, LocalSandboxProvider};
 
 fn executor(workspace: &Path, mode: SandboxMode, warm: bool) -> Arc<dyn BashExecutor> {
+    hiding(workspace, mode, warm, dsh_sandbox::HiddenPaths::none())
+}
+
+fn hiding(
+    workspace: &Path,
+    mode: SandboxMode,
+    warm: bool,
+    hidden: dsh_sandbox::HiddenPaths,
+) -> Arc<dyn BashExecutor> {
     let provider = LocalSandboxProvider::new(LocalSandboxConfig {
         backend: Backend::Bwrap,
         warm,
@@ -34,6 +43,7 @@ fn executor(workspace: &Path, mode: SandboxMode, warm: bool) -> Arc<dyn BashExec
                 },
                 mode,
                 workspace_root: Some(workspace.to_owned()),
+                hidden,
                 ..SandboxConfig::default()
             },
             Arc::new(provider),
@@ -153,4 +163,73 @@ async fn read_only_commands_get_a_fresh_tmp_and_the_workspace_under_it() {
     let second = run(&warm, "ls /tmp/t 2>&1 || echo fresh").await;
     assert!(second.stdout.text.contains("fresh"), "{second:?}");
     warm.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_file_the_host_replaces_stays_protected() {
+    if !common::bwrap_or_skip("warm sandbox, a replaced protected file") {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        assert!(std::process::Command::new("git")
+            .args(args)
+            .current_dir(workspace.path())
+            .status()
+            .unwrap()
+            .success());
+    };
+    git(&["init", "-q"]);
+    std::fs::write(workspace.path().join(".envrc"), "export A=1\n").unwrap();
+    let secret = workspace.path().join("secret.txt");
+    std::fs::write(&secret, "old\n").unwrap();
+    let mut hidden = dsh_sandbox::HiddenPaths::none();
+    hidden.hide(secret.to_str().unwrap()).unwrap();
+    let warm = hiding(workspace.path(), SandboxMode::WorkspaceWrite, true, hidden);
+    let write = "for f in .envrc .git/config; do echo '# planted' >> $f && echo wrote $f; done; cat secret.txt; true";
+    let before = run(&warm, write).await;
+    assert_eq!(before.stdout.text, "", "{before:?}");
+    // An editor's atomic save and `git config` both rename a new file
+    // over the old one, which takes its bind along in every namespace.
+    let replacement = workspace.path().join(".envrc.tmp");
+    std::fs::write(&replacement, "export A=2\n").unwrap();
+    std::fs::rename(&replacement, workspace.path().join(".envrc")).unwrap();
+    git(&["config", "user.name", "someone"]);
+    let replacement = workspace.path().join("secret.tmp");
+    std::fs::write(&replacement, "new\n").unwrap();
+    std::fs::rename(&replacement, &secret).unwrap();
+    let after = run(&warm, write).await;
+    assert_eq!(after.stdout.text, "", "{after:?}");
+    let config = std::fs::read_to_string(workspace.path().join(".git/config")).unwrap();
+    assert!(!config.contains("planted"), "{config}");
+    warm.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_socket_refuses_connections() {
+    if !common::bwrap_or_skip("warm sandbox, a hidden socket") {
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let socket = workspace.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let connect = "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+                   s.connect('agent.sock'); print('connected')\" 2>/dev/null || echo refused";
+    // The control: a socket nothing hides is reached (a test that could
+    // not fail otherwise).
+    let open = hiding(
+        workspace.path(),
+        SandboxMode::WorkspaceWrite,
+        true,
+        dsh_sandbox::HiddenPaths::none(),
+    );
+    assert_eq!(run(&open, connect).await.stdout.text, "connected\n");
+    open.shutdown().await;
+    let mut hidden = dsh_sandbox::HiddenPaths::none();
+    hidden.hide(socket.to_str().unwrap()).unwrap();
+    let warm = hiding(workspace.path(), SandboxMode::WorkspaceWrite, true, hidden);
+    let result = run(&warm, connect).await;
+    assert_eq!(result.stdout.text, "refused\n", "{result:?}");
+    warm.shutdown().await;
+    drop(listener);
 }

@@ -44,6 +44,7 @@ struct Exposed {
     at: CString,
     /// The directories to make on the way to `at`, outermost first.
     parents: Vec<CString>,
+    read_only: bool,
 }
 
 /// An [`dsh_sandbox::Entry`] in the form the child reads.
@@ -71,7 +72,12 @@ impl PreparedEntry {
             ));
         }
         let mut exposed = Vec::new();
-        for (from, at) in &entry.exposed {
+        for dsh_sandbox::Exposed {
+            from,
+            at,
+            read_only,
+        } in &entry.exposed
+        {
             let mut parents = Vec::new();
             let mut ancestors: Vec<&Path> = at
                 .ancestors()
@@ -86,6 +92,7 @@ impl PreparedEntry {
                 from: cstring(from)?,
                 at: cstring(at)?,
                 parents,
+                read_only: *read_only,
             });
         }
         Ok(PreparedEntry {
@@ -294,6 +301,16 @@ unsafe fn own_mounts(entry: &PreparedEntry) -> Result<(), i32> {
         };
         if moved != 0 {
             return Err(errno());
+        }
+        if exposed.read_only {
+            let flags = libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV;
+            let none = std::ptr::null();
+            // SAFETY: a NUL-terminated path the parent keeps alive.
+            unsafe { mount(none, exposed.at.as_ptr(), none, flags, none) }?;
         }
         // SAFETY: closing a descriptor we opened.
         unsafe { libc::close(clones[at]) };

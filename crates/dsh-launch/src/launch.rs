@@ -437,6 +437,11 @@ unsafe fn enter_warm(args: &ChildArgs, entry: &enter::PreparedEntry) -> ! {
         // SAFETY: _exit is async-signal-safe and never returns.
         unsafe { libc::_exit(0) };
     }
+    // This process never execs: what it inherited close-on-exec (every
+    // other pipe and lock of the server's) is closed first, but what the
+    // command needs.
+    // SAFETY: the parent keeps the prepared restriction alive.
+    unsafe { enter::close_all_but(&(*args.restriction).inherited) };
     // The pid namespace's first process: a copy of the server's memory,
     // so not dumpable (the command cannot read it, its environment, maps
     // or descriptors through /proc/1) and with the server's command line
@@ -461,11 +466,7 @@ unsafe fn enter_warm(args: &ChildArgs, entry: &enter::PreparedEntry) -> ! {
     if let Err(errno) = unsafe { enter::mount_proc() } {
         fail(args.report, errno);
     }
-    // This process never execs: what it inherited close-on-exec (every
-    // other pipe of the server's) is closed here, but what the command
-    // needs.
-    // SAFETY: the parent keeps the prepared restriction alive.
-    unsafe { enter::close_all_but(&(*args.restriction).inherited) };
+
     // Every signal blocked here: none can run a handler while the command
     // runs on this memory, and signals to the namespace's first process
     // are for the command (which gets them from the tree itself).

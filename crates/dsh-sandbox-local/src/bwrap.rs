@@ -245,9 +245,36 @@ impl Protection {
         self.pins.iter().chain(&self.read_only).map(|b| &b.source)
     }
 
+    /// Releases the stand-ins patiently (see [`StandIn::release`]): a
+    /// session's sandbox let go of. Blocks for a few milliseconds at most.
+    pub(crate) fn release_patiently(&mut self) {
+        for stand_in in self.stand_ins.drain(..) {
+            stand_in.release(20);
+        }
+    }
+
     /// The protected paths kept (for the facts).
     pub(crate) fn kept(&self) -> &[PathBuf] {
         &self.kept
+    }
+
+    /// Whether every path bound still is the entry that was bound: one
+    /// the host renamed over or removed and made again (an editor's
+    /// atomic save, `git config`) takes its bind with it in every mount
+    /// namespace, so a sandbox kept across commands is built again then.
+    pub(crate) fn intact(&self, root: &Path, handle: &OwnedFd) -> bool {
+        self.pins.iter().chain(&self.read_only).all(|bind| {
+            let Some(relative) = beneath(root, &bind.path) else {
+                return true;
+            };
+            let flags = libc::O_PATH | libc::O_NOFOLLOW;
+            let now = crate::sys::open_beneath(handle.as_fd(), relative, flags)
+                .ok()
+                .and_then(|fd| rustix::fs::fstat(&fd).ok());
+            let then = rustix::fs::fstat(&*bind.source).ok();
+            matches!((now, then), (Some(now), Some(then))
+                if (now.st_dev, now.st_ino) == (then.st_dev, then.st_ino))
+        })
     }
 }
 

@@ -352,7 +352,13 @@ pub(crate) fn confine(
     let filter = prepared.filter(policy.mode, policy.network);
     let hidden = hidden_here(policy);
     let mut gaps = gaps(policy, abi, filter.is_some());
-    if hidden.len() < policy.hidden.len() {
+    // A hidden socket stays reachable: Landlock does not govern
+    // connecting to a socket by its path.
+    if hidden.len() < policy.hidden.len()
+        || hidden
+            .iter()
+            .any(|path| dsh_sandbox::is_control_socket(path))
+    {
         gaps.push(SandboxGap::HiddenPaths);
     }
     let mut environment = crate::environment::environment();

@@ -515,16 +515,19 @@ impl SandboxProvider for LocalSandboxProvider {
         crate::kept_verdict::forget();
     }
 
-    fn release(&self) {
-        #[cfg(target_os = "linux")]
-        {
-            let kept = self
-                .warm
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .release();
-            drop(kept);
-        }
+    fn release(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            #[cfg(target_os = "linux")]
+            {
+                let kept = self
+                    .warm
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .release();
+                // Releasing the stand-ins touches the file system.
+                let _ = tokio::task::spawn_blocking(move || drop(kept)).await;
+            }
+        })
     }
 
     fn confine<'a>(

@@ -232,8 +232,19 @@ impl StandIn {
     }
 }
 
-impl Drop for StandIn {
-    fn drop(&mut self) {
+impl StandIn {
+    /// Releases the claim, trying the removal `tries` times a millisecond
+    /// apart: a process the server forks (a command being started, which
+    /// holds a copy of every descriptor until it execs or closes them)
+    /// shares the claim's lock for that long, which a single try takes for
+    /// another holder's. A sandbox kept for a session releases its claims
+    /// so; a command's release tries once (a holder of its own would
+    /// otherwise cost every command the wait).
+    pub(crate) fn release(mut self, tries: u32) {
+        self.release_with(tries);
+    }
+
+    fn release_with(&mut self, tries: u32) {
         let Some(held) = self.lock.take() else {
             return;
         };
@@ -250,8 +261,19 @@ impl Drop for StandIn {
         let same = entry
             .metadata()
             .is_ok_and(|m| (m.dev(), m.ino()) == identity);
+        if !same {
+            return;
+        }
         // Another holder still relies on it: theirs to remove.
-        if !same || sys::flock(entry.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        let mut locked = sys::flock(entry.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_ok();
+        for _ in 1..tries.max(1) {
+            if locked {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            locked = sys::flock(entry.as_fd(), libc::LOCK_EX | libc::LOCK_NB).is_ok();
+        }
+        if !locked {
             return;
         }
         let contents = dsh_sandbox::stand_in_contents(&self.relative);
@@ -272,6 +294,12 @@ impl Drop for StandIn {
         if let Err(err) = removed {
             tracing::debug!(path = %self.path.display(), %err, "a stand-in stays");
         }
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        self.release_with(1);
     }
 }
 

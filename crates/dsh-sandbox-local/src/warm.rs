@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_sandbox::{
-    Confinement, Entry, HiddenPath, Invocation, NetworkPolicy, ProtectedPaths, Resolution,
+    Confinement, Entry, Exposed, HiddenPath, Invocation, NetworkPolicy, ProtectedPaths, Resolution,
     Restriction, SandboxCaches, SandboxGap, SandboxMode, SandboxPolicy,
 };
 
@@ -86,6 +86,28 @@ pub(crate) struct Warm {
     /// put back on top of every command's own `/tmp`, outermost first.
     beneath_tmp: Vec<PathBuf>,
     protection: Protection,
+    /// The workspace's handle, what the protected paths are checked
+    /// beneath.
+    workspace: Arc<OwnedFd>,
+    /// Each hidden path covered, and which entry it was (none: missing).
+    hidden: Vec<(PathBuf, Option<(u64, u64)>)>,
+}
+
+/// Which entry `path` is (device and inode, not following a final link),
+/// if any.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+impl Drop for Warm {
+    /// Dropped by the last command in it (on the blocking pool) or when
+    /// the session lets it go (likewise, see [`Sandboxes::release`]).
+    fn drop(&mut self) {
+        self.protection.release_patiently();
+    }
 }
 
 /// `path` as the warm sandbox sees it (the host's `/tmp` at [`HOST_TMP`]).
@@ -110,8 +132,21 @@ impl Warm {
     /// build (read now: this runs off the runtime threads).
     pub(crate) fn fits(&self, key: &Key, policy: &SandboxPolicy) -> bool {
         self.key == *key
+            && self.hidden_intact()
             && (policy.mode != SandboxMode::WorkspaceWrite
-                || dsh_protect::resolve(&policy.protected, &policy.workspace) == self.resolution)
+                || (dsh_protect::resolve(&policy.protected, &policy.workspace) == self.resolution
+                    && self
+                        .protection
+                        .intact(policy.workspace.path(), &self.workspace)))
+    }
+
+    /// Whether every hidden path still is the entry that was covered (one
+    /// replaced on the host, as `npm login` rewrites `~/.npmrc`, takes its
+    /// cover with it).
+    fn hidden_intact(&self) -> bool {
+        self.hidden
+            .iter()
+            .all(|(path, then)| identity(path) == *then)
     }
 
     /// Whether this sandbox was built for `key`.
@@ -194,9 +229,14 @@ impl Warm {
             .collect();
         beneath_tmp.sort_by_key(|p| p.components().count());
         beneath_tmp.dedup_by(|inner, outer| inner.starts_with(&*outer));
+        let hidden = crate::bwrap::hidden_here(policy)
+            .map(|h| (h.path.clone(), identity(&h.path)))
+            .collect();
         Ok(Warm {
             key,
             resolution,
+            workspace,
+            hidden,
             namespaces: Arc::new(namespaces),
             beneath_tmp,
             protection,
@@ -244,17 +284,28 @@ impl Warm {
             SandboxMode::WorkspaceWrite => policy.private_tmp.as_deref().map(inside),
             _ => None,
         };
-        let mut exposed: Vec<(PathBuf, PathBuf)> = self
+        // The sandbox's own mounts as they are; what must stay readable
+        // (made by the server in its temp dir) read-only, as bubblewrap's
+        // `--ro-bind-try` gave it.
+        let mut exposed: Vec<Exposed> = self
             .beneath_tmp
             .iter()
-            .map(|p| (p.clone(), p.clone()))
+            .map(|p| Exposed {
+                from: p.clone(),
+                at: p.clone(),
+                read_only: false,
+            })
             .collect();
         exposed.extend(
             policy
                 .readable
                 .iter()
                 .filter(|p| p.starts_with("/tmp") && p.exists())
-                .map(|p| (inside(p), p.clone())),
+                .map(|p| Exposed {
+                    from: inside(p),
+                    at: p.clone(),
+                    read_only: true,
+                }),
         );
         let gaps = crate::bwrap::gaps(
             policy,

@@ -41,7 +41,9 @@ pub enum SandboxGap {
     ProxyPort,
     /// Some credential files stay readable: they lie inside a tree the
     /// command must read whole (its workspace, TMPDIR or caches), which
-    /// Landlock cannot carve a hole out of, or past [`crate::MAX_HIDDEN`].
+    /// Landlock cannot carve a hole out of, or past [`crate::MAX_HIDDEN`];
+    /// or a hidden control socket ([`crate::CONTROL_SOCKETS`]) stays
+    /// reachable (Landlock does not govern connecting to a socket).
     HiddenPaths,
 }
 

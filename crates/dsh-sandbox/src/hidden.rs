@@ -44,8 +44,42 @@ pub const CREDENTIAL_FILES: &[&str] = &[
     ".cargo/credentials",
     ".cargo/credentials.toml",
     ".gnupg/private-keys-v1.d",
+    ".gnupg/S.*",
     ".terraform.d/credentials.tfrc.json",
 ];
+
+/// Sockets (and the directories of each user's) through which a process
+/// asks a service outside the sandbox to act for it: a container engine
+/// runs a privileged container, systemd or D-Bus starts a unit, an agent
+/// signs with the user's keys. A confined command reaching one would
+/// leave the sandbox however the network is set, so they are hidden with
+/// the credential files (the ones that exist), and an agent's sockets in
+/// each home by [`CREDENTIAL_FILES`]' `.gnupg/S.*`.
+pub const CONTROL_SOCKETS: &[&str] = &[
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/podman",
+    "/run/containerd",
+    "/run/crio",
+    "/run/dbus/system_bus_socket",
+    "/var/run/dbus/system_bus_socket",
+    "/run/systemd/private",
+    "/run/snapd.socket",
+    "/run/user",
+];
+
+/// Whether `path` is one of [`CONTROL_SOCKETS`], beneath one, or an
+/// agent's socket in a home: what Landlock, which does not govern
+/// connecting to a socket by its path, cannot hide.
+pub fn is_control_socket(path: &Path) -> bool {
+    CONTROL_SOCKETS
+        .iter()
+        .any(|socket| path.starts_with(socket))
+        || (path.parent().is_some_and(|p| p.ends_with(".gnupg"))
+            && path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("S.")))
+}
 
 /// Paths hidden for one command at most (the rest stay readable, and the
 /// result says so through the gap).
@@ -197,6 +231,11 @@ impl HiddenPaths {
     /// docs): existing ones only, canonical, each with its other paths
     /// through bind mounts, none beneath another, at most [`MAX_HIDDEN`].
     pub fn resolve(&self, homes: &[PathBuf]) -> Vec<HiddenPath> {
+        self.resolve_with(homes, CONTROL_SOCKETS)
+    }
+
+    /// [`HiddenPaths::resolve`] with `sockets` for [`CONTROL_SOCKETS`].
+    fn resolve_with(&self, homes: &[PathBuf], sockets: &[&str]) -> Vec<HiddenPath> {
         let mut found = BTreeSet::new();
         if self.credentials {
             for home in homes {
@@ -204,6 +243,12 @@ impl HiddenPaths {
                     credentials_in(home, pattern, &mut found);
                 }
             }
+            found.extend(
+                sockets
+                    .iter()
+                    .map(PathBuf::from)
+                    .filter(|path| std::fs::symlink_metadata(path).is_ok()),
+            );
         }
         found.extend(self.added.iter().cloned());
         let taken_back = |path: &Path| self.taken_back.iter().any(|t| path.starts_with(t));
@@ -388,6 +433,19 @@ fn aliases_in(all: &[Mount], paths: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn control_sockets_are_told_apart() {
+        assert!(is_control_socket(Path::new("/run/docker.sock")));
+        assert!(is_control_socket(Path::new("/run/user/1000/bus")));
+        assert!(is_control_socket(Path::new(
+            "/home/me/.gnupg/S.gpg-agent.ssh"
+        )));
+        assert!(!is_control_socket(Path::new("/home/me/.gnupg/pubring.kbx")));
+        assert!(!is_control_socket(Path::new("/run/lock")));
+        assert!(!is_control_socket(Path::new("/home/me/.npmrc")));
+    }
+
     use super::*;
 
     #[test]
@@ -407,7 +465,7 @@ mod tests {
             std::fs::write(path, "x").unwrap();
         }
         std::fs::create_dir_all(home.join(".gnupg/private-keys-v1.d")).unwrap();
-        let hidden = HiddenPaths::default().resolve(std::slice::from_ref(&home));
+        let hidden = HiddenPaths::default().resolve_with(std::slice::from_ref(&home), &[]);
         let names: Vec<_> = hidden
             .iter()
             .map(|h| h.path.strip_prefix(&home).unwrap().to_owned())
@@ -435,7 +493,7 @@ mod tests {
         some_back
             .hide(home.join(".config").to_str().unwrap())
             .unwrap();
-        let hidden = some_back.resolve(&homes);
+        let hidden = some_back.resolve_with(&homes, &[]);
         assert!(hidden
             .iter()
             .all(|h| !h.path.starts_with(home.join(".ssh"))));
@@ -460,7 +518,7 @@ mod tests {
         std::fs::create_dir(home.join("vault")).unwrap();
         std::fs::write(home.join("vault/netrc"), "x").unwrap();
         std::os::unix::fs::symlink("vault/netrc", home.join(".netrc")).unwrap();
-        let hidden = HiddenPaths::default().resolve(std::slice::from_ref(&home));
+        let hidden = HiddenPaths::default().resolve_with(std::slice::from_ref(&home), &[]);
         assert_eq!(
             hidden,
             [HiddenPath {

@@ -71,7 +71,8 @@ pub use caches::{
 };
 pub use gap::SandboxGap;
 pub use hidden::{
-    homes, mount_aliases, HiddenPath, HiddenPaths, HideError, CREDENTIAL_FILES, MAX_HIDDEN,
+    homes, is_control_socket, mount_aliases, HiddenPath, HiddenPaths, HideError, CONTROL_SOCKETS,
+    CREDENTIAL_FILES, MAX_HIDDEN,
 };
 pub use hosts::{is_internal, HostPattern, HostPreset, HostRules, HostVerdict, ParseHostError};
 pub use mode::{ParseModeError, SandboxBackend, SandboxEnforcement, SandboxMode};
@@ -82,9 +83,9 @@ pub use protect::{
     STAND_IN_PREFIX,
 };
 pub use provider::{
-    BoxFuture, BpfInstruction, Confinement, DenialWitness, Entry, Held, Invocation, NetworkLog,
-    Restriction, RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider, SandboxUnavailable,
-    SpawnObserver,
+    BoxFuture, BpfInstruction, Confinement, DenialWitness, Entry, Exposed, Held, Invocation,
+    NetworkLog, Restriction, RunnerOutcome, RunnerReport, SandboxPolicy, SandboxProvider,
+    SandboxUnavailable, SpawnObserver,
 };
 pub use workspace::{Workspace, WorkspaceError};
 

@@ -85,10 +85,20 @@ pub struct Entry {
     /// A directory, as the sandbox sees it, bound over `/tmp`; `None` for
     /// an empty in-memory `/tmp`.
     pub tmp: Option<std::path::PathBuf>,
-    /// Mounts (a path as the sandbox sees it, and where it must appear)
-    /// put back on top of the command's `/tmp`: a workspace under `/tmp`,
-    /// files that must stay readable.
-    pub exposed: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Mounts put back on top of the command's `/tmp`: a workspace under
+    /// `/tmp`, what must stay readable.
+    pub exposed: Vec<Exposed>,
+}
+
+/// One mount a command in a warm sandbox sees on top of its `/tmp`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exposed {
+    /// The path as the sandbox sees it.
+    pub from: std::path::PathBuf,
+    /// Where the command sees it.
+    pub at: std::path::PathBuf,
+    /// Read-only there, whatever it is at `from`.
+    pub read_only: bool,
 }
 
 impl Restriction {
@@ -361,7 +371,9 @@ pub trait SandboxProvider: Send + Sync {
     /// The session is ending: let go of what is kept for its commands (a
     /// warm sandbox and its stand-ins; commands still running keep what
     /// they entered until their trees are gone).
-    fn release(&self) {}
+    fn release(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// A confined mode was asked for and nothing on this host can enforce it.

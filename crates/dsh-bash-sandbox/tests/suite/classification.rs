@@ -2,9 +2,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use dsh_bash::{BashError, SandboxEnforcement, SandboxMode};
+use dsh_bash::{BashError, SandboxMode};
 
-use super::fixture::{backends, executor, run, runner_executor};
+use super::fixture::{backends, default_enforcement, executor, run, runner_executor};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_write_is_denied_and_the_file_never_appears() {
@@ -26,7 +26,7 @@ async fn a_read_only_write_is_denied_and_the_file_never_appears() {
         assert_eq!(result.exit_code, Some(1));
         assert!(facts.denied, "{backend:?}: {}", result.stderr.text);
         assert_eq!(facts.mode, SandboxMode::ReadOnly);
-        assert_eq!(facts.enforcement, Some(SandboxEnforcement::Full));
+        assert_eq!(facts.enforcement, Some(default_enforcement(&backend)));
         assert!(!root.path().join("created").exists());
 
         // The same command succeeds when retried under workspace-write.
@@ -86,7 +86,7 @@ async fn a_posix_permission_failure_unrelated_to_the_backend_phrase_is_not_a_den
         let result = run(&executor, "echo x > locked/f", None).await;
         let facts = result.sandbox.unwrap();
         assert!(facts.denied, "{backend:?}: {}", result.stderr.text);
-        assert_eq!(facts.enforcement, Some(SandboxEnforcement::Full));
+        assert_eq!(facts.enforcement, Some(default_enforcement(&backend)));
         let other_phrase = match facts
             .backend
             .as_ref()
