@@ -592,7 +592,7 @@ fn sandboxed_in(
 
 /// One row of the sandbox's overhead: its label, backend, mode, policy
 /// and target.
-type SandboxRow = (&'static str, Backend, SandboxMode, Policy, &'static str);
+pub(crate) type SandboxRow = (&'static str, Backend, SandboxMode, Policy, &'static str);
 
 /// Rows 6a-6f.
 fn sandbox_rows() -> [SandboxRow; 8] {
@@ -667,9 +667,28 @@ fn sandbox_rows() -> [SandboxRow; 8] {
 }
 
 async fn sandbox_overhead(options: &Options) -> Vec<Row> {
+    let n = options.commands / 2;
+    confined_rows(
+        options,
+        sandbox_rows(),
+        n,
+        "baseline: unconfined LocalBashExecutor",
+    )
+    .await
+}
+
+/// Each row's `true` under its sandbox beside an unconfined executor's,
+/// `n` commands per round, in one session each.
+pub(crate) async fn confined_rows(
+    options: &Options,
+    configurations: impl IntoIterator<Item = SandboxRow>,
+    n: usize,
+    baseline: &str,
+) -> Vec<Row> {
     let plain = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
+    per_command(&plain, "true", 5).await;
     let mut rows = Vec::new();
-    for (label, backend, mode, policy, target) in sandbox_rows() {
+    for (label, backend, mode, policy, target) in configurations {
         let Some(confined) = sandboxed(options, backend, mode, policy) else {
             continue;
         };
@@ -677,11 +696,10 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
             rows.push(Row::skipped(label, "ms/cmd", err));
             continue;
         }
-        per_command(&plain, "true", 5).await;
         let (mut ours, mut base) = (vec![], vec![]);
         for _ in 0..options.rounds {
-            ours.push(per_command(&confined, "true", options.commands / 2).await);
-            base.push(per_command(&plain, "true", options.commands / 2).await);
+            ours.push(per_command(&confined, "true", n).await);
+            base.push(per_command(&plain, "true", n).await);
         }
         confined.shutdown().await;
         rows.push(Row {
@@ -690,7 +708,7 @@ async fn sandbox_overhead(options: &Options) -> Vec<Row> {
             baseline: Some(Stats::of(base)),
             unit: "ms/cmd",
             peak_rss_mib: None,
-            note: format!("baseline: unconfined LocalBashExecutor; {target}"),
+            note: format!("{baseline}; {target}"),
         });
     }
     plain.shutdown().await;

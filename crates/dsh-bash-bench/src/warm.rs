@@ -7,16 +7,14 @@
 use std::path::Path;
 
 use dsh_bash::{BashExecutor, SandboxMode};
-use dsh_bash_local::LocalBashExecutor;
 use dsh_sandbox_local::Backend;
 
 use crate::measure::{Row, Stats};
-use crate::scenarios::{local, per_command, sandboxed, spec, Options, Policy, DEFAULTS};
+use crate::scenarios::{
+    confined_rows, per_command, sandboxed, spec, Options, Policy, SandboxRow, DEFAULTS,
+};
 
-/// One row: its label, backend, mode, policy and note.
-type WarmRow = (&'static str, Backend, SandboxMode, Policy, &'static str);
-
-fn configurations() -> [WarmRow; 4] {
+fn configurations() -> [SandboxRow; 4] {
     let cold = Policy {
         warm: false,
         ..DEFAULTS
@@ -83,34 +81,10 @@ async fn after_a_change(executor: &dyn BashExecutor, workspace: &Path, n: usize)
 
 /// Rows 14a-14e.
 pub(crate) async fn warm_rows(options: &Options) -> Vec<Row> {
-    let plain = LocalBashExecutor::new(local(options)).unwrap_or_else(|e| panic!("{e}"));
     let n = options.commands.max(2);
-    let mut rows = Vec::new();
-    for (label, backend, mode, policy, note) in configurations() {
-        let Some(confined) = sandboxed(options, backend, mode, policy) else {
-            continue;
-        };
-        if let Err(err) = confined.run(spec(&confined, "true")).await {
-            rows.push(Row::skipped(label, "ms/cmd", err));
-            continue;
-        }
-        let (mut ours, mut base) = (vec![], vec![]);
-        for _ in 0..options.rounds {
-            ours.push(per_command(&confined, "true", n).await);
-            base.push(per_command(&plain, "true", n).await);
-        }
-        confined.shutdown().await;
-        rows.push(Row {
-            scenario: label.into(),
-            ours: Stats::of(ours),
-            baseline: Some(Stats::of(base)),
-            unit: "ms/cmd",
-            peak_rss_mib: None,
-            note: format!("baseline: unconfined LocalBashExecutor, {n} commands; {note}"),
-        });
-    }
+    let baseline = format!("baseline: unconfined LocalBashExecutor, {n} commands");
+    let mut rows = confined_rows(options, configurations(), n, &baseline).await;
     rows.push(rebuild_row(options).await);
-    plain.shutdown().await;
     rows
 }
 
