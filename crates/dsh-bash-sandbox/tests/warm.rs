@@ -52,6 +52,16 @@ fn hiding(
     )
 }
 
+/// `git ARGS` in `dir`, which must succeed.
+fn git(dir: &Path, args: &[&str]) {
+    assert!(std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap()
+        .success());
+}
+
 async fn run(executor: &Arc<dyn BashExecutor>, command: &str) -> BashRunResult {
     executor
         .run(executor.resolve(BashExecRequest::new(command)).unwrap())
@@ -120,12 +130,7 @@ async fn a_new_repository_builds_the_sandbox_again_with_its_hooks_read_only() {
     let warm = executor(workspace.path(), SandboxMode::WorkspaceWrite, true);
     let before = run(&warm, "touch made && echo ok").await;
     assert_eq!(before.stdout.text, "ok\n", "{before:?}");
-    assert!(std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(workspace.path())
-        .status()
-        .unwrap()
-        .success());
+    git(workspace.path(), &["init", "-q"]);
     // Before, `.git` was missing and kept read-only whole (a stand-in);
     // now a repository, whose objects a commit writes and whose hooks
     // stay read-only: only a sandbox built again knows.
@@ -171,15 +176,7 @@ async fn a_protected_file_the_host_replaces_stays_protected() {
         return;
     }
     let workspace = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        assert!(std::process::Command::new("git")
-            .args(args)
-            .current_dir(workspace.path())
-            .status()
-            .unwrap()
-            .success());
-    };
-    git(&["init", "-q"]);
+    git(workspace.path(), &["init", "-q"]);
     std::fs::write(workspace.path().join(".envrc"), "export A=1\n").unwrap();
     let secret = workspace.path().join("secret.txt");
     std::fs::write(&secret, "old\n").unwrap();
@@ -194,7 +191,7 @@ async fn a_protected_file_the_host_replaces_stays_protected() {
     let replacement = workspace.path().join(".envrc.tmp");
     std::fs::write(&replacement, "export A=2\n").unwrap();
     std::fs::rename(&replacement, workspace.path().join(".envrc")).unwrap();
-    git(&["config", "user.name", "someone"]);
+    git(workspace.path(), &["config", "user.name", "someone"]);
     let replacement = workspace.path().join("secret.tmp");
     std::fs::write(&replacement, "new\n").unwrap();
     std::fs::rename(&replacement, &secret).unwrap();

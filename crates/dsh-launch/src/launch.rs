@@ -926,10 +926,8 @@ fn started(report: &OwnedFd, cloned: libc::pid_t) -> Result<libc::pid_t, i32> {
             running = value;
             continue;
         }
+        // The cloned child was reaped when it reported a start.
         reap(running);
-        if running != cloned {
-            reap(cloned);
-        }
         return Err(value);
     }
 }

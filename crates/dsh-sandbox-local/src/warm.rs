@@ -131,7 +131,7 @@ impl Warm {
     /// key, and the protected paths resolving as they did right after the
     /// build (read now: this runs off the runtime threads).
     pub(crate) fn fits(&self, key: &Key, policy: &SandboxPolicy) -> bool {
-        self.key == *key
+        self.has_key(key)
             && self.hidden_intact()
             && (policy.mode != SandboxMode::WorkspaceWrite
                 || (dsh_protect::resolve(&policy.protected, &policy.workspace) == self.resolution
