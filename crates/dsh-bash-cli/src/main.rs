@@ -193,6 +193,13 @@ fn main() -> ExitCode {
     dsh_bash_local::use_watchdog_program("/proc/self/exe");
     let cli = Cli::parse();
     install_diagnostics();
+    if matches!(cli.command, Command::Run(_) | Command::Mcp(_)) {
+        // Forked while this process has one thread: the watchdog costs a
+        // copy-on-write fork, not a second start of this binary.
+        if let Err(err) = dsh_bash_local::fork_watchdog() {
+            tracing::debug!(%err, "the watchdog is executed at the host's start instead");
+        }
+    }
     // Reading the policy needs no runtime, no descriptors and no sweep.
     let read_only = match &cli.command {
         Command::Rules(RulesCommand::Check { policy, command }) => {

@@ -543,7 +543,7 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let pids = dir.path().join("pids");
         let hold = if how == "pipe held open" {
-            "W=$(pgrep -f \"^dsh-bash-watchdog .* $PPID \" | head -1); exec 9>/proc/$W/fd/0; "
+            "W=$(pgrep -P $PPID -x dsh-bash-watchd | head -1); exec 9>/proc/$W/fd/0; "
         } else {
             ""
         };
@@ -584,8 +584,85 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
     }
 }
 
-/// The watchdog children of `parent` (the binary itself run as
-/// `dsh-bash-watchdog CGROUP PID START MARKER`).
+/// The binary's watchdog is forked, not executed (its command line is its
+/// name alone); one that dies is replaced by an executed one (told the
+/// host's cgroup and groups on its command line and its pipe), and that
+/// one still kills a `setsid` escapee when the host is SIGKILLed, under
+/// both containments.
+#[test]
+fn a_killed_watchdog_is_replaced_and_the_replacement_holds_the_tree() {
+    for containment in ["auto", "process-tree"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pids = dir.path().join("pids");
+        let command = format!(
+            "setsid sleep 1000 & echo $! >> {p}; wait",
+            p = pids.display()
+        );
+        let mut host = dsh_bash()
+            .args(["run", "--containment", containment, "--"])
+            .arg(&command)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let host_pid = i32::try_from(host.id()).unwrap();
+        let escapee = wait_for(containment, || {
+            listed(&pids).first().copied().filter(|p| alive(*p))
+        });
+        let forked = watchdogs_of(host_pid);
+        assert_eq!(forked.len(), 1, "{containment}: {forked:?}");
+        assert_eq!(
+            arguments(forked[0]),
+            ["dsh-bash-watchdog"],
+            "{containment}: the first watchdog is forked"
+        );
+        // SAFETY: kill(2) on the watchdog of the host this test started.
+        unsafe { libc::kill(forked[0], libc::SIGKILL) };
+        let replacement = wait_for(containment, || {
+            watchdogs_of(host_pid)
+                .into_iter()
+                .find(|w| *w != forked[0] && arguments(*w).len() > 1)
+        });
+        assert!(
+            arguments(replacement)
+                .iter()
+                .any(|a| a.contains(&host_pid.to_string())),
+            "{containment}: the replacement watches the host: {:?}",
+            arguments(replacement)
+        );
+        host.kill().unwrap();
+        host.wait().unwrap();
+        assert!(
+            wait_gone(escapee),
+            "{containment}: {escapee} outlived its SIGKILLed host after the watchdog was replaced"
+        );
+    }
+}
+
+/// Polls `found` until it gives a value (10 s at most).
+fn wait_for<T>(what: &str, mut found: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(value) = found() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "{what}: never came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The non-empty arguments of `pid`'s command line.
+fn arguments(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// The watchdog children of `parent` (forked: its command line is
+/// `dsh-bash-watchdog`; executed: `dsh-bash-watchdog CGROUP PID START
+/// MARKER`).
 fn watchdogs_of(parent: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -596,12 +673,8 @@ fn watchdogs_of(parent: i32) -> Vec<i32> {
                 .rsplit_once(')')
                 .and_then(|(_, r)| r.split_whitespace().nth(1))
                 .and_then(|p| p.parse::<i32>().ok());
-            let argv: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
-                .unwrap_or_default()
-                .split(|b| *b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            ppid == Some(parent) && argv.first().map(String::as_str) == Some("dsh-bash-watchdog")
+            ppid == Some(parent)
+                && arguments(*pid).first().map(String::as_str) == Some("dsh-bash-watchdog")
         })
         .collect()
 }

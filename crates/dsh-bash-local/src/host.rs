@@ -34,7 +34,7 @@ use crate::adopt::Adoption;
 use crate::cgroup::CgroupHost;
 use crate::offload::Lanes;
 use crate::spawn::{Reach, Spawners};
-use crate::watchdog::{Watchdog, Watched};
+use crate::watchdog::{Forked, Watchdog, Watched};
 
 /// Everything one process that runs commands keeps for all of them (see
 /// the module docs); [`Host::get`] gives the process's one.
@@ -62,8 +62,12 @@ impl std::fmt::Debug for Host {
 
 /// The process's host, through its life.
 enum Process {
-    /// Not started; the watchdog program named so far.
-    Unstarted { watchdog_program: Option<PathBuf> },
+    /// Not started; the watchdog program named so far, and the watchdog
+    /// forked for it if one was.
+    Unstarted {
+        watchdog_program: Option<PathBuf>,
+        forked: Option<Forked>,
+    },
     Started(Arc<Host>),
     /// It could not start (no thread could be made): why.
     Failed(String),
@@ -72,6 +76,7 @@ enum Process {
 /// The process's one host (see the module docs for why it is one).
 static PROCESS: Mutex<Process> = Mutex::new(Process::Unstarted {
     watchdog_program: None,
+    forked: None,
 });
 
 fn process() -> std::sync::MutexGuard<'static, Process> {
@@ -86,9 +91,36 @@ fn process() -> std::sync::MutexGuard<'static, Process> {
 /// Call it before the host starts (before the first executor is built);
 /// later calls are ignored.
 pub fn use_watchdog_program(program: impl Into<PathBuf>) {
-    if let Process::Unstarted { watchdog_program } = &mut *process() {
+    if let Process::Unstarted {
+        watchdog_program, ..
+    } = &mut *process()
+    {
         *watchdog_program = Some(program.into());
     }
+}
+
+/// Forks the host-death watchdog now, for the host this process will
+/// start: a copy-on-write fork of this process that runs the Rust watchdog
+/// without executing anything (no second dynamic loading and start of the
+/// binary; the host is told its cgroups by message once it makes them).
+/// Call it from `main` while the process has one thread, before any
+/// runtime or thread starts, in a process that will run commands (the
+/// `dsh-bash` binary does, for `run` and `mcp`). Refused (an error saying
+/// why) when the process has more than one thread, and then the host
+/// starts its watchdog as before; a no-op once a watchdog is forked or the
+/// host started.
+///
+/// # Errors
+///
+/// The process has more than one thread, or the pipe, the fork or the
+/// pidfd failed.
+pub fn fork_watchdog() -> io::Result<()> {
+    if let Process::Unstarted { forked, .. } = &mut *process() {
+        if forked.is_none() {
+            *forked = Some(Forked::start()?);
+        }
+    }
+    Ok(())
 }
 
 impl Host {
@@ -97,10 +129,13 @@ impl Host {
     /// says why it could not start, and every later call says the same.
     pub fn get() -> io::Result<Arc<Host>> {
         let mut process = process();
-        let started = match &*process {
+        let started = match &mut *process {
             Process::Started(host) => return Ok(Arc::clone(host)),
             Process::Failed(why) => return Err(io::Error::other(why.clone())),
-            Process::Unstarted { watchdog_program } => Host::start(watchdog_program.clone()),
+            Process::Unstarted {
+                watchdog_program,
+                forked,
+            } => Host::start(watchdog_program.clone(), forked.take()),
         };
         match started {
             Ok(host) => {
@@ -116,7 +151,7 @@ impl Host {
         }
     }
 
-    fn start(watchdog_program: Option<PathBuf>) -> io::Result<Host> {
+    fn start(watchdog_program: Option<PathBuf>, forked: Option<Forked>) -> io::Result<Host> {
         // The threads every stop runs on, before any command can take them.
         let lanes = Lanes::start()?;
         let cgroups = match CgroupHost::create() {
@@ -138,7 +173,7 @@ impl Host {
                 .map(ToOwned::to_owned)
                 .collect(),
         };
-        let watchdog = Watchdog::start(watched, watchdog_program, Arc::clone(&adoption));
+        let watchdog = Watchdog::start(watched, watchdog_program, forked, Arc::clone(&adoption));
         let spawners = Spawners::start(&Reach {
             cgroups: cgroups.clone(),
             adoption: Arc::clone(&adoption),

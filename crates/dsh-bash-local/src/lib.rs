@@ -245,15 +245,15 @@ linux! {
     mod watchdog_main;
     pub use executor::{sweep_dead_hosts, LocalBashExecutor};
     pub use snapshot::take_shell_snapshot;
-    pub use host::use_watchdog_program;
+    pub use host::{fork_watchdog, use_watchdog_program};
     pub use watchdog_main::run_watchdog_if_asked;
 }
 
 elsewhere! {
     mod unsupported;
     pub use unsupported::{
-        run_watchdog_if_asked, sweep_dead_hosts, take_shell_snapshot, use_watchdog_program,
-        LocalBashExecutor,
+        fork_watchdog, run_watchdog_if_asked, sweep_dead_hosts, take_shell_snapshot,
+        use_watchdog_program, LocalBashExecutor,
     };
 }
 

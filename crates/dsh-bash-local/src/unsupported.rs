@@ -125,6 +125,15 @@ pub fn sweep_dead_hosts(_config: &LocalConfig) {}
 /// commands), so it returns.
 pub fn run_watchdog_if_asked() {}
 
+/// Forks the watchdog: nothing to watch here.
+///
+/// # Errors
+///
+/// Never.
+pub fn fork_watchdog() -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Names the watchdog program: nothing to watch here.
 pub fn use_watchdog_program(_program: impl Into<std::path::PathBuf>) {}
 

@@ -2,8 +2,11 @@
 //! its own, that outlives the host for one purpose: when the host dies
 //! (even by SIGKILL) it kills what the host's commands left. It is the
 //! host's own binary run as the watchdog (`watchdog_main.rs`, blocking on a
-//! pidfd of the host) when the host named one with
-//! [`crate::use_watchdog_program`], else a tiny `bash` loop.
+//! pidfd of the host): forked from `main` while the process had one thread
+//! ([`crate::fork_watchdog`], no exec: the `dsh-bash` binary does so for
+//! `run` and `mcp`), else executed again when the host named a program with
+//! [`crate::use_watchdog_program`], else a tiny `bash` loop. A watchdog
+//! that dies is replaced by an executed one (the host has threads by then).
 //!
 //! It learns of the death by EOF on its stdin, a pipe whose write end only
 //! the host holds and never gives up: a dedicated writer thread owns it and
@@ -19,10 +22,12 @@
 //! every process group still recorded.
 
 use std::collections::BTreeSet;
+use std::fs::File;
 use std::io::Write;
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,6 +104,10 @@ const MARKER: &str = "DSH_BASH_HOST";
 /// The name the watchdog runs under (`$0`), so it can be found.
 pub(crate) const NAME: &str = "dsh-bash-watchdog";
 
+/// Its process name (`comm`, 15 bytes at most), set by the Rust watchdog
+/// whether forked or executed.
+pub(crate) const COMM: &std::ffi::CStr = c"dsh-bash-watchd";
+
 /// How often the writer checks that its watchdog still lives (and replaces
 /// a lost one).
 const CHECK_EVERY: Duration = Duration::from_millis(200);
@@ -138,6 +147,7 @@ impl Watchdog {
     pub(crate) fn start(
         watched: Watched,
         program: Option<std::path::PathBuf>,
+        forked: Option<Forked>,
         adoption: Arc<Adoption>,
     ) -> Watchdog {
         let marker = host_marker();
@@ -151,7 +161,10 @@ impl Watchdog {
             running: None,
             checked: Instant::now(),
         };
-        writer.restart();
+        match forked {
+            Some(forked) => writer.adopt(forked),
+            None => writer.restart(),
+        }
         let queue = match std::thread::Builder::new()
             .name("dsh-bash-watchdog-writer".into())
             .spawn(move || writer.serve(&receiver))
@@ -185,10 +198,112 @@ impl Watchdog {
     }
 }
 
+/// A watchdog forked from this process while it had one thread, before
+/// its host started (see [`Forked::start`]).
+///
+/// Held by its pid, not a pidfd: a child's pid is not reused before its
+/// parent reaps it, and only the writer reaps it; the descriptor saved
+/// counts for a host under a low descriptor limit.
+#[derive(Debug)]
+pub(crate) struct Forked {
+    pid: libc::pid_t,
+    stdin: File,
+}
+
+impl Forked {
+    /// Forks the watchdog of this process (to be its host): the child
+    /// detaches (its own group, stdin the pipe from the host, stdout and
+    /// stderr `/dev/null`, nothing else open, named [`COMM`], its command
+    /// line [`NAME`]) and serves until the host dies. Refused (an error)
+    /// unless this process has exactly one thread.
+    pub(crate) fn start() -> std::io::Result<Forked> {
+        let host = std::process::id();
+        let start = crate::scratch::start_time(host);
+        let marker = format!("{MARKER}={host}.{}", start.unwrap_or(0)).into_bytes();
+        let host = libc::pid_t::try_from(host).map_err(std::io::Error::other)?;
+        let (read, write) = sys::pipe()?;
+        let null: OwnedFd = File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?
+            .into();
+        match sys::fork_alone()? {
+            sys::Forked::Child => {
+                drop(write);
+                if sys::detach(read, null, COMM, NAME.as_bytes()).is_ok() {
+                    crate::watchdog_main::serve_forked(host, start, marker);
+                }
+                std::process::exit(0);
+            }
+            sys::Forked::Parent(pid) => {
+                sys::set_pipe_size(write.as_fd(), PIPE_BYTES);
+                Ok(Forked {
+                    pid,
+                    stdin: write.into(),
+                })
+            }
+        }
+    }
+}
+
+/// A watchdog process: executed (a `Child`) or forked (its pid, see
+/// [`Forked`]).
+enum Process {
+    Executed(Child),
+    Forked(libc::pid_t),
+}
+
+impl Process {
+    fn pid(&self) -> libc::pid_t {
+        match self {
+            Process::Executed(child) => libc::pid_t::try_from(child.id()).unwrap_or(0),
+            Process::Forked(pid) => *pid,
+        }
+    }
+
+    /// Why it is gone, if it exited (reaped then); `None` while it runs.
+    fn gone(&mut self) -> Option<String> {
+        use rustix::process::{waitid, WaitId, WaitIdOptions};
+        match self {
+            Process::Executed(child) => match child.try_wait() {
+                Ok(Some(status)) => Some(status.to_string()),
+                Ok(None) => None,
+                Err(err) => Some(err.to_string()),
+            },
+            Process::Forked(pid) => {
+                let pid = rustix::process::Pid::from_raw(*pid)?;
+                match waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOHANG) {
+                    Ok(Some(status)) => Some(format!("{status:?}")),
+                    Ok(None) => None,
+                    Err(err) => Some(err.to_string()),
+                }
+            }
+        }
+    }
+
+    /// Kills and reaps it (blocking: on the writer's thread).
+    fn end(self) {
+        match self {
+            Process::Executed(mut child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Process::Forked(pid) => {
+                // Not yet reaped (only `gone` and this reap it), so `pid`
+                // is still this child.
+                if let Some(held) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(held, rustix::process::Signal::KILL);
+                }
+                sys::wait_pid(pid);
+            }
+        }
+    }
+}
+
 /// One running watchdog process.
 struct Running {
-    child: Child,
-    stdin: ChildStdin,
+    process: Process,
+    stdin: File,
 }
 
 struct Writer {
@@ -268,8 +383,35 @@ fn start(writer: &Writer) -> std::io::Result<Running> {
         .stdin
         .take()
         .ok_or_else(|| std::io::Error::other("the watchdog has no stdin"))?;
-    sys::set_pipe_size(std::os::fd::AsFd::as_fd(&stdin), PIPE_BYTES);
-    Ok(Running { child, stdin })
+    sys::set_pipe_size(stdin.as_fd(), PIPE_BYTES);
+    Ok(Running {
+        process: Process::Executed(child),
+        stdin: File::from(OwnedFd::from(stdin)),
+    })
+}
+
+/// The messages that tell a forked watchdog what its host made after it
+/// started (`c PATH`, `v PATH`); `None` if a path holds a newline (which a
+/// line cannot carry: such a host executes a watchdog with them as
+/// arguments instead).
+fn announce(watched: &Watched) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let lines = watched
+        .cgroup
+        .iter()
+        .map(|dir| (b'c', dir))
+        .chain(watched.v1.iter().map(|dir| (b'v', dir)));
+    let mut bytes = Vec::new();
+    for (kind, dir) in lines {
+        let dir = dir.as_os_str().as_bytes();
+        if dir.contains(&b'\n') {
+            return None;
+        }
+        bytes.extend_from_slice(&[kind, b' ']);
+        bytes.extend_from_slice(dir);
+        bytes.push(b'\n');
+    }
+    Some(bytes)
 }
 
 impl Writer {
@@ -316,15 +458,35 @@ impl Writer {
         }
     }
 
+    /// Takes the watchdog forked before the host started: registered as
+    /// the host's own child and told the host's cgroups. One that cannot
+    /// be told (it is gone, a path cannot be said) is ended and an
+    /// executed one started instead.
+    fn adopt(&mut self, forked: Forked) {
+        let gate = self.adoption.spawning();
+        self.adoption.register(forked.pid);
+        drop(gate);
+        let mut running = Running {
+            process: Process::Forked(forked.pid),
+            stdin: forked.stdin,
+        };
+        let told = announce(&self.watched)
+            .ok_or_else(|| std::io::Error::other("a cgroup path holds a newline"))
+            .and_then(|lines| running.stdin.write_all(&lines));
+        self.running = Some(running);
+        if let Err(err) = told {
+            tracing::debug!(%err, "the forked watchdog cannot be told the host's cgroups; executing one");
+            self.restart();
+        }
+    }
+
     /// Reaps a watchdog that exited (logging it) and starts a new one.
     fn check(&mut self) {
         self.checked = Instant::now();
         // Adopted orphans that exited are reaped here (off the runtime).
         self.adoption.reap_exited();
-        let exited = match self.running.as_mut().map(|r| r.child.try_wait()) {
-            Some(Ok(Some(status))) => Some(status.to_string()),
-            Some(Err(err)) => Some(err.to_string()),
-            Some(Ok(None)) => None,
+        let exited = match self.running.as_mut() {
+            Some(running) => running.process.gone(),
             None => Some("it was never started".into()),
         };
         if let Some(why) = exited {
@@ -334,10 +496,10 @@ impl Writer {
     }
 
     fn restart(&mut self) {
-        if let Some(mut old) = self.running.take() {
-            let _ = old.child.kill();
-            let _ = old.child.wait();
-            self.adoption.unregister(libc::pid_t::try_from(old.child.id()).unwrap_or(0));
+        if let Some(old) = self.running.take() {
+            let pid = old.process.pid();
+            old.process.end();
+            self.adoption.unregister(pid);
         }
         match start(self) {
             Ok(mut running) => {

@@ -11,6 +11,10 @@
 //! parent cgroup, kills every process that still carries the host's
 //! environment marker, and removes the cgroup tree. SIGHUP and SIGINT are
 //! ignored, as by the script.
+//!
+//! The same loop serves a watchdog forked from `main` without exec
+//! (`watchdog.rs`, [`serve_forked`]): it starts before the host has made
+//! its cgroups, so the host tells it them by message (`c PATH`, `v PATH`).
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -59,15 +63,41 @@ pub fn run_watchdog_if_asked() {
         eprintln!("{}: expected CGROUP HOST-PID START-TIME MARKER", crate::watchdog::NAME);
         std::process::exit(2);
     };
+    let _ = rustix::thread::set_name(crate::watchdog::COMM);
     watch.serve();
     std::process::exit(0);
 }
 
+/// Serves as the watchdog of `host` (started at `start`, its commands
+/// carrying `marker`) in a process forked from it: its cgroups come by
+/// message. Returns when the work after the host's death is done.
+pub(crate) fn serve_forked(host: libc::pid_t, start: Option<u64>, marker: Vec<u8>) {
+    Watch {
+        cgroup: None,
+        v1: Vec::new(),
+        host,
+        start,
+        marker: Some(marker),
+    }
+    .serve();
+}
+
+/// What the host told its watchdog: the process groups recorded and not
+/// forgotten, and the cgroups it made after the watchdog started.
+#[derive(Debug, Default, PartialEq)]
+struct Heard {
+    groups: BTreeSet<libc::pid_t>,
+    cgroup: Option<PathBuf>,
+    v1: Vec<PathBuf>,
+}
+
 impl Watch {
-    fn serve(self) {
+    fn serve(mut self) {
         crate::sys::ignore_hangup_and_interrupt();
-        let groups = self.wait_for_death();
-        for group in &groups {
+        let heard = self.wait_for_death();
+        self.cgroup = self.cgroup.or(heard.cgroup);
+        self.v1.extend(heard.v1);
+        for group in &heard.groups {
             crate::sys::signal_group(*group, libc::SIGKILL);
         }
         if let Some(cgroup) = &self.cgroup {
@@ -91,11 +121,11 @@ impl Watch {
     }
 
     /// Reads the host's messages until it dies (EOF, or its pidfd becomes
-    /// readable); the process groups recorded then.
-    fn wait_for_death(&self) -> BTreeSet<libc::pid_t> {
-        let mut groups = BTreeSet::new();
+    /// readable); what it said by then.
+    fn wait_for_death(&self) -> Heard {
+        let mut heard = Heard::default();
         let Some(pidfd) = self.host_pidfd() else {
-            return groups;
+            return heard;
         };
         let mut pending = Vec::new();
         let stdin = std::io::stdin();
@@ -107,18 +137,18 @@ impl Watch {
             match rustix::event::poll(&mut fds, None) {
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return groups,
+                Err(_) => return heard,
             }
             if !fds[1].revents().is_empty() {
                 // The host is gone: what it wrote before it died counts.
-                drain(&mut pending, &mut groups);
-                return groups;
+                drain(&mut pending, &mut heard);
+                return heard;
             }
             if fds[0].revents().is_empty() {
                 continue;
             }
-            if !read_messages(&mut pending, &mut groups) {
-                return groups;
+            if !read_messages(&mut pending, &mut heard) {
+                return heard;
             }
         }
     }
@@ -148,37 +178,53 @@ fn read_once(pending: &mut Vec<u8>) -> std::io::Result<usize> {
 
 /// Reads what is on stdin now and applies its whole lines; false at EOF or
 /// an error.
-fn read_messages(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) -> bool {
+fn read_messages(pending: &mut Vec<u8>, heard: &mut Heard) -> bool {
     let going = match read_once(pending) {
         Ok(n) => n > 0,
         Err(err) => err.kind() == std::io::ErrorKind::Interrupted,
     };
-    apply_lines(pending, groups);
+    apply_lines(pending, heard);
     going
 }
 
 /// Applies the whole lines of `pending`, leaving a partial last one.
-fn apply_lines(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
+fn apply_lines(pending: &mut Vec<u8>, heard: &mut Heard) {
     while let Some(end) = pending.iter().position(|b| *b == b'\n') {
         let line: Vec<u8> = pending.drain(..=end).collect();
-        record(groups, &line);
+        record(heard, &line);
     }
 }
 
 /// Applies every message still in the pipe (without waiting).
-fn drain(pending: &mut Vec<u8>, groups: &mut BTreeSet<libc::pid_t>) {
+fn drain(pending: &mut Vec<u8>, heard: &mut Heard) {
     // Reads return EAGAIN once the pipe is empty.
     let stdin = std::io::stdin();
     if let Ok(flags) = rustix::fs::fcntl_getfl(&stdin) {
         let _ = rustix::fs::fcntl_setfl(&stdin, flags | rustix::fs::OFlags::NONBLOCK);
     }
     while matches!(read_once(pending), Ok(1..)) {}
-    apply_lines(pending, groups);
+    apply_lines(pending, heard);
 }
 
-/// Applies one message line (`+ PGID` records, `- PGID` forgets; only
-/// plain ids above 1).
-fn record(groups: &mut BTreeSet<libc::pid_t>, line: &[u8]) {
+/// Applies one message line: `+ PGID` records a group, `- PGID` forgets
+/// it (only plain ids above 1); `c PATH` names the host's parent cgroup
+/// (the first one counts), `v PATH` one of its v1 parents (absolute paths
+/// only). Anything else is ignored.
+fn record(heard: &mut Heard, line: &[u8]) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    if let Some(path) = line.strip_prefix(b"c ").or_else(|| line.strip_prefix(b"v ")) {
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+        if !path.is_absolute() {
+            return;
+        }
+        if line[0] == b'c' {
+            heard.cgroup.get_or_insert(path);
+        } else {
+            heard.v1.push(path);
+        }
+        return;
+    }
     let line = String::from_utf8_lossy(line);
     let mut words = line.split_whitespace();
     let (Some(op), Some(id)) = (words.next(), words.next()) else {
@@ -192,10 +238,10 @@ fn record(groups: &mut BTreeSet<libc::pid_t>, line: &[u8]) {
     }
     match op {
         "+" => {
-            groups.insert(id);
+            heard.groups.insert(id);
         }
         "-" => {
-            groups.remove(&id);
+            heard.groups.remove(&id);
         }
         _ => {}
     }
@@ -243,11 +289,30 @@ mod tests {
 
     #[test]
     fn messages_record_and_forget_plain_groups_above_one() {
-        let mut groups = BTreeSet::new();
+        let mut heard = Heard::default();
         for line in ["+ 10\n", "+ 11\n", "- 10\n", "+ 1\n", "+ -5\n", "+ x\n", "junk\n"] {
-            record(&mut groups, line.as_bytes());
+            record(&mut heard, line.as_bytes());
         }
-        assert_eq!(groups.into_iter().collect::<Vec<_>>(), [11]);
+        assert_eq!(heard.groups.into_iter().collect::<Vec<_>>(), [11]);
+    }
+
+    #[test]
+    fn messages_name_cgroups_absolute_and_the_first_parent_counts() {
+        let mut heard = Heard::default();
+        for line in [
+            "c relative/dir\n",
+            "c /sys/fs/cgroup/dsh-bash-1 with space\n",
+            "c /sys/fs/cgroup/second\n",
+            "v /sys/fs/cgroup/pids/dsh-bash-1\n",
+            "v \n",
+        ] {
+            record(&mut heard, line.as_bytes());
+        }
+        assert_eq!(
+            heard.cgroup.as_deref(),
+            Some(std::path::Path::new("/sys/fs/cgroup/dsh-bash-1 with space"))
+        );
+        assert_eq!(heard.v1, [PathBuf::from("/sys/fs/cgroup/pids/dsh-bash-1")]);
     }
 
     #[test]

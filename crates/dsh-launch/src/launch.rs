@@ -539,7 +539,7 @@ impl Default for Launcher {
 
 /// Where this process's command line is in memory: `arg_start` and
 /// `arg_end` of `/proc/self/stat` (fields 48 and 49).
-fn command_line() -> Option<(usize, usize)> {
+pub(crate) fn command_line() -> Option<(usize, usize)> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let mut fields = stat
         .get(stat.rfind(')')? + 1..)?

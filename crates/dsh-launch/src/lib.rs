@@ -428,9 +428,11 @@ pub fn reap_blocking(pidfd: BorrowedFd<'_>) {
 }
 
 mod enter;
+mod fork;
 mod launch;
 mod restrict;
 
+pub use fork::{detach, fork_alone, Forked};
 pub use launch::{launch, pipe, Entry as CgroupEntry, Exec, Launcher, Pipes};
 
 #[cfg(test)]
