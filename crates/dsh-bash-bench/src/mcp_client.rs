@@ -15,9 +15,11 @@ pub(crate) struct McpClient {
 }
 
 impl McpClient {
-    pub(crate) async fn start(binary: &Path) -> std::io::Result<McpClient> {
+    /// Starts `binary mcp ARGS…` and initializes the session.
+    pub(crate) async fn start(binary: &Path, args: &[&str]) -> std::io::Result<McpClient> {
         let mut child = tokio::process::Command::new(binary)
             .arg("mcp")
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

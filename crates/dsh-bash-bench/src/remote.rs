@@ -56,7 +56,15 @@ fn listen(binary: &Path, scratch: &Path) -> Option<(Listening, String, String)> 
     let token_file = scratch.join(format!("dsh-bash-bench-token-{}", std::process::id()));
     let _ = std::fs::remove_file(&token_file);
     let mut child = Command::new(binary)
-        .args(["mcp", "--listen", "127.0.0.1:0", "--token-file"])
+        // No snapshot of the machine's own shell (see `mcp_client.rs`).
+        .args([
+            "mcp",
+            "--shell-snapshot",
+            "off",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+        ])
         .arg(&token_file)
         .env_remove("DSH_BASH_TOKEN")
         .stdin(Stdio::null())
@@ -111,7 +119,8 @@ pub async fn remote_latency(options: &Options, direct: &LocalBashExecutor) -> Ve
     let warm = (options.commands / 10).max(5);
 
     let mut child = tokio::process::Command::new(binary);
-    child.arg("mcp");
+    // No snapshot of the machine's own shell (see `mcp_client.rs`).
+    child.args(["mcp", "--shell-snapshot", "off"]);
     match RemoteBashExecutor::over_stdio(child).await {
         Ok(remote) => {
             let _ = latencies(&remote, warm).await;
@@ -156,7 +165,11 @@ pub async fn remote_latency(options: &Options, direct: &LocalBashExecutor) -> Ve
 /// Per-call latencies of `tools/call bash true` over `dsh-bash mcp`'s
 /// stdio, in ms (the baseline of the HTTP rows).
 async fn stdio_latencies(binary: &Path, n: usize, warm: usize) -> Option<Vec<f64>> {
-    let mut client = crate::mcp_client::McpClient::start(binary).await.ok()?;
+    // As the HTTP server it is compared with: no snapshot of the machine's
+    // own shell.
+    let mut client = crate::mcp_client::McpClient::start(binary, &["--shell-snapshot", "off"])
+        .await
+        .ok()?;
     let call = serde_json::json!({"name": "bash", "arguments": {"command": "true", "description": "benchmark a trivial command"}});
     let mut out = Vec::with_capacity(n);
     for round in 0..warm + n {
