@@ -17,6 +17,7 @@ use common::confined::{
     as_user, base, binary, chown, each_backend_and_user, result_json, serve, usable_as_or_skip,
     Server, User, NOBODY,
 };
+use common::RawServer;
 use serde_json::Value;
 
 /// A plain HTTP file server over `dir`, on 127.0.0.1.
@@ -465,4 +466,98 @@ print(f'found {found} taken {taken}')
             "{user:?}: {result}"
         );
     }
+}
+
+/// A server's commands on an allow-list enter the session's warm sandbox
+/// (its pid namespace's first process is `dsh-bash-init`, not bwrap), each
+/// with a door and a network namespace of its own: the allowed host
+/// answers through the proxy, a refused one is that command's refusal and
+/// not the next one's, and nothing reaches the allowed host around the
+/// proxy. As root and as uid 65534.
+#[test]
+fn a_servers_commands_on_an_allow_list_enter_its_warm_sandbox_each_with_its_own_door() {
+    let site = Site::new("allow-warm");
+    let http = http_server(&site.path("files"));
+    for user in [User::Root, User::Nobody] {
+        let probe = ["--sandbox", "read-only", "--sandbox-backend", "bwrap"];
+        if !usable_as_or_skip(user, &probe, "the warm sandbox's allow-list") {
+            continue;
+        }
+        let sandbox = ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"];
+        let ws = workspace(user, &format!("allow-warm-{user:?}"));
+        // A home outside the workspace: caches there would last one
+        // command each, and such a sandbox is never warm.
+        let home = workspace(user, &format!("allow-warm-home-{user:?}"));
+        let mut mcp = as_user(user, binary().to_str().unwrap());
+        mcp.arg("mcp")
+            .args(sandbox)
+            .args(["--shell-snapshot", "off", "--workdir"])
+            .arg(&ws)
+            .arg(format!("--allow-host=127.0.0.1:{}", http.port))
+            .env("HOME", &home);
+        let mut server = RawServer::spawn_command(mcp, Stdio::null());
+        server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+        assert_eq!(server.next()["id"], 1);
+        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let fetch = format!(
+            "curl -sS --max-time 30 http://127.0.0.1:{}/hello.txt",
+            http.port
+        );
+        let first = call_bash(
+            &mut server,
+            2,
+            &format!(
+                "cat /proc/1/comm; {fetch}; curl -sS --max-time 30 http://127.0.0.2:{}/x; true",
+                http.port
+            ),
+        );
+        let context = format!("{user:?}: {first}");
+        assert!(
+            first.starts_with("dsh-bash-init\n"),
+            "entered warm: {context}"
+        );
+        assert!(first.contains("hello from the allowed host"), "{context}");
+        assert!(
+            first.contains(&format!("refused 127.0.0.2:{}", http.port)),
+            "{context}"
+        );
+        let second = call_bash(
+            &mut server,
+            3,
+            &format!(
+                "{fetch}; curl --noproxy '*' -sS --max-time 10 http://127.0.0.1:{}/hello.txt || echo direct-refused",
+                http.port
+            ),
+        );
+        let context = format!("{user:?}: {second}");
+        assert!(second.contains("hello from the allowed host"), "{context}");
+        assert!(
+            second.contains("direct-refused"),
+            "no way around the proxy: {context}"
+        );
+        assert_eq!(
+            second.matches("hello from the allowed host").count(),
+            1,
+            "{context}"
+        );
+        assert!(
+            !second.contains("127.0.0.2"),
+            "the first command's refusal is its own: {context}"
+        );
+        drop(server.stdin.take());
+        let _ = server.child.wait();
+    }
+}
+
+/// `bash` through a raw MCP server, its text.
+fn call_bash(server: &mut RawServer, id: u64, command: &str) -> String {
+    let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"command": command, "description": "d"}}});
+    server.send(&request.to_string());
+    let reply: Value = server.next();
+    assert_eq!(reply["id"], id, "{reply}");
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{reply}"))
+        .to_owned()
 }

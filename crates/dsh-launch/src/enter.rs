@@ -52,6 +52,7 @@ pub struct PreparedEntry {
     namespaces: Vec<(RawFd, libc::c_int)>,
     tmp: Option<CString>,
     exposed: Vec<Exposed>,
+    own_network: bool,
 }
 
 fn cstring(path: &Path) -> io::Result<CString> {
@@ -103,6 +104,7 @@ impl PreparedEntry {
                 .collect(),
             tmp: entry.tmp.as_deref().map(cstring).transpose()?,
             exposed,
+            own_network: entry.own_network,
         })
     }
 }
@@ -139,11 +141,18 @@ unsafe fn join(entry: &PreparedEntry) -> Result<(), i32> {
             return Err(errno());
         }
     }
-    let own = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP;
+    let mut own =
+        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWCGROUP;
+    if entry.own_network {
+        own |= libc::CLONE_NEWNET;
+    }
     // SAFETY: unshare with integer flags; we hold every capability in the
     // user namespace just joined.
     if unsafe { libc::unshare(own) } != 0 {
         return Err(errno());
+    }
+    if entry.own_network {
+        loopback_up()?;
     }
     // SAFETY: static NUL-terminated strings.
     unsafe {
@@ -155,6 +164,30 @@ unsafe fn join(entry: &PreparedEntry) -> Result<(), i32> {
             std::ptr::null(),
         )
     }
+}
+
+/// Brings the loopback interface of a new network namespace up (what
+/// bubblewrap's `--unshare-net` does): raw syscalls on a stack `ifreq`.
+fn loopback_up() -> Result<(), i32> {
+    // SAFETY: socket with integer arguments.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: an all-zero `ifreq` is a valid value of the plain C struct.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo") {
+        *slot = *byte as libc::c_char;
+    }
+    // The union's flags member, the one SIOCSIFFLAGS reads.
+    request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: SIOCSIFFLAGS reads the `ifreq` we own; then the socket we
+    // opened is closed.
+    let set = unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &request) };
+    let failed = (set != 0).then(errno);
+    // SAFETY: closes the socket opened above.
+    unsafe { libc::close(fd) };
+    failed.map_or(Ok(()), Err)
 }
 
 /// Makes a mount point at `exposed.at` (its directories on the way too),

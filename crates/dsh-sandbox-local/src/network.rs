@@ -83,6 +83,27 @@ pub(crate) fn attach(confinement: &mut Confinement, door: OpenDoor, port: u16) {
     confinement.held.push(Arc::new(door) as Arc<dyn Held>);
 }
 
+/// A command's door under bubblewrap and the command line that starts the
+/// forwarder on its far end before the command.
+pub(crate) struct Forwarded {
+    pub(crate) door: OpenDoor,
+    pub(crate) far_end: Arc<std::os::fd::OwnedFd>,
+    pub(crate) argv: Vec<OsString>,
+}
+
+impl Forwarded {
+    /// Keeps the far end open into the forwarder (at its number) and the
+    /// door with the confinement, its log the command's.
+    pub(crate) fn attach(self, confinement: &mut Confinement) {
+        confinement
+            .invocation
+            .restriction
+            .keep_fds
+            .push(self.far_end);
+        attach(confinement, self.door, dsh_net_proxy::forward::PORT);
+    }
+}
+
 /// The forwarder program a host named ([`crate::LocalSandboxConfig::forwarder`]).
 pub(crate) fn forwarder(program: Option<&PathBuf>) -> Result<&PathBuf, SandboxError> {
     program.ok_or(SandboxError::NoForwarder)

@@ -344,7 +344,11 @@ impl LocalSandboxProvider {
         match &verdict {
             Verdict::Bwrap => {
                 if let Some(key) = crate::warm::Key::of(policy).filter(|_| self.config.warm) {
-                    if let Some(confinement) = self.confine_warm(key, argv, policy).await {
+                    if let Some(confinement) = self
+                        .confine_warm(key, argv, policy)
+                        .await
+                        .map_err(unavailable)?
+                    {
                         return Ok(confinement);
                     }
                 }
@@ -376,20 +380,10 @@ impl LocalSandboxProvider {
         name: &'static str,
     ) -> Result<Confinement, SandboxError> {
         let mut owned_policy = policy.clone();
-        let mut owned_argv = argv.to_vec();
-        let door = if policy.network == dsh_sandbox::NetworkPolicy::Allow {
-            let program = crate::network::forwarder(self.config.forwarder.as_ref())?;
-            let door = crate::network::open(&self.proxy, policy, true)?;
-            let far_end = door.far_end().ok_or_else(|| SandboxError::Door {
-                cause: std::io::Error::other("a passed door without its far end"),
-            })?;
-            owned_argv = dsh_net_proxy::forward::argv(program, far_end.as_raw_fd());
-            owned_argv.extend_from_slice(argv);
-            owned_policy.readable.push(program.clone());
-            Some((door, far_end))
-        } else {
-            None
-        };
+        let forwarded = self.forwarded(&mut owned_policy, argv)?;
+        let owned_argv = forwarded
+            .as_ref()
+            .map_or_else(|| argv.to_vec(), |forwarded| forwarded.argv.clone());
         let restriction = self.bwrap_restriction(policy);
         let mut confinement = tokio::task::spawn_blocking(move || {
             crate::bwrap::confine(&runner, &owned_policy, &owned_argv, restriction, name)
@@ -398,39 +392,77 @@ impl LocalSandboxProvider {
         .map_err(|err| SandboxError::Interrupted {
             detail: err.to_string(),
         })??;
-        if let Some((door, far_end)) = door {
+        if let Some(forwarded) = forwarded {
             // Kept at its number through bwrap into the forwarder, which
             // closes it on exec of the command.
-            confinement.invocation.restriction.keep_fds.push(far_end);
-            crate::network::attach(&mut confinement, door, dsh_net_proxy::forward::PORT);
+            forwarded.attach(&mut confinement);
         }
         Ok(confinement)
     }
 
+    /// On an allow-list under bubblewrap: the command's door and the
+    /// command line that starts the forwarder on its far end before the
+    /// command (the forwarder made readable in `policy`); `None` on any
+    /// other network policy.
+    #[cfg(target_os = "linux")]
+    fn forwarded(
+        &self,
+        policy: &mut SandboxPolicy,
+        argv: &[OsString],
+    ) -> Result<Option<crate::network::Forwarded>, SandboxError> {
+        if policy.network != dsh_sandbox::NetworkPolicy::Allow {
+            return Ok(None);
+        }
+        let program = crate::network::forwarder(self.config.forwarder.as_ref())?;
+        let door = crate::network::open(&self.proxy, policy, true)?;
+        let far_end = door.far_end().ok_or_else(|| SandboxError::Door {
+            cause: std::io::Error::other("a passed door without its far end"),
+        })?;
+        let mut forwarded_argv = dsh_net_proxy::forward::argv(program, far_end.as_raw_fd());
+        forwarded_argv.extend_from_slice(argv);
+        policy.readable.push(program.clone());
+        Ok(Some(crate::network::Forwarded {
+            door,
+            far_end,
+            argv: forwarded_argv,
+        }))
+    }
+
     /// A command entering the session's warm sandbox for `key` (built or
     /// built again here when none fits); `None` when none can be built
-    /// (said once in the log; the cold path confines then).
+    /// (said once in the log; the cold path confines then). On an
+    /// allow-list the command gets its own door and network namespace,
+    /// and the forwarder starts it there.
     #[cfg(target_os = "linux")]
     async fn confine_warm(
         &self,
         key: crate::warm::Key,
         argv: &[OsString],
         policy: &SandboxPolicy,
-    ) -> Option<Confinement> {
+    ) -> Result<Option<Confinement>, SandboxError> {
         let runner = self.bwrap_restriction(policy);
-        let owned = policy.clone();
-        let argv = argv.to_vec();
+        let mut owned = policy.clone();
+        let forwarded = self.forwarded(&mut owned, argv)?;
+        let argv = forwarded
+            .as_ref()
+            .map_or_else(|| argv.to_vec(), |forwarded| forwarded.argv.clone());
         let bwrap = self.config.bwrap.clone();
         let sandboxes = Arc::clone(&self.warm);
         // Resolving the protected paths, building, and checking what must
         // stay readable read the file system: off the runtime threads.
-        tokio::task::spawn_blocking(move || {
+        let confined = tokio::task::spawn_blocking(move || {
             let warm = crate::warm::warm_for(&sandboxes, &bwrap, key, &owned)?;
             Some(warm.confine(&owned, &argv, runner))
         })
         .await
         .ok()
-        .flatten()
+        .flatten();
+        Ok(confined.map(|mut confinement| {
+            if let Some(forwarded) = forwarded {
+                forwarded.attach(&mut confinement);
+            }
+            confinement
+        }))
     }
 
     /// Under Landlock: on an allow-list, the door is a loopback port the

@@ -55,12 +55,12 @@ pub(crate) struct Key {
 }
 
 impl Key {
-    /// The key of `policy`, or `None` when its sandbox cannot be warm: an
-    /// allow-list (its door is per command), a terminal, caches that last
-    /// only as long as the command.
+    /// The key of `policy`, or `None` when its sandbox cannot be warm: a
+    /// terminal, caches that last only as long as the command. (On an
+    /// allow-list each command gets a network namespace of its own where
+    /// its forwarder listens, its door being its own.)
     pub(crate) fn of(policy: &SandboxPolicy) -> Option<Key> {
-        let warmable =
-            policy.network != NetworkPolicy::Allow && !policy.terminal && !policy.caches.ephemeral;
+        let warmable = !policy.terminal && !policy.caches.ephemeral;
         warmable.then(|| Key {
             mode: policy.mode,
             network: policy.network,
@@ -326,6 +326,7 @@ impl Warm {
                         namespaces: Arc::clone(&self.namespaces),
                         tmp,
                         exposed,
+                        own_network: policy.network == NetworkPolicy::Allow,
                     })),
                 },
                 environment: crate::bwrap::environment(policy),

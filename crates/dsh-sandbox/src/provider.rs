@@ -88,6 +88,9 @@ pub struct Entry {
     /// Mounts put back on top of the command's `/tmp`: a workspace under
     /// `/tmp`, what must stay readable.
     pub exposed: Vec<Exposed>,
+    /// A network namespace of the command's own, only loopback up: an
+    /// allow-list's, where its forwarder listens on the door's port.
+    pub own_network: bool,
 }
 
 /// One mount a command in a warm sandbox sees on top of its `/tmp`.
