@@ -496,15 +496,12 @@ fn a_servers_commands_on_an_allow_list_enter_its_warm_sandbox_each_with_its_own_
             .arg(format!("--allow-host=127.0.0.1:{}", http.port))
             .env("HOME", &home);
         let mut server = RawServer::spawn_command(mcp, Stdio::null());
-        server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
-        assert_eq!(server.next()["id"], 1);
-        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server.initialize();
         let fetch = format!(
             "curl -sS --max-time 30 http://127.0.0.1:{}/hello.txt",
             http.port
         );
-        let first = call_bash(
-            &mut server,
+        let first = server.bash_text(
             2,
             &format!(
                 "cat /proc/1/comm; {fetch}; curl -sS --max-time 30 http://127.0.0.2:{}/x; true",
@@ -521,8 +518,7 @@ fn a_servers_commands_on_an_allow_list_enter_its_warm_sandbox_each_with_its_own_
             first.contains(&format!("refused 127.0.0.2:{}", http.port)),
             "{context}"
         );
-        let second = call_bash(
-            &mut server,
+        let second = server.bash_text(
             3,
             &format!(
                 "{fetch}; curl --noproxy '*' -sS --max-time 10 http://127.0.0.1:{}/hello.txt || echo direct-refused",
@@ -547,17 +543,4 @@ fn a_servers_commands_on_an_allow_list_enter_its_warm_sandbox_each_with_its_own_
         drop(server.stdin.take());
         let _ = server.child.wait();
     }
-}
-
-/// `bash` through a raw MCP server, its text.
-fn call_bash(server: &mut RawServer, id: u64, command: &str) -> String {
-    let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": "bash", "arguments": {"command": command, "description": "d"}}});
-    server.send(&request.to_string());
-    let reply: Value = server.next();
-    assert_eq!(reply["id"], id, "{reply}");
-    reply["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{reply}"))
-        .to_owned()
 }

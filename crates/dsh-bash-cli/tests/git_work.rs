@@ -253,17 +253,30 @@ fn check(user: User, backend: &str) {
              git -C {into} add $(realpath --relative-to={into} {dir}) 2>/dev/null && {then} echo added"
         )
     };
+    // Each undone as the result's line says.
     for (dir, into, then, undo) in [
-        ("nested", ".", "", "git reset -q -- nested"),
+        ("nested", ".", "", "git rm -r -f -q --cached -- nested"),
         // Hidden in a split index's shared part.
         (
             "nested2",
             ".",
             "git update-index --split-index &&",
-            "git reset -q -- nested2",
+            "git rm -r -f -q --cached -- nested2",
+        ),
+        // Committed: `git reset` would put it back from the commit.
+        (
+            "nested3",
+            ".",
+            "git commit -qm planted &&",
+            "git rm -r -f -q --cached -- nested3 && git commit -qm undone",
         ),
         // Added inside the submodule's own index.
-        ("lib/inner", "lib", "", "git -C lib reset -q -- inner"),
+        (
+            "lib/inner",
+            "lib",
+            "",
+            "git -C lib rm -r -f -q --cached -- inner",
+        ),
     ] {
         let planted = repo.run(user, backend, &plant(dir, into, then));
         assert_eq!(
@@ -278,7 +291,7 @@ fn check(user: User, backend: &str) {
                 .contains("added"),
             "{dir} under {context}: {planted:#}"
         );
-        let undone = repo.run(user, backend, &format!("{undo} && echo undone"));
+        let undone = repo.run(user, backend, &format!("{identity}; {undo} && echo undone"));
         assert_eq!(undone["exit_code"], 0, "{context}: {undone:#}");
         assert!(
             undone["sandbox"]["planted"].is_null(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::confined::{base, usable_or_skip};
 use common::RawServer;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A home whose start-up files set up a toolchain, a function, an alias
 /// and a secret, the way `nvm`'s installer does.
@@ -55,15 +55,7 @@ fn made_up_home(name: &str, bashrc_extra: &str) -> PathBuf {
 
 /// `bash` through a raw MCP server, its text.
 fn call(server: &mut RawServer, id: u64, command: &str) -> String {
-    let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": "bash", "arguments": {"command": command, "description": "d"}}});
-    server.send(&request.to_string());
-    let reply: Value = server.next();
-    assert_eq!(reply["id"], id, "{reply}");
-    reply["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{reply}"))
-        .to_owned()
+    server.bash_text(id, command)
 }
 
 /// Calls until the snapshot is in (the function is defined), at most 60 s.
@@ -81,9 +73,7 @@ fn until_snapshot(server: &mut RawServer, probe: &str) -> u64 {
 }
 
 fn initialize(server: &mut RawServer) {
-    server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
-    assert_eq!(server.next()["id"], 1);
-    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    server.initialize();
 }
 
 /// `mcp ARGS` with `home` and `shell`, logging to `log`, the snapshot at

@@ -122,11 +122,14 @@
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits.
 //! All commands are forked from dedicated threads that never exit, so the
-//! shell gets SIGKILL exactly when the host process dies. A watchdog (a
-//! `bash` loop in a process group of its own, one per host process, deaf to
-//! SIGHUP) waits for EOF on a pipe only the host writes, and checks every
-//! second that the host's pid still names the host (a process that keeps
-//! the pipe open cannot keep it waiting): at host death, even by SIGKILL,
+//! shell gets SIGKILL exactly when the host process dies. A watchdog (one
+//! per host process, in a process group of its own, deaf to SIGHUP: the
+//! host forked from `main` while it had one thread ([`fork_watchdog`]), or
+//! executed as a named program, or a `bash` loop) waits for EOF on a pipe
+//! only the host writes and for the host's exit (a pidfd; the `bash` loop
+//! checks every second that the host's pid still names the host), so a
+//! process that keeps the pipe open cannot keep it waiting: at host death,
+//! even by SIGKILL,
 //! it writes `cgroup.kill` of the host's parent cgroup (every process of
 //! every task, escapees included, then removes the cgroups) and, for
 //! process-tree commands, SIGKILLs every process group recorded for it and

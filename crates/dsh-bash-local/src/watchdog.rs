@@ -391,7 +391,8 @@ fn start(writer: &Writer) -> std::io::Result<Running> {
 }
 
 /// The messages that tell a forked watchdog what its host made after it
-/// started (`c PATH`, `v PATH`); `None` if a path holds a newline (which a
+/// started (`c PATH`, `v PATH`, then the seal `.`), said before the host's
+/// first command starts; `None` if a path holds a newline (which a
 /// line cannot carry: such a host executes a watchdog with them as
 /// arguments instead).
 fn announce(watched: &Watched) -> Option<Vec<u8>> {
@@ -411,6 +412,8 @@ fn announce(watched: &Watched) -> Option<Vec<u8>> {
         bytes.extend_from_slice(dir);
         bytes.push(b'\n');
     }
+    // The seal: no cgroup named after it counts (see `watchdog_main.rs`).
+    bytes.extend_from_slice(b".\n");
     Some(bytes)
 }
 

@@ -14,7 +14,8 @@
 //!
 //! The same loop serves a watchdog forked from `main` without exec
 //! (`watchdog.rs`, [`serve_forked`]): it starts before the host has made
-//! its cgroups, so the host tells it them by message (`c PATH`, `v PATH`).
+//! its cgroups, so the host tells it them by message (`c PATH`, `v PATH`,
+//! then `.`), before any command runs.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -32,6 +33,9 @@ struct Watch {
     host: libc::pid_t,
     start: Option<u64>,
     marker: Option<Vec<u8>>,
+    /// Whether the cgroups come by message (a forked watchdog); an
+    /// executed one has them on its command line and takes none later.
+    by_message: bool,
 }
 
 impl Watch {
@@ -46,6 +50,7 @@ impl Watch {
             host: host.to_str()?.parse().ok()?,
             start: start.to_str().and_then(|s| s.parse().ok()),
             marker: (!marker.is_empty()).then(|| marker.as_bytes().to_vec()),
+            by_message: false,
         })
     }
 }
@@ -78,17 +83,20 @@ pub(crate) fn serve_forked(host: libc::pid_t, start: Option<u64>, marker: Vec<u8
         host,
         start,
         marker: Some(marker),
+        by_message: true,
     }
     .serve();
 }
 
 /// What the host told its watchdog: the process groups recorded and not
-/// forgotten, and the cgroups it made after the watchdog started.
+/// forgotten, and the cgroups it made after the watchdog started (said
+/// before its first command, then sealed: see [`record`]).
 #[derive(Debug, Default, PartialEq)]
 struct Heard {
     groups: BTreeSet<libc::pid_t>,
     cgroup: Option<PathBuf>,
     v1: Vec<PathBuf>,
+    sealed: bool,
 }
 
 impl Watch {
@@ -123,7 +131,10 @@ impl Watch {
     /// Reads the host's messages until it dies (EOF, or its pidfd becomes
     /// readable); what it said by then.
     fn wait_for_death(&self) -> Heard {
-        let mut heard = Heard::default();
+        let mut heard = Heard {
+            sealed: !self.by_message,
+            ..Heard::default()
+        };
         let Some(pidfd) = self.host_pidfd() else {
             return heard;
         };
@@ -209,13 +220,20 @@ fn drain(pending: &mut Vec<u8>, heard: &mut Heard) {
 /// Applies one message line: `+ PGID` records a group, `- PGID` forgets
 /// it (only plain ids above 1); `c PATH` names the host's parent cgroup
 /// (the first one counts), `v PATH` one of its v1 parents (absolute paths
-/// only). Anything else is ignored.
+/// only), `.` ends those: the host says its cgroups and `.` before its
+/// first command starts, so no later writer to the pipe (an unconfined
+/// command of the same user holding it open) can name a directory the
+/// watchdog would then remove. Anything else is ignored.
 fn record(heard: &mut Heard, line: &[u8]) {
     use std::os::unix::ffi::OsStrExt as _;
     let line = line.strip_suffix(b"\n").unwrap_or(line);
+    if line == b"." {
+        heard.sealed = true;
+        return;
+    }
     if let Some(path) = line.strip_prefix(b"c ").or_else(|| line.strip_prefix(b"v ")) {
         let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
-        if !path.is_absolute() {
+        if heard.sealed || !path.is_absolute() {
             return;
         }
         if line[0] == b'c' {
@@ -313,6 +331,17 @@ mod tests {
             Some(std::path::Path::new("/sys/fs/cgroup/dsh-bash-1 with space"))
         );
         assert_eq!(heard.v1, [PathBuf::from("/sys/fs/cgroup/pids/dsh-bash-1")]);
+    }
+
+    #[test]
+    fn after_the_seal_no_cgroup_is_named_but_groups_still_are() {
+        let mut heard = Heard::default();
+        for line in ["v /sys/fs/cgroup/pids/dsh-bash-1\n", ".\n", "c /home/user\n", "v /home/user/empty\n", "+ 42\n"] {
+            record(&mut heard, line.as_bytes());
+        }
+        assert_eq!(heard.cgroup, None);
+        assert_eq!(heard.v1, [PathBuf::from("/sys/fs/cgroup/pids/dsh-bash-1")]);
+        assert_eq!(heard.groups.into_iter().collect::<Vec<_>>(), [42]);
     }
 
     #[test]

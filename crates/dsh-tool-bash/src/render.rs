@@ -56,7 +56,7 @@ fn planted_markers(facts: Option<&dsh_bash::BashSandboxInfo>) -> Vec<String> {
                 .and_then(|ws| path.strip_prefix(ws).ok())
                 .unwrap_or(path);
             format!(
-                "[sandbox: this command added {} to the index as a gitlink, a repository it made: the host's next `git status` runs that repository's config and hooks; undo it with `git reset -- {}` unless a person asked for it]",
+                "[sandbox: this command added {} to the index as a gitlink, a repository it made: the host's next `git status` runs that repository's config and hooks; unless a person asked for it, undo it with `git rm -r -f --cached -- {}` (and a commit, if the command committed it: `git reset` would put it back from that commit)]",
                 path.display(),
                 shown.display()
             )

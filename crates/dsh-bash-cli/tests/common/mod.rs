@@ -65,9 +65,7 @@ impl RawServer {
     /// Started and initialized (the handshake of 2025-06-18).
     pub fn start() -> RawServer {
         let mut server = RawServer::spawn();
-        server.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
-        assert_eq!(server.next()["id"], 1);
-        server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        server.initialize();
         server
     }
 
@@ -126,6 +124,27 @@ impl RawServer {
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Initializes (the handshake of 2025-06-18) a server spawned with
+    /// nothing sent yet.
+    pub fn initialize(&mut self) {
+        self.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+        assert_eq!(self.next()["id"], 1);
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    }
+
+    /// `bash` with `command` as request `id`; the result's text.
+    pub fn bash_text(&mut self, id: u64, command: &str) -> String {
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": command, "description": "d"}}});
+        self.send(&request.to_string());
+        let reply = self.next();
+        assert_eq!(reply["id"], id, "{reply}");
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{reply}"))
+            .to_owned()
     }
 }
 
