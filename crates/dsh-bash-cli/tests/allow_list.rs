@@ -504,7 +504,7 @@ fn a_servers_commands_on_an_allow_list_enter_its_warm_sandbox_each_with_its_own_
         let first = server.bash_text(
             2,
             &format!(
-                "cat /proc/1/comm; {fetch}; curl -sS --max-time 30 http://127.0.0.2:{}/x; true",
+                "cat /proc/1/comm; readlink /proc/self/ns/net; {fetch}; curl -sS --max-time 30 http://127.0.0.2:{}/x; true",
                 http.port
             ),
         );
@@ -521,11 +521,17 @@ fn a_servers_commands_on_an_allow_list_enter_its_warm_sandbox_each_with_its_own_
         let second = server.bash_text(
             3,
             &format!(
-                "{fetch}; curl --noproxy '*' -sS --max-time 10 http://127.0.0.1:{}/hello.txt || echo direct-refused",
+                "readlink /proc/self/ns/net; {fetch}; curl --noproxy '*' -sS --max-time 10 http://127.0.0.1:{}/hello.txt || echo direct-refused",
                 http.port
             ),
         );
         let context = format!("{user:?}: {second}");
+        // A network namespace each (the warm sandbox's own is shared).
+        let (first_net, second_net) = (first.lines().nth(1), second.lines().next());
+        assert!(
+            first_net.is_some_and(|n| n.starts_with("net:[")) && first_net != second_net,
+            "{first_net:?} then {second_net:?}: {context}"
+        );
         assert!(second.contains("hello from the allowed host"), "{context}");
         assert!(
             second.contains("direct-refused"),

@@ -255,20 +255,20 @@ fn check(user: User, backend: &str) {
     };
     // Each undone as the result's line says.
     for (dir, into, then, undo) in [
-        ("nested", ".", "", "git rm -r -f -q --cached -- nested"),
+        ("nested", ".", "", "git -C . rm -r -f -q --cached -- nested"),
         // Hidden in a split index's shared part.
         (
             "nested2",
             ".",
             "git update-index --split-index &&",
-            "git rm -r -f -q --cached -- nested2",
+            "git -C . rm -r -f -q --cached -- nested2",
         ),
         // Committed: `git reset` would put it back from the commit.
         (
             "nested3",
             ".",
             "git commit -qm planted &&",
-            "git rm -r -f -q --cached -- nested3 && git commit -qm undone",
+            "git -C . rm -r -f -q --cached -- nested3 && git commit -qm undone",
         ),
         // Added inside the submodule's own index.
         (

@@ -531,6 +531,72 @@ fn moving_to_another_cgroup_of_the_host_does_not_escape() {
     }
 }
 
+/// Under cgroups the forked watchdog takes the host's cgroup by message
+/// and, at the host's SIGKILL, kills it whole and removes it: an escapee
+/// that cleared the host's environment marker (which only `cgroup.kill`
+/// can still reach) dies, and no directory of the host is left.
+#[test]
+fn a_sigkilled_hosts_cgroup_is_killed_and_removed_by_its_forked_watchdog() {
+    if !cgroups_or_skip("the forked watchdog's cgroup") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let command = format!(
+        "env -u DSH_BASH_HOST setsid sleep 1000 & echo $! >> {p}; wait",
+        p = pids.display()
+    );
+    let mut host = dsh_bash()
+        .args(["run", "--"])
+        .arg(&command)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let host_pid = i32::try_from(host.id()).unwrap();
+    let escapee = wait_for("the escapee", || {
+        listed(&pids).first().copied().filter(|p| alive(*p))
+    });
+    let environ = std::fs::read(format!("/proc/{escapee}/environ")).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&environ).contains("DSH_BASH_HOST="),
+        "the escapee carries no marker"
+    );
+    // The host's parent cgroup: the one above the escapee's command cgroup.
+    let own = std::fs::read_to_string(format!("/proc/{escapee}/cgroup")).unwrap();
+    let relative = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap()
+        .trim_start_matches('/');
+    let unified = std::path::Path::new("/sys/fs/cgroup/unified");
+    let v2 = if unified.is_dir() {
+        unified
+    } else {
+        std::path::Path::new("/sys/fs/cgroup")
+    };
+    let parent = v2.join(relative).parent().unwrap().to_owned();
+    assert!(
+        parent
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&format!("dsh-bash-{host_pid}.")),
+        "{}",
+        parent.display()
+    );
+    assert_eq!(
+        arguments(watchdogs_of(host_pid)[0]),
+        ["dsh-bash-watchdog"],
+        "forked"
+    );
+    host.kill().unwrap();
+    host.wait().unwrap();
+    assert!(wait_gone(escapee), "{escapee} outlived its SIGKILLed host");
+    wait_for("the host's cgroup removed", || {
+        (!parent.exists()).then_some(())
+    });
+}
+
 /// The watchdog still kills everything when the host dies while it is
 /// stopped (the orphaned group's SIGHUP must not kill it), and when a
 /// command holds the watchdog's pipe open (no EOF ever comes).
@@ -542,10 +608,14 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
     for how in ["stopped watchdog", "pipe held open"] {
         let dir = tempfile::tempdir().unwrap();
         let pids = dir.path().join("pids");
+        let held = dir.path().join("held");
         let hold = if how == "pipe held open" {
-            "W=$(pgrep -P $PPID -x dsh-bash-watchd | head -1); exec 9>/proc/$W/fd/0; "
+            format!(
+                "W=$(pgrep -P $PPID -x dsh-bash-watchd | head -1); [ -n \"$W\" ] && exec 9>/proc/$W/fd/0 && echo held > {}; ",
+                held.display()
+            )
         } else {
-            ""
+            String::new()
         };
         let command = format!(
             "{hold}setsid sleep 1000 & echo $! >> {p}; wait",
@@ -571,6 +641,8 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
         let host_pid = i32::try_from(host.id()).unwrap();
         let watchdog = watchdogs_of(host_pid);
         assert_eq!(watchdog.len(), 1, "{how}: {watchdog:?}");
+        // The hold ran before the escapee started: it held the pipe.
+        assert_eq!(held.exists(), how == "pipe held open", "{how}");
         if how == "stopped watchdog" {
             // SAFETY: kill(2) on the watchdog of the host this test started.
             unsafe { libc::kill(watchdog[0], libc::SIGSTOP) };

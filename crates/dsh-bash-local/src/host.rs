@@ -112,8 +112,7 @@ pub fn use_watchdog_program(program: impl Into<PathBuf>) {
 ///
 /// # Errors
 ///
-/// The process has more than one thread, or the pipe, the fork or the
-/// pidfd failed.
+/// The process has more than one thread, or the pipe or the fork failed.
 pub fn fork_watchdog() -> io::Result<()> {
     if let Process::Unstarted { forked, .. } = &mut *process() {
         if forked.is_none() {

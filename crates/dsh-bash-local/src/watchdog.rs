@@ -6,7 +6,8 @@
 //! ([`crate::fork_watchdog`], no exec: the `dsh-bash` binary does so for
 //! `run` and `mcp`), else executed again when the host named a program with
 //! [`crate::use_watchdog_program`], else a tiny `bash` loop. A watchdog
-//! that dies is replaced by an executed one (the host has threads by then).
+//! that dies is replaced by an executed one (the program named, else the
+//! `bash` loop: the host has threads by then).
 //!
 //! It learns of the death by EOF on its stdin, a pipe whose write end only
 //! the host holds and never gives up: a dedicated writer thread owns it and
@@ -220,20 +221,26 @@ impl Forked {
         let host = std::process::id();
         let start = crate::scratch::start_time(host);
         let marker = format!("{MARKER}={host}.{}", start.unwrap_or(0)).into_bytes();
+        // The name every cgroup the host makes has (see `watchdog_main.rs`).
+        let cgroup_name = std::ffi::OsString::from(crate::cgroupfs::host_dir_name());
         let host = libc::pid_t::try_from(host).map_err(std::io::Error::other)?;
+        // Never on 0, 1 or 2 (a host started with them closed): the host's
+        // output must not feed its watchdog.
         let (read, write) = sys::pipe()?;
-        let null: OwnedFd = File::options()
-            .read(true)
-            .write(true)
-            .open("/dev/null")?
-            .into();
+        let (read, write) = (sys::above_standard(read)?, sys::above_standard(write)?);
+        let null = File::options().read(true).write(true).open("/dev/null")?;
+        let null = sys::above_standard(null.into())?;
         match sys::fork_alone()? {
             sys::Forked::Child => {
                 drop(write);
                 if sys::detach(read, null, COMM, NAME.as_bytes()).is_ok() {
-                    crate::watchdog_main::serve_forked(host, start, marker);
+                    // A panic ends the watchdog, never unwinds into the
+                    // copy of the host's `main`.
+                    let _ = std::panic::catch_unwind(move || {
+                        crate::watchdog_main::serve_forked(host, start, marker, cgroup_name);
+                    });
                 }
-                std::process::exit(0);
+                sys::exit_now(0);
             }
             sys::Forked::Parent(pid) => {
                 sys::set_pipe_size(write.as_fd(), PIPE_BYTES);
@@ -281,7 +288,8 @@ impl Process {
         }
     }
 
-    /// Kills and reaps it (blocking: on the writer's thread).
+    /// Kills and reaps it (blocking: on the writer's thread). Only for one
+    /// not yet reaped (`gone` said `None`).
     fn end(self) {
         match self {
             Process::Executed(mut child) => {
@@ -391,8 +399,8 @@ fn start(writer: &Writer) -> std::io::Result<Running> {
 }
 
 /// The messages that tell a forked watchdog what its host made after it
-/// started (`c PATH`, `v PATH`, then the seal `.`), said before the host's
-/// first command starts; `None` if a path holds a newline (which a
+/// started (`c PATH`, `v PATH`), said before the host's first command
+/// starts; `None` if a path holds a newline (which a
 /// line cannot carry: such a host executes a watchdog with them as
 /// arguments instead).
 fn announce(watched: &Watched) -> Option<Vec<u8>> {
@@ -412,8 +420,6 @@ fn announce(watched: &Watched) -> Option<Vec<u8>> {
         bytes.extend_from_slice(dir);
         bytes.push(b'\n');
     }
-    // The seal: no cgroup named after it counts (see `watchdog_main.rs`).
-    bytes.extend_from_slice(b".\n");
     Some(bytes)
 }
 
@@ -464,7 +470,9 @@ impl Writer {
     /// Takes the watchdog forked before the host started: registered as
     /// the host's own child and told the host's cgroups. One that cannot
     /// be told (it is gone, a path cannot be said) is ended and an
-    /// executed one started instead.
+    /// executed one started instead. The lines are written here, on the
+    /// thread starting the host (a few hundred bytes into an empty pipe:
+    /// they never block), so they are in before the first command runs.
     fn adopt(&mut self, forked: Forked) {
         let gate = self.adoption.spawning();
         self.adoption.register(forked.pid);
@@ -493,6 +501,11 @@ impl Writer {
             None => Some("it was never started".into()),
         };
         if let Some(why) = exited {
+            // Reaped by `gone`: its pid may be another process's already,
+            // so it is let go, never signalled or waited for again.
+            if let Some(gone) = self.running.take() {
+                self.adoption.unregister(gone.process.pid());
+            }
             tracing::warn!(%why, "the host-death watchdog is gone; starting a new one");
             self.restart();
         }

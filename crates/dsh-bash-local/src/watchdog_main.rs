@@ -14,8 +14,11 @@
 //!
 //! The same loop serves a watchdog forked from `main` without exec
 //! (`watchdog.rs`, [`serve_forked`]): it starts before the host has made
-//! its cgroups, so the host tells it them by message (`c PATH`, `v PATH`,
-//! then `.`), before any command runs.
+//! its cgroups, so the host tells it them by message (`c PATH`, `v PATH`).
+//! Anyone who can write to the pipe could say such a line too (an
+//! unconfined command of the same user, through `/proc`), so a path counts
+//! only if it is a cgroup (on a cgroup file system) with the host's own
+//! directory name.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -33,9 +36,10 @@ struct Watch {
     host: libc::pid_t,
     start: Option<u64>,
     marker: Option<Vec<u8>>,
-    /// Whether the cgroups come by message (a forked watchdog); an
-    /// executed one has them on its command line and takes none later.
-    by_message: bool,
+    /// A forked watchdog's: the name the host's cgroups have (they come
+    /// by message and must have it); an executed one has them on its
+    /// command line and takes none by message.
+    by_message: Option<std::ffi::OsString>,
 }
 
 impl Watch {
@@ -50,7 +54,7 @@ impl Watch {
             host: host.to_str()?.parse().ok()?,
             start: start.to_str().and_then(|s| s.parse().ok()),
             marker: (!marker.is_empty()).then(|| marker.as_bytes().to_vec()),
-            by_message: false,
+            by_message: None,
         })
     }
 }
@@ -75,36 +79,55 @@ pub fn run_watchdog_if_asked() {
 
 /// Serves as the watchdog of `host` (started at `start`, its commands
 /// carrying `marker`) in a process forked from it: its cgroups come by
-/// message. Returns when the work after the host's death is done.
-pub(crate) fn serve_forked(host: libc::pid_t, start: Option<u64>, marker: Vec<u8>) {
+/// message, each named `cgroup_name`. Returns when the work after the
+/// host's death is done.
+pub(crate) fn serve_forked(
+    host: libc::pid_t,
+    start: Option<u64>,
+    marker: Vec<u8>,
+    cgroup_name: std::ffi::OsString,
+) {
     Watch {
         cgroup: None,
         v1: Vec::new(),
         host,
         start,
         marker: Some(marker),
-        by_message: true,
+        by_message: Some(cgroup_name),
     }
     .serve();
 }
 
-/// What the host told its watchdog: the process groups recorded and not
-/// forgotten, and the cgroups it made after the watchdog started (said
-/// before its first command, then sealed: see [`record`]).
+/// True if `path` is a cgroup (on a cgroup file system, v2 or v1) named
+/// `name`.
+fn is_cgroup_named(path: &std::path::Path, name: &std::ffi::OsStr) -> bool {
+    let on_cgroupfs = rustix::fs::statfs(path).is_ok_and(|fs| {
+        fs.f_type == libc::CGROUP2_SUPER_MAGIC || fs.f_type == libc::CGROUP_SUPER_MAGIC
+    });
+    path.file_name() == Some(name) && on_cgroupfs
+}
+
+/// What the watchdog was told: the process groups recorded and not
+/// forgotten, and the cgroups named (candidates: see [`Watch::serve`]).
 #[derive(Debug, Default, PartialEq)]
 struct Heard {
     groups: BTreeSet<libc::pid_t>,
-    cgroup: Option<PathBuf>,
+    cgroups: Vec<PathBuf>,
     v1: Vec<PathBuf>,
-    sealed: bool,
 }
 
 impl Watch {
     fn serve(mut self) {
         crate::sys::ignore_hangup_and_interrupt();
         let heard = self.wait_for_death();
-        self.cgroup = self.cgroup.or(heard.cgroup);
-        self.v1.extend(heard.v1);
+        // Only a forked watchdog takes cgroups by message, and only its
+        // host's: the first named `c` line that is one, each such `v`.
+        if let Some(name) = &self.by_message {
+            if self.cgroup.is_none() {
+                self.cgroup = heard.cgroups.into_iter().find(|p| is_cgroup_named(p, name));
+            }
+            self.v1.extend(heard.v1.into_iter().filter(|p| is_cgroup_named(p, name)));
+        }
         for group in &heard.groups {
             crate::sys::signal_group(*group, libc::SIGKILL);
         }
@@ -131,10 +154,7 @@ impl Watch {
     /// Reads the host's messages until it dies (EOF, or its pidfd becomes
     /// readable); what it said by then.
     fn wait_for_death(&self) -> Heard {
-        let mut heard = Heard {
-            sealed: !self.by_message,
-            ..Heard::default()
-        };
+        let mut heard = Heard::default();
         let Some(pidfd) = self.host_pidfd() else {
             return heard;
         };
@@ -218,26 +238,19 @@ fn drain(pending: &mut Vec<u8>, heard: &mut Heard) {
 }
 
 /// Applies one message line: `+ PGID` records a group, `- PGID` forgets
-/// it (only plain ids above 1); `c PATH` names the host's parent cgroup
-/// (the first one counts), `v PATH` one of its v1 parents (absolute paths
-/// only), `.` ends those: the host says its cgroups and `.` before its
-/// first command starts, so no later writer to the pipe (an unconfined
-/// command of the same user holding it open) can name a directory the
-/// watchdog would then remove. Anything else is ignored.
+/// it (only plain ids above 1); `c PATH` names a candidate for the host's
+/// parent cgroup, `v PATH` one for its v1 parents (absolute paths only;
+/// which count is decided at the host's death). Anything else is ignored.
 fn record(heard: &mut Heard, line: &[u8]) {
     use std::os::unix::ffi::OsStrExt as _;
     let line = line.strip_suffix(b"\n").unwrap_or(line);
-    if line == b"." {
-        heard.sealed = true;
-        return;
-    }
     if let Some(path) = line.strip_prefix(b"c ").or_else(|| line.strip_prefix(b"v ")) {
         let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
-        if heard.sealed || !path.is_absolute() {
+        if !path.is_absolute() {
             return;
         }
         if line[0] == b'c' {
-            heard.cgroup.get_or_insert(path);
+            heard.cgroups.push(path);
         } else {
             heard.v1.push(path);
         }
@@ -315,7 +328,7 @@ mod tests {
     }
 
     #[test]
-    fn messages_name_cgroups_absolute_and_the_first_parent_counts() {
+    fn messages_name_absolute_candidates_only() {
         let mut heard = Heard::default();
         for line in [
             "c relative/dir\n",
@@ -327,21 +340,43 @@ mod tests {
             record(&mut heard, line.as_bytes());
         }
         assert_eq!(
-            heard.cgroup.as_deref(),
-            Some(std::path::Path::new("/sys/fs/cgroup/dsh-bash-1 with space"))
+            heard.cgroups,
+            [
+                PathBuf::from("/sys/fs/cgroup/dsh-bash-1 with space"),
+                PathBuf::from("/sys/fs/cgroup/second")
+            ]
         );
         assert_eq!(heard.v1, [PathBuf::from("/sys/fs/cgroup/pids/dsh-bash-1")]);
     }
 
+    /// What a writer to the pipe could name instead of the host's cgroup:
+    /// a directory of the host's name elsewhere, a cgroup of another name.
     #[test]
-    fn after_the_seal_no_cgroup_is_named_but_groups_still_are() {
-        let mut heard = Heard::default();
-        for line in ["v /sys/fs/cgroup/pids/dsh-bash-1\n", ".\n", "c /home/user\n", "v /home/user/empty\n", "+ 42\n"] {
-            record(&mut heard, line.as_bytes());
+    fn only_a_cgroup_with_the_hosts_name_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = std::ffi::OsStr::new("dsh-bash-42.7.4026531836");
+        let planted = dir.path().join(name);
+        std::fs::create_dir(&planted).unwrap();
+        assert!(!is_cgroup_named(&planted, name), "not on a cgroup file system");
+        let root = std::path::Path::new("/sys/fs/cgroup");
+        assert!(!is_cgroup_named(root, name), "a cgroup of another name");
+        let own = std::path::Path::new("/proc/self/cgroup");
+        let mine = std::fs::read_to_string(own).unwrap_or_default();
+        let line = mine.lines().find(|l| l.starts_with("0::"));
+        // This process's own v2 cgroup, unless it is the root.
+        let relative = line
+            .and_then(|l| l.strip_prefix("0::"))
+            .map(|r| r.trim_start_matches('/'))
+            .filter(|r| !r.is_empty());
+        if let Some(relative) = relative {
+            let hybrid = root.join("unified");
+            let v2 = if hybrid.is_dir() { hybrid } else { root.to_owned() };
+            let cgroup = v2.join(relative);
+            if cgroup.is_dir() {
+                let its_name = cgroup.file_name().unwrap();
+                assert!(is_cgroup_named(&cgroup, its_name), "{}", cgroup.display());
+            }
         }
-        assert_eq!(heard.cgroup, None);
-        assert_eq!(heard.v1, [PathBuf::from("/sys/fs/cgroup/pids/dsh-bash-1")]);
-        assert_eq!(heard.groups.into_iter().collect::<Vec<_>>(), [42]);
     }
 
     #[test]

@@ -6,11 +6,12 @@
 //! every gitlink and runs that repository's config (`core.fsmonitor`) and,
 //! on a commit there, its hooks. Nothing can stop the write itself, so the
 //! server looks once the command's tree is gone: when an index (the
-//! root's, a submodule's, a nested repository's) changed, a gitlink whose `.git` the backend did not keep read-only for the command
-//! is named in the result (`sandbox.planted`), for the model and the
-//! person to undo (`git rm -r -f --cached -- <path>`, and a commit if the command
-//! committed it). The next command keeps it read-only
-//! like every gitlink's.
+//! root's, a submodule's, a nested repository's) changed, a gitlink whose
+//! `.git` the backend did not keep read-only for the command is named in
+//! the result (`sandbox.planted`), for the model and the person to undo
+//! (`git -C <parent> rm -r -f --cached -- <name>`, and a commit if the
+//! command committed it). The next command keeps it read-only like every
+//! gitlink's.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -94,9 +94,9 @@ pub struct BashSandboxInfo {
     pub blocked: Vec<BlockedPath>,
     /// Repositories the command made and added to the workspace's index
     /// as gitlinks (absolute paths): the host's next `git status` there
-    /// runs their config and hooks. Said whatever the exit; `git rm -r -f
-    /// --cached -- <path>` undoes it (the index only; and a commit, if the
-    /// command committed it).
+    /// runs their config and hooks. Said whatever the exit; `git -C
+    /// <parent> rm -r -f --cached -- <name>` undoes it (the index only; and
+    /// a commit, if the command committed it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planted: Vec<PathBuf>,
     /// Under the `container` backend: the engine, the image and the

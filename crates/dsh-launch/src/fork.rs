@@ -1,6 +1,6 @@
 //! A fork without exec, for a process that still has one thread: the
 //! host-death watchdog forked from `main` before any runtime starts, so it
-//! costs a copy-on-write fork instead of executing the 16 MB binary again
+//! costs a copy-on-write fork instead of executing the binary again
 //! (its dynamic loader, its relocations, its start). With one thread there
 //! is no other thread whose lock (the allocator's, stdio's) the child could
 //! inherit held, so the child may run ordinary Rust code; with more than
@@ -8,7 +8,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// Which side of [`fork_alone`] this process is on.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,13 +47,18 @@ pub fn fork_alone() -> io::Result<Forked> {
 
 /// Detaches a forked child from what its parent holds: a process group of
 /// its own (a Ctrl-C or a group kill aimed at the parent's group does not
-/// reach it), `input` as its stdin, `null` as stdout and stderr, every
-/// other descriptor closed (so it keeps no pipe of the parent's caller
-/// open), `name` as its name, and its command line overwritten with
-/// `title` (as much as fits; the rest zeroed).
+/// reach it), `/` as its directory (it pins no workspace), `input` as its
+/// stdin, `null` as stdout and stderr, every other descriptor closed (so
+/// it keeps no pipe of the parent's caller open), `name` as its name, and
+/// its command line overwritten with `title` (as much as fits; the rest
+/// zeroed).
 pub fn detach(input: OwnedFd, null: OwnedFd, name: &CStr, title: &[u8]) -> io::Result<()> {
     // SAFETY: setpgid(0, 0) on this process; no pointers.
     if unsafe { libc::setpgid(0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: chdir to a static NUL-terminated path.
+    if unsafe { libc::chdir(c"/".as_ptr()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     for (from, to) in [(&input, 0), (&null, 1), (&null, 2)] {
@@ -62,12 +67,8 @@ pub fn detach(input: OwnedFd, null: OwnedFd, name: &CStr, title: &[u8]) -> io::R
             return Err(io::Error::last_os_error());
         }
     }
-    // SAFETY: closes every descriptor from 3 up; `input` and `null` are
-    // among them and are forgotten right after, so nothing closes their
-    // numbers a second time.
-    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    close_from_three()?;
+    // Closed above: forgotten, so nothing closes their numbers again.
     std::mem::forget(input);
     std::mem::forget(null);
     // SAFETY: PR_SET_NAME reads a NUL-terminated string we own.
@@ -86,14 +87,62 @@ pub fn detach(input: OwnedFd, null: OwnedFd, name: &CStr, title: &[u8]) -> io::R
     Ok(())
 }
 
+/// Closes every descriptor from 3 up: `close_range`, or on a kernel
+/// before it (5.9) each one `/proc/self/fd` lists (this process has one
+/// thread: it may allocate).
+fn close_from_three() -> io::Result<()> {
+    // SAFETY: close_range with integer arguments only.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) } == 0 {
+        return Ok(());
+    }
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in open {
+        // SAFETY: closes a descriptor of this process (the listing's own,
+        // already closed, gives EBADF, which is ignored).
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+/// Moves `fd` above the standard descriptors when it is one of them (a
+/// process started with 0, 1 or 2 closed gets them back from its first
+/// `open`), close-on-exec.
+pub fn above_standard(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl F_DUPFD_CLOEXEC with integer arguments on a descriptor
+    // we own; a new descriptor is returned or -1.
+    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if moved < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just handed us this descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+}
+
+/// Ends this process now with `code`: no exit handlers, no unwinding, no
+/// flush of what a forked copy's buffers hold of its parent's.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no memory of ours.
+    unsafe { libc::_exit(code) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_threaded_process_is_refused() {
-        // The test harness runs this on a thread of its own: more than one.
+        // A second thread for certain (whatever thread runs the test).
+        let (stop, parked) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || parked.recv());
         let refused = fork_alone().unwrap_err();
+        drop(stop);
+        let _ = other.join();
         assert_eq!(refused.kind(), io::ErrorKind::Unsupported, "{refused}");
         assert!(refused.to_string().contains("threads"), "{refused}");
     }

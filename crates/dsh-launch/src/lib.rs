@@ -432,7 +432,7 @@ mod fork;
 mod launch;
 mod restrict;
 
-pub use fork::{detach, fork_alone, Forked};
+pub use fork::{above_standard, detach, exit_now, fork_alone, Forked};
 pub use launch::{launch, pipe, Entry as CgroupEntry, Exec, Launcher, Pipes};
 
 #[cfg(test)]

@@ -405,9 +405,9 @@ impl Sandboxes {
     }
 }
 
-/// At most this many warm sandboxes are kept (mode by network, with room
-/// for changed policies); the oldest goes first.
-const MAX_WARM: usize = 4;
+/// At most this many warm sandboxes are kept (the two confined modes by
+/// the three network policies); the oldest goes first.
+const MAX_WARM: usize = 6;
 
 /// The kept warm sandbox that fits `policy`, or a new one built for it
 /// (kept, the oldest dropped past [`MAX_WARM`]); `None` once a build

@@ -55,10 +55,18 @@ fn planted_markers(facts: Option<&dsh_bash::BashSandboxInfo>) -> Vec<String> {
                 .as_deref()
                 .and_then(|ws| path.strip_prefix(ws).ok())
                 .unwrap_or(path);
+            // Run in its parent directory, so the index is the one of the
+            // repository holding it (a submodule's for a link inside one).
+            let parent = shown
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            let name = shown.file_name().unwrap_or(shown.as_os_str());
             format!(
-                "[sandbox: this command added {} to the index as a gitlink, a repository it made: the host's next `git status` runs that repository's config and hooks; unless a person asked for it, undo it with `git rm -r -f --cached -- {}` (and a commit, if the command committed it: `git reset` would put it back from that commit)]",
+                "[sandbox: this command added {} to the index as a gitlink, a repository it made: the host's next `git status` runs that repository's config and hooks; unless a person asked for it, undo it with `git -C {} rm -r -f --cached -- {}` (and a commit, if the command committed it: `git reset` would put it back from that commit)]",
                 path.display(),
-                shown.display()
+                parent.display(),
+                std::path::Path::new(name).display()
             )
         })
         .collect()
@@ -904,6 +912,28 @@ mod tests {
             planted: Vec::new(),
             container: None,
         }
+    }
+
+    /// The undo runs in the planted repository's parent directory, so a
+    /// link inside a submodule is removed from that submodule's index.
+    #[test]
+    fn a_planted_gitlinks_undo_runs_in_its_parent() {
+        let mut facts = read_only_facts(
+            false,
+            dsh_bash::NetworkFacts::of(dsh_bash::NetworkPolicy::Off),
+        );
+        facts.planted = vec!["/ws/nested".into(), "/ws/lib/inner".into()];
+        let lines = planted_markers(Some(&facts));
+        assert!(
+            lines[0].contains("undo it with `git -C . rm -r -f --cached -- nested`"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains("undo it with `git -C lib rm -r -f --cached -- inner`"),
+            "{}",
+            lines[1]
+        );
     }
 
     #[test]
