@@ -4,7 +4,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{alive, wait_gone};
@@ -540,22 +540,8 @@ fn a_sigkilled_hosts_cgroup_is_killed_and_removed_by_its_forked_watchdog() {
     if !cgroups_or_skip("the forked watchdog's cgroup") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let pids = dir.path().join("pids");
-    let command = format!(
-        "env -u DSH_BASH_HOST setsid sleep 1000 & echo $! >> {p}; wait",
-        p = pids.display()
-    );
-    let mut host = dsh_bash()
-        .args(["run", "--"])
-        .arg(&command)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut host, escapee, _dir) = host_with_escapee(&[], "env -u DSH_BASH_HOST ");
     let host_pid = i32::try_from(host.id()).unwrap();
-    let escapee = wait_for("the escapee", || {
-        listed(&pids).first().copied().filter(|p| alive(*p))
-    });
     let environ = std::fs::read(format!("/proc/{escapee}/environ")).unwrap_or_default();
     assert!(
         !String::from_utf8_lossy(&environ).contains("DSH_BASH_HOST="),
@@ -607,7 +593,6 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
     }
     for how in ["stopped watchdog", "pipe held open"] {
         let dir = tempfile::tempdir().unwrap();
-        let pids = dir.path().join("pids");
         let held = dir.path().join("held");
         let hold = if how == "pipe held open" {
             format!(
@@ -617,27 +602,7 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
         } else {
             String::new()
         };
-        let command = format!(
-            "{hold}setsid sleep 1000 & echo $! >> {p}; wait",
-            p = pids.display()
-        );
-        let mut host = dsh_bash()
-            .args(["run", "--"])
-            .arg(&command)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let escapee = loop {
-            assert!(
-                Instant::now() < deadline,
-                "{how}: the escapee never started"
-            );
-            if let Some(pid) = listed(&pids).first().copied().filter(|p| alive(*p)) {
-                break pid;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let (mut host, escapee, _started) = host_with_escapee(&[], &hold);
         let host_pid = i32::try_from(host.id()).unwrap();
         let watchdog = watchdogs_of(host_pid);
         assert_eq!(watchdog.len(), 1, "{how}: {watchdog:?}");
@@ -664,22 +629,8 @@ fn the_watchdog_cannot_be_hung_up_or_kept_waiting() {
 #[test]
 fn a_killed_watchdog_is_replaced_and_the_replacement_holds_the_tree() {
     for containment in ["auto", "process-tree"] {
-        let dir = tempfile::tempdir().unwrap();
-        let pids = dir.path().join("pids");
-        let command = format!(
-            "setsid sleep 1000 & echo $! >> {p}; wait",
-            p = pids.display()
-        );
-        let mut host = dsh_bash()
-            .args(["run", "--containment", containment, "--"])
-            .arg(&command)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let (mut host, escapee, _dir) = host_with_escapee(&["--containment", containment], "");
         let host_pid = i32::try_from(host.id()).unwrap();
-        let escapee = wait_for(containment, || {
-            listed(&pids).first().copied().filter(|p| alive(*p))
-        });
         let forked = watchdogs_of(host_pid);
         assert_eq!(forked.len(), 1, "{containment}: {forked:?}");
         assert_eq!(
@@ -708,6 +659,30 @@ fn a_killed_watchdog_is_replaced_and_the_replacement_holds_the_tree() {
             "{containment}: {escapee} outlived its SIGKILLed host after the watchdog was replaced"
         );
     }
+}
+
+/// `dsh-bash run ARGS -- "PREFIX setsid sleep 1000 & …; wait"` started,
+/// the pid of that escapee once it runs (10 s at most), and the directory
+/// its pid is written in.
+fn host_with_escapee(args: &[&str], prefix: &str) -> (Child, i32, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let command = format!(
+        "{prefix}setsid sleep 1000 & echo $! >> {p}; wait",
+        p = pids.display()
+    );
+    let host = dsh_bash()
+        .arg("run")
+        .args(args)
+        .arg("--")
+        .arg(&command)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let escapee = wait_for("the escapee", || {
+        listed(&pids).first().copied().filter(|p| alive(*p))
+    });
+    (host, escapee, dir)
 }
 
 /// Polls `found` until it gives a value (10 s at most).
