@@ -89,14 +89,16 @@ if [ -n "$1" ]; then
 fi
 "#;
 
-/// The environment entry every command of this host carries (name, value):
+/// The value of the environment entry every command of this host carries:
 /// the host's pid and start time, unique to this host.
 fn host_marker() -> String {
-    format!(
-        "{}.{}",
-        std::process::id(),
-        crate::scratch::start_time(std::process::id()).unwrap_or(0)
-    )
+    let host = std::process::id();
+    marker_of(host, crate::scratch::start_time(host))
+}
+
+/// The marker of host `host` started at `start`.
+fn marker_of(host: u32, start: Option<u64>) -> String {
+    format!("{host}.{}", start.unwrap_or(0))
 }
 
 /// The marker's name.
@@ -220,7 +222,7 @@ impl Forked {
     pub(crate) fn start() -> std::io::Result<Forked> {
         let host = std::process::id();
         let start = crate::scratch::start_time(host);
-        let marker = format!("{MARKER}={host}.{}", start.unwrap_or(0)).into_bytes();
+        let marker = format!("{MARKER}={}", marker_of(host, start)).into_bytes();
         // The name every cgroup the host makes has (see `watchdog_main.rs`).
         let cgroup_name = std::ffi::OsString::from(crate::cgroupfs::host_dir_name());
         let host = libc::pid_t::try_from(host).map_err(std::io::Error::other)?;

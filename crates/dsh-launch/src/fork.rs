@@ -8,7 +8,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Which side of [`fork_alone`] this process is on.
 #[derive(Debug, PartialEq, Eq)]
@@ -114,14 +114,7 @@ pub fn above_standard(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    // SAFETY: fcntl F_DUPFD_CLOEXEC with integer arguments on a descriptor
-    // we own; a new descriptor is returned or -1.
-    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if moved < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just handed us this descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+    crate::duplicate_from(&fd, 3)
 }
 
 /// Ends this process now with `code`: no exit handlers, no unwinding, no

@@ -242,14 +242,20 @@ pub fn try_reap(pidfd: BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
 /// command's own fixed-number redirections (`exec 9<file`) do not reach
 /// it; `fd` itself when the descriptor limit is lower.
 pub fn high(fd: OwnedFd) -> OwnedFd {
+    duplicate_from(&fd, 1000).unwrap_or(fd)
+}
+
+/// A close-on-exec duplicate of `fd` at the lowest free number from
+/// `lowest` up.
+fn duplicate_from(fd: &OwnedFd, lowest: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: fcntl F_DUPFD_CLOEXEC with integer arguments on a descriptor
     // we own; a new descriptor is returned or -1.
-    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 1000) };
+    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, lowest) };
     if moved < 0 {
-        return fd;
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: the kernel just handed us this descriptor.
-    unsafe { OwnedFd::from_raw_fd(moved) }
+    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
 }
 
 /// An empty in-memory file (close-on-exec) a child may write to: no path

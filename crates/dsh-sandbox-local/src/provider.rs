@@ -1,5 +1,6 @@
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_sandbox::{
@@ -380,7 +381,10 @@ impl LocalSandboxProvider {
         name: &'static str,
     ) -> Result<Confinement, SandboxError> {
         let mut owned_policy = policy.clone();
-        let forwarded = self.forwarded(&mut owned_policy, argv)?;
+        let forwarded = match self.forwarder_for(&mut owned_policy)? {
+            Some(program) => Some(self.forwarded(policy, &program, argv)?),
+            None => None,
+        };
         let owned_argv = forwarded
             .as_ref()
             .map_or_else(|| argv.to_vec(), |forwarded| forwarded.argv.clone());
@@ -400,39 +404,45 @@ impl LocalSandboxProvider {
         Ok(confinement)
     }
 
-    /// On an allow-list under bubblewrap: the command's door and the
-    /// command line that starts the forwarder on its far end before the
-    /// command (the forwarder made readable in `policy`); `None` on any
-    /// other network policy.
+    /// On an allow-list under bubblewrap: the forwarder program, made
+    /// readable in `policy`; `None` on any other network policy.
     #[cfg(target_os = "linux")]
-    fn forwarded(
-        &self,
-        policy: &mut SandboxPolicy,
-        argv: &[OsString],
-    ) -> Result<Option<crate::network::Forwarded>, SandboxError> {
+    fn forwarder_for(&self, policy: &mut SandboxPolicy) -> Result<Option<PathBuf>, SandboxError> {
         if policy.network != dsh_sandbox::NetworkPolicy::Allow {
             return Ok(None);
         }
-        let program = crate::network::forwarder(self.config.forwarder.as_ref())?;
+        let program = crate::network::forwarder(self.config.forwarder.as_ref())?.clone();
+        policy.readable.push(program.clone());
+        Ok(Some(program))
+    }
+
+    /// The command's door and the command line that starts `program` (the
+    /// forwarder) on its far end before the command.
+    #[cfg(target_os = "linux")]
+    fn forwarded(
+        &self,
+        policy: &SandboxPolicy,
+        program: &Path,
+        argv: &[OsString],
+    ) -> Result<crate::network::Forwarded, SandboxError> {
         let door = crate::network::open(&self.proxy, policy, true)?;
         let far_end = door.far_end().ok_or_else(|| SandboxError::Door {
             cause: std::io::Error::other("a passed door without its far end"),
         })?;
         let mut forwarded_argv = dsh_net_proxy::forward::argv(program, far_end.as_raw_fd());
         forwarded_argv.extend_from_slice(argv);
-        policy.readable.push(program.clone());
-        Ok(Some(crate::network::Forwarded {
+        Ok(crate::network::Forwarded {
             door,
             far_end,
             argv: forwarded_argv,
-        }))
+        })
     }
 
     /// A command entering the session's warm sandbox for `key` (built or
     /// built again here when none fits); `None` when none can be built
     /// (said once in the log; the cold path confines then). On an
-    /// allow-list the command gets its own door and network namespace,
-    /// and the forwarder starts it there.
+    /// allow-list the command gets its own door (opened once the sandbox is
+    /// there) and network namespace, and the forwarder starts it there.
     #[cfg(target_os = "linux")]
     async fn confine_warm(
         &self,
@@ -442,27 +452,28 @@ impl LocalSandboxProvider {
     ) -> Result<Option<Confinement>, SandboxError> {
         let runner = self.bwrap_restriction(policy);
         let mut owned = policy.clone();
-        let forwarded = self.forwarded(&mut owned, argv)?;
-        let argv = forwarded
-            .as_ref()
-            .map_or_else(|| argv.to_vec(), |forwarded| forwarded.argv.clone());
+        let program = self.forwarder_for(&mut owned)?;
+        let owned_argv = argv.to_vec();
         let bwrap = self.config.bwrap.clone();
         let sandboxes = Arc::clone(&self.warm);
         // Resolving the protected paths, building, and checking what must
         // stay readable read the file system: off the runtime threads.
         let confined = tokio::task::spawn_blocking(move || {
             let warm = crate::warm::warm_for(&sandboxes, &bwrap, key, &owned)?;
-            Some(warm.confine(&owned, &argv, runner))
+            Some(warm.confine(&owned, &owned_argv, runner))
         })
         .await
         .ok()
         .flatten();
-        Ok(confined.map(|mut confinement| {
-            if let Some(forwarded) = forwarded {
-                forwarded.attach(&mut confinement);
-            }
-            confinement
-        }))
+        let Some(mut confinement) = confined else {
+            return Ok(None);
+        };
+        if let Some(program) = program {
+            let forwarded = self.forwarded(policy, &program, argv)?;
+            confinement.invocation.argv.clone_from(&forwarded.argv);
+            forwarded.attach(&mut confinement);
+        }
+        Ok(Some(confinement))
     }
 
     /// Under Landlock: on an allow-list, the door is a loopback port the
