@@ -542,6 +542,12 @@ fn a_sigkilled_hosts_cgroup_is_killed_and_removed_by_its_forked_watchdog() {
     }
     let (mut host, escapee, _dir) = host_with_escapee(&[], "env -u DSH_BASH_HOST ");
     let host_pid = i32::try_from(host.id()).unwrap();
+    // Its environment as `sleep` got it (before that exec, `$!` is still
+    // the shell's fork or `env`, which carry the marker).
+    wait_for("the escapee's exec of sleep", || {
+        let comm = std::fs::read_to_string(format!("/proc/{escapee}/comm")).ok()?;
+        (comm.trim() == "sleep").then_some(())
+    });
     let environ = std::fs::read(format!("/proc/{escapee}/environ")).unwrap_or_default();
     assert!(
         !String::from_utf8_lossy(&environ).contains("DSH_BASH_HOST="),
